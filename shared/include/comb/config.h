@@ -1,0 +1,51 @@
+/*
+ * Configuration from COMB_* environment variables. One table in config.c
+ * names every variable, its default and its documentation; the README's
+ * configuration table is generated from the same words.
+ */
+#ifndef COMB_CONFIG_H
+#define COMB_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct comb_config {
+	char *listen;               /* COMB_LISTEN, host:port */
+	char *database_url;         /* COMB_DATABASE_URL */
+	char *redis_url;            /* COMB_REDIS_URL */
+	char *relay_secret_key;     /* COMB_RELAY_SECRET_KEY, 64 hex */
+	char *relay_secret_key_file;/* COMB_RELAY_SECRET_KEY_FILE */
+	char *policy_plugin;        /* COMB_POLICY_PLUGIN, colon-separated paths */
+	char *policy_config;        /* COMB_POLICY_CONFIG */
+	char *capture_endpoint;     /* COMB_CAPTURE_ENDPOINT, ZeroMQ */
+	char *relay_name;           /* COMB_RELAY_NAME */
+	char *relay_description;    /* COMB_RELAY_DESCRIPTION */
+	char *log_level;            /* COMB_LOG_LEVEL */
+	bool incremental_enabled;   /* COMB_INCREMENTAL_ENABLED */
+	int num_threads;            /* COMB_NUM_THREADS */
+	int db_pool_size;           /* COMB_DB_POOL_SIZE */
+	int max_message_length;     /* COMB_MAX_MESSAGE_LENGTH */
+	int max_subscriptions;      /* COMB_MAX_SUBSCRIPTIONS */
+	int max_filters;            /* COMB_MAX_FILTERS */
+	int max_limit;              /* COMB_MAX_LIMIT */
+	int created_at_lower_limit; /* COMB_CREATED_AT_LOWER_LIMIT */
+	int created_at_upper_limit; /* COMB_CREATED_AT_UPPER_LIMIT */
+	int query_timeout_ms;       /* COMB_QUERY_TIMEOUT_MS */
+	int sync_max_events;        /* COMB_SYNC_MAX_EVENTS */
+	int incremental_max_concurrent; /* COMB_INCREMENTAL_MAX_CONCURRENT */
+};
+
+/*
+ * Fills cfg from the environment, applying defaults for unset variables.
+ * Returns COMB_EINVAL with the variable's name in errbuf when a value does
+ * not parse or is out of range.
+ */
+int comb_config_load(struct comb_config *cfg, char *errbuf, size_t errlen);
+
+/* Frees the strings cfg owns. */
+void comb_config_release(struct comb_config *cfg);
+
+/* Writes the configuration table as Markdown (for the README) to stdout. */
+void comb_config_print_markdown(void);
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * The single-use store for NIP-98 tokens, kept in Redis so that every relay
+ * node sees every use.
+ */
+#ifndef COMB_REPLAY_H
+#define COMB_REPLAY_H
+
+#include "comb/redis.h"
+
+/*
+ * Records token_id (64 hex) as used for ttl_seconds. Returns 0 when this is
+ * its first use, COMB_EREPLAY when it was used before, COMB_EUNAVAIL when
+ * Redis cannot be asked (callers fail closed).
+ */
+int comb_replay_claim(struct comb_redis_pool *pool, const char *token_id,
+		      int ttl_seconds);
+
+#endif
