@@ -39,14 +39,17 @@ bool comb_policy_allows(const struct comb_policy_set *set,
 
 /* Encodes a channel's read-relevant facts as a number below
  * COMB_POLICY_READ_KEYS: visibility | is_dm<<2 | deleted<<3 |
- * archived<<4 | role<<5 | named<<7. The SQL function comb_read_key()
- * (migrations) computes the same number from a row. */
+ * archived<<4 | role<<5 | named<<7 (flags count as 0 or 1). The SQL
+ * function comb_read_key() (migrations) computes the same number from a row.
+ * Returns COMB_EINVAL for a visibility or role outside its enum. */
 int comb_policy_read_key(const struct comb_policy_channel *channel);
 
 /*
  * Writes into keys every read key for which actor may READ, in ascending
  * order, and their number into *count (keys holds COMB_POLICY_READ_KEYS
- * entries). Queries then filter with `comb_read_key(...) = ANY(keys)`.
+ * entries). Every valid combination (visibility 0..2) is asked through the
+ * chain; visibility 3 is never readable. Queries then filter with
+ * `comb_read_key(...) = ANY(keys)`.
  */
 void comb_policy_read_keys(const struct comb_policy_set *set,
 			   const struct comb_policy_actor *actor,

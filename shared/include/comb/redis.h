@@ -3,6 +3,8 @@
  * A connection that failed (hiredis contexts die after an error or a
  * timeout) is dropped and reconnected on next use, so callers never see a
  * dead context twice.
+ * hiredis writes with write(2): a process using this pool must ignore
+ * SIGPIPE, or a write to a connection Redis closed kills it.
  */
 #ifndef COMB_REDIS_H
 #define COMB_REDIS_H

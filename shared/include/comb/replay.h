@@ -10,7 +10,8 @@
 /*
  * Records token_id (64 hex) as used for ttl_seconds. Returns 0 when this is
  * its first use, COMB_EREPLAY when it was used before, COMB_EUNAVAIL when
- * Redis cannot be asked (callers fail closed).
+ * Redis cannot be asked (callers fail closed), COMB_EINVAL when token_id is
+ * not 64 lowercase hex digits or ttl_seconds is not positive.
  */
 int comb_replay_claim(struct comb_redis_pool *pool, const char *token_id,
 		      int ttl_seconds);

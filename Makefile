@@ -1,0 +1,56 @@
+# comb developer entry points. The build itself is CMake; this file only
+# names the usual ways to drive it.
+#
+#   make build   Release-with-debug-info build in build/ (binaries in build/bin)
+#   make run     install what is missing, build, start a local stack (scripts/run.sh)
+#   make test    sanitizer + -Werror build in build-test/, then every CTest entry
+#   make fuzz    clang libFuzzer build in build-fuzz/, each target FUZZ_SECONDS
+#   make lint    refuse banned C functions (scripts/checksrc.sh)
+#   make deps    install the Debian and npm packages (scripts/install-deps.sh)
+#   make clean   remove the build trees (keeps var/ and node_modules/)
+
+BUILD_DIR ?= build
+TEST_BUILD_DIR ?= build-test
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST_JOBS ?= 2
+
+export BUILD_DIR FUZZ_BUILD_DIR FUZZ_SECONDS JOBS
+
+.PHONY: all build run test fuzz lint deps clean distclean
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+run:
+	scripts/run.sh
+
+# The end-to-end tests import nostr-tools and ws from node_modules.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+test: node_modules/.package-lock.json
+	cmake -S . -B $(TEST_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug \
+		-DCOMB_SANITIZE=ON -DCOMB_WERROR=ON
+	cmake --build $(TEST_BUILD_DIR) -j$(JOBS)
+	ctest --test-dir $(TEST_BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
+
+fuzz:
+	scripts/fuzz.sh
+
+lint:
+	scripts/checksrc.sh
+
+deps:
+	scripts/install-deps.sh
+
+clean:
+	rm -rf $(BUILD_DIR) $(TEST_BUILD_DIR) $(FUZZ_BUILD_DIR)
+
+# Also forgets the local stack's data and the npm packages.
+distclean: clean
+	rm -rf var node_modules

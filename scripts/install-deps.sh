@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+#
+# Installs what building, running and testing comb needs on Debian 12: the
+# Debian packages below (only those missing, so a ready machine makes no
+# network call and needs no root), then the npm packages of package.json
+# into ./node_modules when that folder is missing. Used by `make deps`,
+# `make run` and .ci/run.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+packages=(
+	build-essential cmake pkg-config clang libclang-rt-14-dev
+	libcivetweb-dev civetweb libpq-dev postgresql-15 libhiredis-dev redis-server
+	libzmq3-dev libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev
+	libssl-dev python3-yaml
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	if [ "$status" != "install ok installed" ]; then
+		missing+=("$p")
+	fi
+done
+# Node may come from Debian (nodejs + npm) or from a vendor package that
+# bundles npm, which conflicts with Debian's npm: ask for commands, not names.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}"
+	sudo=()
+	if [ "$(id -u)" -ne 0 ]; then
+		sudo=(sudo)
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -q
+	"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Debian's postgresql-15 starts a system cluster on port 5432; comb never
+# uses it (make run and the tests start private servers), so it is left as is.
+
+if [ ! -d node_modules ]; then
+	if [ -f package-lock.json ]; then
+		echo "install-deps: npm ci"
+		npm ci --no-audit --no-fund
+	else
+		echo "install-deps: npm install"
+		npm install --no-audit --no-fund
+	fi
+fi
+echo "install-deps: everything is installed"

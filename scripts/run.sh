@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+#
+# `make run`: a complete local comb stack from a fresh Debian 12 machine.
+# Installs what is missing, builds into build/, starts a private PostgreSQL
+# (var/pg) and Redis (var/redis, append-only) on loopback ports unless
+# COMB_DATABASE_URL / COMB_REDIS_URL name existing servers, migrates, creates
+# the dev community on localhost and 127.0.0.1 (scripts/bootstrap.sh), writes
+# var/env, then runs comb-capture (when built) and comb-relay on COMB_LISTEN
+# (default 127.0.0.1:7447) with incremental reads on, in the foreground.
+# SIGINT or SIGTERM stops the relay, capture, Redis and PostgreSQL, in that
+# order. A later run reuses var/ and its data.
+#
+# Set COMB_SKIP_DEPS=1 or COMB_SKIP_BUILD=1 to skip those steps.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+# shellcheck source=scripts/servers.sh
+. "$root/scripts/servers.sh"
+
+build=${BUILD_DIR:-build}
+bin="$root/$build/bin"
+var="$root/var"
+
+say() {
+	printf 'run: %s\n' "$*"
+}
+
+if [ "${COMB_SKIP_DEPS:-0}" != 1 ]; then
+	"$root/scripts/install-deps.sh"
+fi
+if [ "${COMB_SKIP_BUILD:-0}" != 1 ]; then
+	make --no-print-directory -C "$root" build BUILD_DIR="$build"
+fi
+for b in comb-admin comb-relay; do
+	if [ ! -x "$bin/$b" ]; then
+		echo "run: $bin/$b is missing" >&2
+		exit 1
+	fi
+done
+
+mkdir -p "$var"
+chmod 755 "$var"
+
+# Prints the port NAME used last time when it is still free, else a new one
+# (remembered in var/NAME.port).
+pick_port() {
+	local name=$1 preferred=${2:-} port=""
+	if [ -s "$var/$name.port" ]; then
+		port=$(cat "$var/$name.port")
+	elif [ -n "$preferred" ]; then
+		port=$preferred
+	fi
+	if [ -z "$port" ] || ! comb_port_free "$port"; then
+		port=$(comb_free_port)
+	fi
+	printf '%s\n' "$port" >"$var/$name.port"
+	printf '%s\n' "$port"
+}
+
+relay_pid=""
+capture_pid=""
+started_pg=0
+started_redis=0
+
+# Stops a child with SIGTERM, then SIGKILL after 15 seconds.
+stop_child() {
+	local pid=$1 name=$2 i
+	[ -n "$pid" ] || return 0
+	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+	say "stopping $name"
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 150); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		say "$name ignored SIGTERM; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_child "$relay_pid" comb-relay
+	stop_child "$capture_pid" comb-capture
+	if [ "$started_redis" = 1 ]; then
+		say "stopping Redis"
+		comb_redis_stop "$var/redis" || true
+	fi
+	if [ "$started_pg" = 1 ]; then
+		say "stopping PostgreSQL"
+		comb_pg_stop "$var/pg" || true
+	fi
+	say "stopped"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+listen=${COMB_LISTEN:-127.0.0.1:7447}
+listen_host=${listen%:*}
+listen_port=${listen##*:}
+if ! comb_port_free "$listen_port" "$listen_host"; then
+	echo "run: $listen is in use; stop what holds it or set COMB_LISTEN" >&2
+	exit 1
+fi
+
+if [ -z "${COMB_DATABASE_URL:-}" ]; then
+	pgport=$(pick_port pg)
+	say "starting PostgreSQL on 127.0.0.1:$pgport (data in var/pg)"
+	started_pg=1
+	comb_pg_start "$var/pg" "$pgport" 1
+	if [ -z "$(comb_pg_psql "$pgport" postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'comb'")" ]; then
+		comb_pg_psql "$pgport" postgres -c "CREATE DATABASE comb"
+	fi
+	COMB_DATABASE_URL="postgresql://postgres@127.0.0.1:$pgport/comb"
+	db_id="var/pg"
+else
+	say "using PostgreSQL at COMB_DATABASE_URL"
+	db_id=$COMB_DATABASE_URL
+fi
+
+if [ -z "${COMB_REDIS_URL:-}" ]; then
+	redisport=$(pick_port redis)
+	say "starting Redis on 127.0.0.1:$redisport (data in var/redis)"
+	started_redis=1
+	comb_redis_start "$var/redis" "$redisport" 1
+	COMB_REDIS_URL="redis://127.0.0.1:$redisport/0"
+else
+	say "using Redis at COMB_REDIS_URL"
+fi
+
+COMB_DATABASE_URL=$COMB_DATABASE_URL COMB_ADMIN="$bin/comb-admin" \
+	COMB_BOOTSTRAP_DB_ID="$db_id" "$root/scripts/bootstrap.sh" "$var"
+
+if [ -z "${COMB_CAPTURE_ENDPOINT:-}" ]; then
+	COMB_CAPTURE_ENDPOINT="tcp://127.0.0.1:$(pick_port capture 7450)"
+fi
+relay_key=${COMB_RELAY_SECRET_KEY:-$(cat "$var/relay.key")}
+
+# var/env: what the services run with, for scripts that drive the stack.
+{
+	printf '%s=%q\n' COMB_DATABASE_URL "$COMB_DATABASE_URL"
+	printf '%s=%q\n' COMB_REDIS_URL "$COMB_REDIS_URL"
+	printf '%s=%q\n' COMB_LISTEN "$listen"
+	printf '%s=%q\n' COMB_RELAY_SECRET_KEY_FILE "$var/relay.key"
+	printf '%s=%q\n' COMB_RELAY_SECRET_KEY "$relay_key"
+	printf '%s=%q\n' COMB_POLICY_PLUGIN "${COMB_POLICY_PLUGIN:-$root/$build/lib/policy_default.so}"
+	printf '%s=%q\n' COMB_INCREMENTAL_ENABLED "${COMB_INCREMENTAL_ENABLED:-true}"
+	printf '%s=%q\n' COMB_CAPTURE_ENDPOINT "$COMB_CAPTURE_ENDPOINT"
+} >"$var/env.tmp"
+chmod 600 "$var/env.tmp"
+mv "$var/env.tmp" "$var/env"
+set -a
+# shellcheck source=/dev/null
+. "$var/env"
+set +a
+
+if [ -x "$bin/comb-capture" ]; then
+	say "starting comb-capture on $COMB_CAPTURE_ENDPOINT"
+	"$bin/comb-capture" &
+	capture_pid=$!
+else
+	say "comb-capture is not built: live sync signals are off"
+fi
+
+say "starting comb-relay on $COMB_LISTEN"
+"$bin/comb-relay" &
+relay_pid=$!
+
+# Wait for /healthz so that the banner is only printed for a working relay.
+probe_host=$listen_host
+case $probe_host in 0.0.0.0 | '' | '*') probe_host=127.0.0.1 ;; esac
+healthy=0
+for _ in $(seq 1 100); do
+	kill -0 "$relay_pid" 2>/dev/null || break
+	if timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2" &&
+		printf "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 &&
+		head -n 1 <&3 | grep -q " 200 "' _ "$probe_host" "$listen_port" 2>/dev/null; then
+		healthy=1
+		break
+	fi
+	sleep 0.1
+done
+if [ "$healthy" != 1 ]; then
+	echo "run: comb-relay did not become healthy" >&2
+	exit 1
+fi
+
+cat <<EOF
+
+comb is running: http://localhost:$listen_port  (ws://localhost:$listen_port)
+  dev community owner: $(cat "$var/dev-owner.pub")  (secret key in var/dev-owner.key)
+  environment:         var/env
+Press Ctrl-C to stop.
+
+EOF
+
+# Run until a service exits or a signal arrives (the traps then clean up).
+pids=("$relay_pid")
+[ -n "$capture_pid" ] && pids+=("$capture_pid")
+set +e
+wait -n "${pids[@]}"
+status=$?
+set -e
+if ! kill -0 "$relay_pid" 2>/dev/null; then
+	echo "run: comb-relay exited with status $status" >&2
+else
+	echo "run: comb-capture exited with status $status" >&2
+fi
+exit 1

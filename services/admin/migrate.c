@@ -1,0 +1,262 @@
+/*
+ * comb-admin migrate: applies the numbered, forward-only SQL files of the
+ * migrations folder in order, each in its own transaction together with
+ * its row in the comb_migrations ledger. Re-running applies nothing. A
+ * ledger that disagrees with the files (a changed, renamed or unknown
+ * migration) is refused before anything is applied.
+ */
+#include <dirent.h>
+#include <openssl/sha.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "comb/buf.h"
+#include "comb/hex.h"
+
+#define MAX_MIGRATIONS 1000
+#define MAX_MIGRATION_BYTES (4 * 1024 * 1024)
+
+struct migration {
+	int version;
+	char name[128];
+	char sha256[65];
+	char *sql;
+};
+
+static int parse_file_name(const char *file, int *version, char *name,
+			   size_t namelen)
+{
+	size_t len = strlen(file), i;
+
+	if (len < 10 || len - 4 >= namelen || strcmp(file + len - 4, ".sql"))
+		return -1;
+	for (i = 0; i < 4; i++)
+		if (file[i] < '0' || file[i] > '9')
+			return -1;
+	if (file[4] != '_')
+		return -1;
+	for (i = 5; i < len - 4; i++)
+		if (!((file[i] >= 'a' && file[i] <= 'z') ||
+		      (file[i] >= '0' && file[i] <= '9') || file[i] == '_'))
+			return -1;
+	*version = (file[0] - '0') * 1000 + (file[1] - '0') * 100 +
+		   (file[2] - '0') * 10 + (file[3] - '0');
+	memcpy(name, file, len - 4);
+	name[len - 4] = '\0';
+	return 0;
+}
+
+static char *read_file(const char *path)
+{
+	struct comb_buf b;
+	char chunk[8192];
+	size_t n;
+	FILE *f = fopen(path, "rb");
+
+	if (!f)
+		return NULL;
+	comb_buf_init(&b, MAX_MIGRATION_BYTES);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (comb_buf_append(&b, chunk, n)) {
+			comb_buf_release(&b);
+			fclose(f);
+			return NULL;
+		}
+	}
+	fclose(f);
+	return comb_buf_detach(&b, NULL);
+}
+
+static int by_version(const void *a, const void *b)
+{
+	return ((const struct migration *)a)->version -
+	       ((const struct migration *)b)->version;
+}
+
+/* Loads every migration file of dir, sorted; returns the count or -1. */
+static int load_migrations(const char *dir, struct migration *out)
+{
+	DIR *d = opendir(dir);
+	struct dirent *ent;
+	int n = 0, i;
+
+	if (!d) {
+		fprintf(stderr, "comb-admin: cannot open migrations folder %s\n", dir);
+		return -1;
+	}
+	while ((ent = readdir(d))) {
+		struct migration *m = &out[n];
+		unsigned char digest[SHA256_DIGEST_LENGTH];
+		char path[4096];
+
+		if (ent->d_name[0] == '.')
+			continue;
+		if (parse_file_name(ent->d_name, &m->version, m->name,
+				    sizeof(m->name))) {
+			fprintf(stderr, "comb-admin: %s/%s is not a migration (NNNN_name.sql)\n",
+				dir, ent->d_name);
+			n = -1;
+			break;
+		}
+		if (n == MAX_MIGRATIONS) {
+			fprintf(stderr, "comb-admin: too many migrations\n");
+			n = -1;
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, ent->d_name);
+		m->sql = read_file(path);
+		if (!m->sql) {
+			fprintf(stderr, "comb-admin: cannot read %s\n", path);
+			n = -1;
+			break;
+		}
+		SHA256((const unsigned char *)m->sql, strlen(m->sql), digest);
+		comb_hex_encode(digest, sizeof(digest), m->sha256);
+		n++;
+	}
+	closedir(d);
+	if (n < 0)
+		return -1;
+	qsort(out, (size_t)n, sizeof(*out), by_version);
+	for (i = 1; i < n; i++) {
+		if (out[i].version == out[i - 1].version) {
+			fprintf(stderr, "comb-admin: two migrations numbered %04d\n",
+				out[i].version);
+			return -1;
+		}
+	}
+	return n;
+}
+
+static int exec_ok(PGconn *conn, const char *sql)
+{
+	PGresult *res = PQexec(conn, sql);
+	int ok = PQresultStatus(res) == PGRES_COMMAND_OK ||
+		 PQresultStatus(res) == PGRES_TUPLES_OK;
+
+	if (!ok)
+		fprintf(stderr, "comb-admin: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+/* Compares the ledger with the files; returns -1 when they disagree. */
+static int check_ledger(PGresult *ledger, const struct migration *m, int n)
+{
+	int row, i;
+
+	for (row = 0; row < PQntuples(ledger); row++) {
+		int version = (int)strtol(PQgetvalue(ledger, row, 0), NULL, 10);
+		const char *name = PQgetvalue(ledger, row, 1);
+		const char *sha = PQgetvalue(ledger, row, 2);
+
+		for (i = 0; i < n && m[i].version != version; i++)
+			;
+		if (i == n) {
+			fprintf(stderr, "comb-admin: the database has migration %04d (%s), which is not among the files; refusing to continue\n",
+				version, name);
+			return -1;
+		}
+		if (strcmp(m[i].name, name) || strcmp(m[i].sha256, sha)) {
+			fprintf(stderr, "comb-admin: migration %04d was applied as %s (sha256 %s) but the file is now %s (sha256 %s); migrations are forward-only: add a new one instead of editing\n",
+				version, name, sha, m[i].name, m[i].sha256);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static bool in_ledger(PGresult *ledger, int version)
+{
+	int row;
+
+	for (row = 0; row < PQntuples(ledger); row++)
+		if ((int)strtol(PQgetvalue(ledger, row, 0), NULL, 10) == version)
+			return true;
+	return false;
+}
+
+static int apply(PGconn *conn, const struct migration *m)
+{
+	char version[16];
+	const char *params[3] = {version, m->name, m->sha256};
+	PGresult *res;
+
+	snprintf(version, sizeof(version), "%d", m->version);
+	if (exec_ok(conn, "BEGIN") || exec_ok(conn, m->sql))
+		goto fail;
+	res = PQexecParams(conn,
+			   "INSERT INTO comb_migrations (version, name, sha256) VALUES ($1, $2, $3)",
+			   3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		fprintf(stderr, "comb-admin: %s", PQresultErrorMessage(res));
+		PQclear(res);
+		goto fail;
+	}
+	PQclear(res);
+	if (exec_ok(conn, "COMMIT"))
+		goto fail;
+	printf("applied %s\n", m->name);
+	return 0;
+fail:
+	PQclear(PQexec(conn, "ROLLBACK"));
+	fprintf(stderr, "comb-admin: migration %s failed; nothing of it was applied\n",
+		m->name);
+	return -1;
+}
+
+int admin_migrate(int argc, char **argv)
+{
+	const char *dir = getenv("COMB_MIGRATIONS_DIR");
+	struct migration *m = calloc(MAX_MIGRATIONS, sizeof(*m));
+	PGresult *ledger = NULL;
+	PGconn *conn = NULL;
+	int n = 0, i, applied = 0, rc = 1;
+
+	if (!dir || !*dir)
+		dir = COMB_MIGRATIONS_DIR;
+	if (argc == 3 && !strcmp(argv[1], "--dir")) {
+		dir = argv[2];
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: comb-admin migrate [--dir DIR]\n");
+		rc = 2;
+		goto out;
+	}
+	if (!m || (n = load_migrations(dir, m)) < 0)
+		goto out;
+	if (!(conn = admin_connect()))
+		goto out;
+	/* One migrator at a time, across every machine. */
+	if (exec_ok(conn, "SELECT pg_advisory_lock(7447001)") ||
+	    exec_ok(conn, "CREATE TABLE IF NOT EXISTS comb_migrations ("
+			  " version integer PRIMARY KEY, name text NOT NULL,"
+			  " sha256 text NOT NULL,"
+			  " applied_at timestamptz NOT NULL DEFAULT now())"))
+		goto out;
+	ledger = PQexec(conn, "SELECT version, name, sha256 FROM comb_migrations ORDER BY version");
+	if (PQresultStatus(ledger) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "comb-admin: %s", PQresultErrorMessage(ledger));
+		goto out;
+	}
+	if (check_ledger(ledger, m, n))
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (in_ledger(ledger, m[i].version))
+			continue;
+		if (apply(conn, &m[i]))
+			goto out;
+		applied++;
+	}
+	printf("migrations: %d applied, %d already in place\n", applied, n - applied);
+	rc = 0;
+out:
+	PQclear(ledger);
+	PQfinish(conn);
+	for (i = 0; m && i < n; i++)
+		free(m[i].sql);
+	free(m);
+	return rc;
+}

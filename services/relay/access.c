@@ -1,0 +1,130 @@
+/*
+ * Access decisions over the database's facts (see access.h). The channel
+ * facts are the finite ones of comb/policy.h; nothing else reaches a
+ * plugin.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "access.h"
+#include "comb/error.h"
+
+static int to_int(const char *s)
+{
+	return (int)strtol(s, NULL, 10);
+}
+
+int access_load_actor(PGconn *db, const struct community *c,
+		      const char *pubkey, struct actor *out)
+{
+	bool failed;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->pubkey, sizeof(out->pubkey), "%s", pubkey);
+	out->community_admin = community_is_admin(db, c, pubkey, &failed);
+	return failed ? COMB_EUNAVAIL : 0;
+}
+
+int access_load_channel(PGconn *db, const struct community *c,
+			const char *channel_id, const struct actor *actor,
+			bool named, bool lock, struct channel_row *out)
+{
+	const char *params[3] = {c->id_text, channel_id, actor->pubkey};
+	PGresult *res;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->id, sizeof(out->id), "%s", channel_id);
+	res = PQexecParams(db, lock ?
+		"SELECT c.visibility, c.is_dm, c.archived, c.deleted, coalesce(c.ttl, 0),"
+		" (SELECT m.role FROM members m WHERE m.community_id = c.community_id"
+		"   AND m.channel_id = c.id AND m.pubkey = $3 AND m.active),"
+		" (SELECT count(*) FROM members o WHERE o.community_id = c.community_id"
+		"   AND o.channel_id = c.id AND o.active AND o.role = 3)"
+		" FROM channels c WHERE c.community_id = $1 AND c.id = $2::uuid FOR UPDATE"
+		:
+		"SELECT c.visibility, c.is_dm, c.archived, c.deleted, coalesce(c.ttl, 0),"
+		" (SELECT m.role FROM members m WHERE m.community_id = c.community_id"
+		"   AND m.channel_id = c.id AND m.pubkey = $3 AND m.active),"
+		" (SELECT count(*) FROM members o WHERE o.community_id = c.community_id"
+		"   AND o.channel_id = c.id AND o.active AND o.role = 3)"
+		" FROM channels c WHERE c.community_id = $1 AND c.id = $2::uuid",
+		3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		PQclear(res);
+		return COMB_EUNAVAIL;
+	}
+	if (PQntuples(res) == 1) {
+		out->exists = true;
+		out->facts.visibility = (enum comb_visibility)to_int(PQgetvalue(res, 0, 0));
+		out->facts.is_dm = PQgetvalue(res, 0, 1)[0] == 't';
+		out->facts.archived = PQgetvalue(res, 0, 2)[0] == 't';
+		out->facts.deleted = PQgetvalue(res, 0, 3)[0] == 't';
+		out->ttl = to_int(PQgetvalue(res, 0, 4));
+		out->facts.role = PQgetisnull(res, 0, 5) ? COMB_ROLE_NONE :
+			(enum comb_role)to_int(PQgetvalue(res, 0, 5));
+		out->owners = to_int(PQgetvalue(res, 0, 6));
+		out->facts.named = named;
+	}
+	PQclear(res);
+	return 0;
+}
+
+bool access_allows(const struct relay *relay, const struct actor *actor,
+		   enum comb_action action, const struct channel_row *channel,
+		   const struct comb_policy_request *extra)
+{
+	struct comb_policy_actor pa = {
+		.pubkey = actor->pubkey,
+		.community_admin = actor->community_admin,
+	};
+	struct comb_policy_request req = {0};
+
+	if (extra)
+		req = *extra;
+	req.size = sizeof(req);
+	req.action = action;
+	req.actor = &pa;
+	if (action != COMB_ACT_CREATE_CHANNEL) {
+		if (!channel || !channel->exists)
+			return false;
+		req.channel = &channel->facts;
+	}
+	return comb_policy_allows(relay->policy, &req);
+}
+
+void access_read_keys_literal(const struct relay *relay,
+			      const struct actor *actor,
+			      char out[ACCESS_KEYS_LITERAL])
+{
+	struct comb_policy_actor pa = {
+		.pubkey = actor->pubkey,
+		.community_admin = actor->community_admin,
+	};
+	int keys[COMB_POLICY_READ_KEYS], count, i;
+	size_t used = 0;
+
+	comb_policy_read_keys(relay->policy, &pa, keys, &count);
+	out[used++] = '{';
+	for (i = 0; i < count; i++)
+		used += (size_t)snprintf(out + used, ACCESS_KEYS_LITERAL - used,
+					 "%s%d", i ? "," : "", keys[i]);
+	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
+}
+
+void access_readable_sql(char *out, size_t outlen, int named_param,
+			 int keys_param)
+{
+	snprintf(out, outlen,
+		 "comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,"
+		 " m.role, c.id = ANY($%d::uuid[])) = ANY($%d::int[])",
+		 named_param, keys_param);
+}
+
+void access_member_join_sql(char *out, size_t outlen, int reader_param)
+{
+	snprintf(out, outlen,
+		 "LEFT JOIN members m ON m.community_id = c.community_id"
+		 " AND m.channel_id = c.id AND m.pubkey = $%d AND m.active",
+		 reader_param);
+}

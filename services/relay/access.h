@@ -1,0 +1,72 @@
+/*
+ * Access decisions: facts about a channel and an actor are loaded from the
+ * database, and the policy plugins decide over them. For reads over many
+ * channels the plugins' answers are compiled into read keys so that
+ * PostgreSQL filters before LIMIT (docs/plugins.md).
+ */
+#ifndef COMB_ACCESS_H
+#define COMB_ACCESS_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "comb/policy.h"
+#include "relay.h"
+
+/* Large enough for every read key as a PostgreSQL array literal. */
+#define ACCESS_KEYS_LITERAL 1200
+
+struct actor {
+	char pubkey[65];
+	bool community_admin;
+};
+
+/* One channel as the policy sees it, for one actor. */
+struct channel_row {
+	bool exists;
+	char id[37];
+	struct comb_policy_channel facts;  /* role is the actor's */
+	int ttl;                           /* seconds; 0 when none */
+	int owners;                        /* active owners */
+};
+
+/* Fills actor for pubkey in community c. Returns 0 or COMB_EUNAVAIL. */
+int access_load_actor(PGconn *db, const struct community *c,
+		      const char *pubkey, struct actor *out);
+
+/*
+ * Loads channel channel_id of community c and the actor's active role in
+ * it; out->exists is false when there is no such channel. named says
+ * whether the request names the channel in #h. With lock, the channel row
+ * is locked FOR UPDATE (moderation serializes on it). Returns 0 or
+ * COMB_EUNAVAIL.
+ */
+int access_load_channel(PGconn *db, const struct community *c,
+			const char *channel_id, const struct actor *actor,
+			bool named, bool lock, struct channel_row *out);
+
+/* Asks the policy plugins whether actor may do action on channel (NULL for
+ * channel creation). A channel that does not exist is never allowed. */
+bool access_allows(const struct relay *relay, const struct actor *actor,
+		   enum comb_action action, const struct channel_row *channel,
+		   const struct comb_policy_request *extra);
+
+/* Writes actor's read keys as a PostgreSQL int[] literal ("{0,1,...}"). */
+void access_read_keys_literal(const struct relay *relay,
+			      const struct actor *actor,
+			      char out[ACCESS_KEYS_LITERAL]);
+
+/*
+ * The SQL condition "channel c is readable": needs `c` (channels) joined
+ * with `m` (the reader's active membership, LEFT JOIN), $named (uuid[] of
+ * channels named in #h) and $keys (int[] read keys) at the given parameter
+ * numbers. Writes it into out.
+ */
+void access_readable_sql(char *out, size_t outlen, int named_param,
+			 int keys_param);
+
+/* The LEFT JOIN of the reader's membership onto channels `c`, with the
+ * reader's pubkey as parameter reader_param. */
+void access_member_join_sql(char *out, size_t outlen, int reader_param);
+
+#endif

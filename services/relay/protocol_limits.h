@@ -1,0 +1,18 @@
+/* Fixed limits of the wire protocol (PROTOCOL.md sections 3, 6, 8, 9);
+ * the configurable ones live in struct comb_config. */
+#ifndef COMB_PROTOCOL_LIMITS_H
+#define COMB_PROTOCOL_LIMITS_H
+
+#define COMB_VERSION "0.1.0"
+#define COMB_MAX_OFFSET 10000
+#define COMB_MAX_PREDICATES 32
+#define COMB_MAX_VALUES 256
+#define COMB_MAX_TAG_NAME_BYTES 128
+#define COMB_MAX_TAG_VALUE_BYTES 4096
+#define COMB_MAX_TAG_BYTES 65536
+#define COMB_MAX_TAGS 256
+#define COMB_MAX_IDS 256           /* ids or authors in a plain filter */
+#define COMB_INCREMENTAL_MAX_PAGE 1000
+#define COMB_INCREMENTAL_MAX_IDS 1000
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * The relay's process-wide state, built once at start-up and read by every
+ * worker thread, and the per-request context handlers receive.
+ */
+#ifndef COMB_RELAY_H
+#define COMB_RELAY_H
+
+#include <civetweb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comb/buf.h"
+#include "comb/config.h"
+#include "comb/db.h"
+#include "comb/policy_set.h"
+#include "comb/redis.h"
+
+struct relay {
+	struct comb_config cfg;
+	struct comb_db_pool *db;
+	struct comb_redis_pool *redis;
+	struct comb_policy_set *policy;
+	unsigned char secret_key[32];
+	char pubkey[65];
+	struct mg_context *http;
+};
+
+/* The community a request belongs to, from its Host header. */
+struct community {
+	int64_t id;
+	char id_text[24];
+	int cursor_epoch;
+};
+
+/* Looks up the community bound to host (lowercase, no port). Returns 0,
+ * COMB_ENOTFOUND, or COMB_EUNAVAIL when the database failed. */
+int community_lookup(PGconn *db, const char *host, struct community *out);
+
+/* True when pubkey is an admin of community. Returns false on error too;
+ * *failed tells the two apart. */
+bool community_is_admin(PGconn *db, const struct community *c,
+			const char *pubkey, bool *failed);
+
+#endif

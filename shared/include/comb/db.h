@@ -1,0 +1,59 @@
+/*
+ * A pool of PostgreSQL connections shared by a service's threads. A
+ * connection found broken is dropped and replaced on next use, so a
+ * restarted database is picked up without restarting the service.
+ */
+#ifndef COMB_DB_H
+#define COMB_DB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct comb_db_pool;
+
+struct comb_db_stats {
+	int size;       /* connections allowed */
+	int open;       /* connections established */
+	int in_use;     /* connections lent out now */
+	long waits;     /* acquisitions that had to wait for a free connection */
+	long failures;  /* connection attempts that failed */
+};
+
+/*
+ * Creates a pool of at most size connections to conninfo. Every
+ * connection runs with statement_timeout = statement_timeout_ms. Does not
+ * connect yet. Returns NULL only when out of memory.
+ */
+struct comb_db_pool *comb_db_pool_new(const char *conninfo, int size,
+				      int statement_timeout_ms);
+void comb_db_pool_free(struct comb_db_pool *pool);
+
+/*
+ * Lends a live connection (waiting up to wait_ms for a free one). Returns
+ * NULL when none is free in time or the database cannot be reached; the
+ * caller answers 503. Give it back with comb_db_release.
+ */
+PGconn *comb_db_acquire(struct comb_db_pool *pool, int wait_ms);
+
+/* Returns conn to the pool; broken drops it (it is reconnected later). A
+ * connection left inside a transaction is rolled back first. */
+void comb_db_release(struct comb_db_pool *pool, PGconn *conn, bool broken);
+
+void comb_db_stats(struct comb_db_pool *pool, struct comb_db_stats *out);
+
+/*
+ * Runs sql (no parameters) and returns 0 when it succeeded, else
+ * COMB_EUNAVAIL (connection lost) or COMB_EINVAL with the server's message
+ * in errbuf.
+ */
+int comb_db_exec(PGconn *conn, const char *sql, char *errbuf, size_t errlen);
+
+/* True when the result failed because the connection is gone (the caller
+ * should release the connection as broken and answer 503). */
+bool comb_db_conn_lost(PGconn *conn);
+
+/* True when res failed with SQLSTATE code (five characters). */
+bool comb_db_is_error(const PGresult *res, const char *sqlstate);
+
+#endif

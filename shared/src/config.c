@@ -1,0 +1,162 @@
+/*
+ * Configuration from COMB_* environment variables. The table below is the
+ * single list of variables: their defaults, their checks and the words the
+ * README's configuration table is printed from (`comb-admin config-table`).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comb/config.h"
+#include "comb/error.h"
+
+enum setting_type { SETTING_STRING, SETTING_INT, SETTING_BOOL };
+
+struct setting {
+	const char *name;
+	enum setting_type type;
+	const char *default_value;
+	size_t offset;
+	long min;
+	long max;
+	const char *doc;
+};
+
+#define STR(field, name, def, doc)                                         \
+	{ name, SETTING_STRING, def, offsetof(struct comb_config, field), 0, 0, doc }
+#define INT(field, name, def, lo, hi, doc)                                 \
+	{ name, SETTING_INT, def, offsetof(struct comb_config, field), lo, hi, doc }
+#define BOOL(field, name, def, doc)                                        \
+	{ name, SETTING_BOOL, def, offsetof(struct comb_config, field), 0, 1, doc }
+
+static const struct setting settings[] = {
+	STR(listen, "COMB_LISTEN", "127.0.0.1:7447",
+	    "address and port the relay listens on (HTTP and WebSocket)"),
+	STR(database_url, "COMB_DATABASE_URL", "",
+	    "PostgreSQL connection string (libpq URL or key=value)"),
+	STR(redis_url, "COMB_REDIS_URL", "redis://127.0.0.1:6379/0",
+	    "Redis URL shared by every relay node and capture"),
+	STR(relay_secret_key, "COMB_RELAY_SECRET_KEY", "",
+	    "relay secret key, 64 hex; signs removal markers and derives the cursor key; every node must share it"),
+	STR(relay_secret_key_file, "COMB_RELAY_SECRET_KEY_FILE", "",
+	    "file holding the relay secret key in hex (used when COMB_RELAY_SECRET_KEY is empty)"),
+	STR(policy_plugin, "COMB_POLICY_PLUGIN", "",
+	    "colon-separated policy plugin paths, in decision order (default: policy_default.so beside the binaries)"),
+	STR(policy_config, "COMB_POLICY_CONFIG", "",
+	    "text passed to every policy plugin's init (auditor: `auditors=<hex>,<hex>`)"),
+	STR(capture_endpoint, "COMB_CAPTURE_ENDPOINT", "tcp://127.0.0.1:7450",
+	    "ZeroMQ endpoint where comb-capture publishes signals"),
+	STR(relay_name, "COMB_RELAY_NAME", "comb", "NIP-11 name"),
+	STR(relay_description, "COMB_RELAY_DESCRIPTION",
+	    "artifacts kept in sync between PostgreSQL and every client",
+	    "NIP-11 description"),
+	STR(log_level, "COMB_LOG_LEVEL", "info", "debug, info, warn or error"),
+	BOOL(incremental_enabled, "COMB_INCREMENTAL_ENABLED", "false",
+	     "serve incremental reads (section 8 of the protocol)"),
+	INT(num_threads, "COMB_NUM_THREADS", "64", 2, 20000,
+	    "civetweb worker threads: bounds concurrent connections"),
+	INT(db_pool_size, "COMB_DB_POOL_SIZE", "8", 1, 1000,
+	    "PostgreSQL connections per relay node"),
+	INT(max_message_length, "COMB_MAX_MESSAGE_LENGTH", "65536", 1024,
+	    16777216, "largest event, request body or WebSocket message in bytes"),
+	INT(max_subscriptions, "COMB_MAX_SUBSCRIPTIONS", "64", 1, 100000,
+	    "open subscriptions per WebSocket connection"),
+	INT(max_filters, "COMB_MAX_FILTERS", "10", 1, 1000,
+	    "filters per REQ"),
+	INT(max_limit, "COMB_MAX_LIMIT", "1000", 1, 100000,
+	    "largest `limit` of a query"),
+	INT(created_at_lower_limit, "COMB_CREATED_AT_LOWER_LIMIT", "900", 1,
+	    INT_MAX, "how far in the past an event's created_at may be, in seconds"),
+	INT(created_at_upper_limit, "COMB_CREATED_AT_UPPER_LIMIT", "900", 1,
+	    INT_MAX, "how far in the future an event's created_at may be, in seconds"),
+	INT(query_timeout_ms, "COMB_QUERY_TIMEOUT_MS", "2000", 10, 600000,
+	    "execution budget of one query (PostgreSQL statement_timeout)"),
+	INT(sync_max_events, "COMB_SYNC_MAX_EVENTS", "4096", 1, 10000000,
+	    "largest artifact set one sync may hold"),
+	INT(incremental_max_concurrent, "COMB_INCREMENTAL_MAX_CONCURRENT", "32",
+	    1, 100000, "incremental reads running at once across all relay nodes"),
+};
+
+static int parse_setting(const struct setting *s, const char *value, void *field,
+			 char *errbuf, size_t errlen)
+{
+	char *end;
+	long n;
+
+	switch (s->type) {
+	case SETTING_STRING:
+		*(char **)field = strdup(value);
+		return *(char **)field ? 0 : COMB_ENOMEM;
+	case SETTING_BOOL:
+		if (!strcmp(value, "true") || !strcmp(value, "1")) {
+			*(bool *)field = true;
+			return 0;
+		}
+		if (!strcmp(value, "false") || !strcmp(value, "0")) {
+			*(bool *)field = false;
+			return 0;
+		}
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "%s: expected true or false", s->name);
+	case SETTING_INT:
+		errno = 0;
+		n = strtol(value, &end, 10);
+		if (errno || end == value || *end || n < s->min || n > s->max)
+			return comb_fail(errbuf, errlen, COMB_EINVAL,
+					 "%s: expected an integer from %ld to %ld",
+					 s->name, s->min, s->max);
+		*(int *)field = (int)n;
+		return 0;
+	}
+	return COMB_EINVAL;
+}
+
+int comb_config_load(struct comb_config *cfg, char *errbuf, size_t errlen)
+{
+	size_t i;
+	int rc;
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+		const struct setting *s = &settings[i];
+		const char *value = getenv(s->name);
+
+		if (!value)
+			value = s->default_value;
+		rc = parse_setting(s, value, (char *)cfg + s->offset, errbuf,
+				   errlen);
+		if (rc) {
+			comb_config_release(cfg);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void comb_config_release(struct comb_config *cfg)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+		if (settings[i].type == SETTING_STRING) {
+			char **field = (char **)((char *)cfg + settings[i].offset);
+
+			free(*field);
+			*field = NULL;
+		}
+	}
+}
+
+void comb_config_print_markdown(void)
+{
+	size_t i;
+
+	printf("| Variable | Default | Meaning |\n| --- | --- | --- |\n");
+	for (i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+		printf("| `%s` | %s%s%s | %s |\n", settings[i].name,
+		       *settings[i].default_value ? "`" : "",
+		       *settings[i].default_value ? settings[i].default_value : "(empty)",
+		       *settings[i].default_value ? "`" : "", settings[i].doc);
+}

@@ -1,0 +1,223 @@
+/*
+ * The PostgreSQL connection pool: a fixed array of slots, a mutex and a
+ * condition variable. Connections are opened lazily and checked on
+ * release; a connection whose socket is gone is closed and reopened by the
+ * next borrower.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comb/db.h"
+#include "comb/error.h"
+#include "comb/log.h"
+
+struct slot {
+	PGconn *conn;
+	bool busy;
+};
+
+struct comb_db_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	char *conninfo;
+	char options[64];
+	int size;
+	struct slot *slots;
+	long waits;
+	long failures;
+};
+
+struct comb_db_pool *comb_db_pool_new(const char *conninfo, int size,
+				      int statement_timeout_ms)
+{
+	struct comb_db_pool *pool = calloc(1, sizeof(*pool));
+
+	if (!pool)
+		return NULL;
+	pool->conninfo = strdup(conninfo);
+	pool->slots = calloc((size_t)size, sizeof(*pool->slots));
+	if (!pool->conninfo || !pool->slots) {
+		free(pool->conninfo);
+		free(pool->slots);
+		free(pool);
+		return NULL;
+	}
+	pool->size = size;
+	snprintf(pool->options, sizeof(pool->options),
+		 "-c statement_timeout=%d", statement_timeout_ms);
+	pthread_mutex_init(&pool->lock, NULL);
+	pthread_cond_init(&pool->freed, NULL);
+	return pool;
+}
+
+void comb_db_pool_free(struct comb_db_pool *pool)
+{
+	int i;
+
+	if (!pool)
+		return;
+	for (i = 0; i < pool->size; i++)
+		if (pool->slots[i].conn)
+			PQfinish(pool->slots[i].conn);
+	pthread_mutex_destroy(&pool->lock);
+	pthread_cond_destroy(&pool->freed);
+	free(pool->slots);
+	free(pool->conninfo);
+	free(pool);
+}
+
+static PGconn *connect_db(struct comb_db_pool *pool)
+{
+	const char *keys[] = {"dbname", "options", "application_name",
+			      "connect_timeout", NULL};
+	const char *values[] = {pool->conninfo, pool->options, "comb",
+				"5", NULL};
+	PGconn *conn = PQconnectdbParams(keys, values, 1);
+
+	if (PQstatus(conn) != CONNECTION_OK) {
+		comb_warn("database connection failed: %s",
+			  conn ? PQerrorMessage(conn) : "out of memory");
+		PQfinish(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+static int find_free(struct comb_db_pool *pool)
+{
+	int i, empty = -1;
+
+	for (i = 0; i < pool->size; i++) {
+		if (pool->slots[i].busy)
+			continue;
+		if (pool->slots[i].conn)
+			return i;
+		if (empty < 0)
+			empty = i;
+	}
+	return empty;
+}
+
+PGconn *comb_db_acquire(struct comb_db_pool *pool, int wait_ms)
+{
+	struct timespec deadline;
+	struct slot *slot;
+	PGconn *conn;
+	int i;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += wait_ms / 1000;
+	deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+
+	pthread_mutex_lock(&pool->lock);
+	while ((i = find_free(pool)) < 0) {
+		pool->waits++;
+		if (pthread_cond_timedwait(&pool->freed, &pool->lock,
+					   &deadline) == ETIMEDOUT) {
+			pthread_mutex_unlock(&pool->lock);
+			return NULL;
+		}
+	}
+	slot = &pool->slots[i];
+	slot->busy = true;
+	conn = slot->conn;
+	pthread_mutex_unlock(&pool->lock);
+
+	if (conn && PQstatus(conn) != CONNECTION_OK) {
+		PQfinish(conn);
+		conn = NULL;
+	}
+	if (!conn)
+		conn = connect_db(pool);
+
+	pthread_mutex_lock(&pool->lock);
+	slot->conn = conn;
+	if (!conn) {
+		slot->busy = false;
+		pool->failures++;
+		pthread_cond_signal(&pool->freed);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return conn;
+}
+
+void comb_db_release(struct comb_db_pool *pool, PGconn *conn, bool broken)
+{
+	int i;
+
+	if (!conn)
+		return;
+	if (!broken && PQtransactionStatus(conn) != PQTRANS_IDLE) {
+		PGresult *res = PQexec(conn, "ROLLBACK");
+
+		broken = PQresultStatus(res) != PGRES_COMMAND_OK;
+		PQclear(res);
+	}
+	if (PQstatus(conn) != CONNECTION_OK)
+		broken = true;
+
+	pthread_mutex_lock(&pool->lock);
+	for (i = 0; i < pool->size; i++) {
+		if (pool->slots[i].conn != conn)
+			continue;
+		if (broken) {
+			PQfinish(conn);
+			pool->slots[i].conn = NULL;
+		}
+		pool->slots[i].busy = false;
+		break;
+	}
+	pthread_cond_signal(&pool->freed);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+void comb_db_stats(struct comb_db_pool *pool, struct comb_db_stats *out)
+{
+	int i;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&pool->lock);
+	out->size = pool->size;
+	for (i = 0; i < pool->size; i++) {
+		out->open += pool->slots[i].conn != NULL;
+		out->in_use += pool->slots[i].busy;
+	}
+	out->waits = pool->waits;
+	out->failures = pool->failures;
+	pthread_mutex_unlock(&pool->lock);
+}
+
+int comb_db_exec(PGconn *conn, const char *sql, char *errbuf, size_t errlen)
+{
+	PGresult *res = PQexec(conn, sql);
+	ExecStatusType st = PQresultStatus(res);
+	int rc = 0;
+
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		rc = comb_fail(errbuf, errlen,
+			       comb_db_conn_lost(conn) ? COMB_EUNAVAIL : COMB_EINVAL,
+			       "%s", PQresultErrorMessage(res));
+	}
+	PQclear(res);
+	return rc;
+}
+
+bool comb_db_conn_lost(PGconn *conn)
+{
+	return PQstatus(conn) != CONNECTION_OK;
+}
+
+bool comb_db_is_error(const PGresult *res, const char *sqlstate)
+{
+	const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	return code && !strcmp(code, sqlstate);
+}

@@ -1,0 +1,41 @@
+/*
+ * The NIP-98 single-use store: one Redis key per token id, set only if
+ * absent and expiring after the token could no longer pass the clock check
+ * anyway. Every relay node talks to the same Redis, so a token replayed to
+ * another node is refused too. When Redis cannot answer, the caller refuses
+ * the request (fail closed): accepting it would allow replays.
+ */
+#include "comb/replay.h"
+
+#include <string.h>
+
+#include "comb/error.h"
+#include "comb/hex.h"
+#include "comb/log.h"
+
+int comb_replay_claim(struct comb_redis_pool *pool, const char *token_id,
+		      int ttl_seconds)
+{
+	redisReply *r;
+	int rc;
+
+	if (token_id == NULL || strlen(token_id) != 64 ||
+	    !comb_hex_is_lower(token_id, 64) || ttl_seconds <= 0)
+		return COMB_EINVAL;
+	r = comb_redis_command(pool, "SET comb:nip98:%s 1 NX EX %d", token_id,
+			       ttl_seconds);
+	if (r == NULL)
+		return COMB_EUNAVAIL;
+	if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0) {
+		rc = 0;
+	} else if (r->type == REDIS_REPLY_NIL) {
+		rc = COMB_EREPLAY;
+	} else {
+		comb_warn("replay store refused a claim: %s",
+			  r->type == REDIS_REPLY_ERROR ? r->str
+						       : "unexpected reply");
+		rc = COMB_EUNAVAIL;
+	}
+	freeReplyObject(r);
+	return rc;
+}

@@ -1,0 +1,692 @@
+// End-to-end test harness: starts real comb-relay (and, once built,
+// comb-capture) processes against a fresh database cloned from the
+// `teststack` fixture's migrated template, and talks to them the way a client
+// would: events signed by nostr-tools, NIP-98 tokens from nostr-tools' nip98,
+// HTTP through node:http (so a test can choose the Host header, which
+// decides the community), WebSocket through ws.
+//
+// Environment (set by CTest, see tests/e2e/tests.cmake):
+//   COMB_BUILD_DIR   the build tree holding bin/ and lib/ (default ./build)
+//   COMB_TEST_STACK  the fixture directory holding `env` (default BUILD/teststack)
+//   COMB_E2E_LOG_LEVEL  log level given to the services (default info)
+//
+// Every process started here is killed when stop() is called and, failing
+// that, when the test process exits; its pid is also recorded under
+// STACK/pids so that `scripts/test-stack.sh stop` can reap leftovers.
+// Service output goes to STACK/logs/<test>-<database>-<service>.log.
+
+import { spawn, execFile } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import * as nip98 from 'nostr-tools/nip98';
+import { useWebSocketImplementation } from 'nostr-tools/relay';
+import WebSocket from 'ws';
+
+// nostr-tools' Relay and SimplePool need a WebSocket class; Node 20 has none.
+useWebSocketImplementation(WebSocket);
+
+const execFileP = promisify(execFile);
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+export const sourceDir = process.env.COMB_SOURCE_DIR || path.resolve(here, '../../..');
+export const buildDir = process.env.COMB_BUILD_DIR || path.join(sourceDir, 'build');
+export const stackDir = process.env.COMB_TEST_STACK || path.join(buildDir, 'teststack');
+
+const HEALTH_TIMEOUT_MS = 20000;
+const READY_TIMEOUT_MS = 20000;
+const STOP_TIMEOUT_MS = 10000;
+
+// ---------------------------------------------------------------------------
+// keys and events
+
+/** Bytes of a secret key given as a Uint8Array or 64 hex characters. */
+export function toSecretBytes(sk) {
+	if (sk instanceof Uint8Array)
+		return sk;
+	if (typeof sk === 'string' && /^[0-9a-f]{64}$/i.test(sk))
+		return Uint8Array.from(Buffer.from(sk, 'hex'));
+	throw new TypeError('secret key must be a Uint8Array or 64 hex characters');
+}
+
+/** Lowercase hex of bytes. */
+export function toHex(bytes) {
+	return Buffer.from(bytes).toString('hex');
+}
+
+/** A new key pair: {sk: Uint8Array, skHex, pk: hex}. */
+export function newKey() {
+	const sk = generateSecretKey();
+	return { sk, skHex: toHex(sk), pk: getPublicKey(sk) };
+}
+
+/** Public key (hex) of a secret key (bytes or hex). */
+export function pubkeyOf(sk) {
+	return getPublicKey(toSecretBytes(sk));
+}
+
+/** Current Unix time in seconds. */
+export function now() {
+	return Math.floor(Date.now() / 1000);
+}
+
+/**
+ * Signs an event template with nostr-tools' finalizeEvent. Missing fields
+ * default to created_at now, no tags and empty content. The template is not
+ * modified.
+ */
+export function signEvent(sk, template) {
+	const t = {
+		created_at: now(),
+		tags: [],
+		content: '',
+		...template,
+	};
+	return finalizeEvent(t, toSecretBytes(sk));
+}
+
+/** Lowercase hex SHA-256 of a string or Buffer (UTF-8 for strings). */
+export function sha256Hex(data) {
+	return crypto.createHash('sha256').update(data).digest('hex');
+}
+
+/**
+ * A NIP-98 `Authorization` header value ("Nostr <base64>") for one request.
+ * `body` is what will be sent: an object or array (sent as JSON.stringify of
+ * it) goes through nostr-tools' nip98.getToken, whose payload tag is the
+ * SHA-256 of that JSON; a string or Buffer is hashed byte for byte.
+ * `opts` can forge tokens for negative tests: createdAt, payloadHash (or
+ * null to omit the payload tag), extraTags, kind.
+ */
+export async function nip98Header(sk, url, method, body, opts = {}) {
+	const key = toSecretBytes(sk);
+	const forged = opts.createdAt !== undefined || opts.payloadHash !== undefined ||
+		opts.extraTags !== undefined || opts.kind !== undefined;
+	const isObject = body !== null && body !== undefined && typeof body === 'object' &&
+		!Buffer.isBuffer(body) && !(body instanceof Uint8Array);
+	if (isObject && !forged) {
+		const token = await nip98.getToken(url, method, (e) => finalizeEvent(e, key), true, body);
+		return token.startsWith('Nostr ') ? token : `Nostr ${token}`;
+	}
+	const bytes = isObject ? JSON.stringify(body) : (body ?? '');
+	const tags = [['u', url], ['method', method]];
+	const hash = opts.payloadHash === undefined ? sha256Hex(bytes) : opts.payloadHash;
+	if (hash !== null)
+		tags.push(['payload', hash]);
+	for (const t of opts.extraTags ?? [])
+		tags.push(t);
+	const ev = finalizeEvent({
+		kind: opts.kind ?? 27235,
+		created_at: opts.createdAt ?? now(),
+		tags,
+		content: '',
+	}, key);
+	return `Nostr ${Buffer.from(JSON.stringify(ev)).toString('base64')}`;
+}
+
+// ---------------------------------------------------------------------------
+// HTTP and WebSocket clients
+
+/**
+ * One HTTP request. `base` is like http://localhost:7447; `localhost` is
+ * dialled as 127.0.0.1 (the relay listens on IPv4 only). opts: method
+ * (GET), path (/), headers, body (string, Buffer, or object sent as JSON),
+ * host (the Host header; default the host:port of base), timeoutMs.
+ * Resolves to {status, headers, body (text), json()} whatever the status.
+ */
+export function request(base, opts = {}) {
+	const u = new URL(base);
+	const method = opts.method ?? 'GET';
+	let body = opts.body;
+	if (body !== undefined && body !== null && typeof body === 'object' &&
+	    !Buffer.isBuffer(body) && !(body instanceof Uint8Array))
+		body = JSON.stringify(body);
+	const headers = { ...(opts.headers ?? {}) };
+	headers.host = opts.host ?? u.host;
+	if (body !== undefined && body !== null)
+		headers['content-length'] = Buffer.byteLength(body);
+	const hostname = u.hostname === 'localhost' ? '127.0.0.1' : u.hostname;
+	return new Promise((resolve, reject) => {
+		const req = http.request({
+			hostname,
+			port: u.port || 80,
+			method,
+			path: opts.path ?? '/',
+			headers,
+			agent: false,
+			timeout: opts.timeoutMs ?? 30000,
+		}, (res) => {
+			const chunks = [];
+			res.on('data', (c) => chunks.push(c));
+			res.on('end', () => {
+				const text = Buffer.concat(chunks).toString('utf8');
+				resolve({
+					status: res.statusCode,
+					headers: res.headers,
+					body: text,
+					json() {
+						return JSON.parse(text);
+					},
+				});
+			});
+			res.on('error', reject);
+		});
+		req.on('timeout', () => req.destroy(new Error(`${method} ${opts.path ?? '/'} timed out`)));
+		req.on('error', reject);
+		if (body !== undefined && body !== null)
+			req.write(body);
+		req.end();
+	});
+}
+
+/** GET base+path; opts as for request(). */
+export function get(base, urlPath, opts = {}) {
+	return request(base, { ...opts, method: 'GET', path: urlPath });
+}
+
+/**
+ * POST base+path with a NIP-98 Authorization signed by `sk` (omit sk, or
+ * pass null, to send none). The token's `u` tag is http://<Host><path>,
+ * where Host is opts.host or the host:port of base; opts.url overrides it.
+ * opts.auth (a prepared header value) replaces the generated token;
+ * opts.nip98 is passed to nip98Header for forged tokens.
+ */
+export async function post(base, urlPath, body, sk, opts = {}) {
+	const u = new URL(base);
+	const host = opts.host ?? u.host;
+	const headers = { 'content-type': 'application/json', ...(opts.headers ?? {}) };
+	if (opts.auth !== undefined) {
+		headers.authorization = opts.auth;
+	} else if (sk) {
+		const url = opts.url ?? `http://${host}${urlPath}`;
+		headers.authorization = await nip98Header(sk, url, opts.method ?? 'POST', body, opts.nip98);
+	}
+	return request(base, { ...opts, method: opts.method ?? 'POST', path: urlPath, body, headers, host });
+}
+
+/**
+ * Opens a WebSocket to a relay (`base` as http:// or ws:// URL), with the
+ * Host header opts.host (default the host:port of base). Resolves to the
+ * open ws socket; rejects with err.status set when the server refuses the
+ * upgrade. opts.headers adds request headers.
+ */
+export function openSocket(base, opts = {}) {
+	const u = new URL(base);
+	const hostname = u.hostname === 'localhost' ? '127.0.0.1' : u.hostname;
+	const target = `ws://${hostname}:${u.port}${opts.path ?? '/'}`;
+	const headers = { ...(opts.headers ?? {}), host: opts.host ?? u.host };
+	return new Promise((resolve, reject) => {
+		const ws = new WebSocket(target, { headers, handshakeTimeout: opts.timeoutMs ?? 10000 });
+		ws.once('open', () => resolve(ws));
+		ws.once('unexpected-response', (_req, res) => {
+			const chunks = [];
+			res.on('data', (c) => chunks.push(c));
+			res.on('end', () => {
+				const err = new Error(`websocket upgrade refused with ${res.statusCode}`);
+				err.status = res.statusCode;
+				err.body = Buffer.concat(chunks).toString('utf8');
+				ws.terminate();
+				reject(err);
+			});
+		});
+		ws.once('error', reject);
+	});
+}
+
+// ---------------------------------------------------------------------------
+// the fixture's servers
+
+/** Reads STACK/env (KEY=value lines) written by scripts/test-stack.sh. */
+export function readStackEnv() {
+	const file = path.join(stackDir, 'env');
+	let text;
+	try {
+		text = fs.readFileSync(file, 'utf8');
+	} catch {
+		throw new Error(`${file} is missing: the teststack fixture is not running ` +
+			'(run through ctest, or scripts/test-stack.sh start ' + stackDir + ')');
+	}
+	const env = {};
+	for (const line of text.split('\n')) {
+		const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
+		if (m)
+			env[m[1]] = m[2];
+	}
+	return env;
+}
+
+function psqlArgs(stackEnv, db) {
+	return ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+		'-h', stackEnv.PGHOST, '-p', stackEnv.PGPORT, '-U', stackEnv.PGUSER ?? 'postgres',
+		'-d', db];
+}
+
+/** Runs SQL with psql on database `db` of the fixture; resolves to stdout. */
+export async function psqlOn(db, sql) {
+	const stackEnv = readStackEnv();
+	try {
+		const { stdout } = await execFileP('psql', [...psqlArgs(stackEnv, db), '-c', sql],
+			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' }, maxBuffer: 64 << 20 });
+		return stdout;
+	} catch (err) {
+		throw new Error(`psql failed on ${db}: ${err.stderr || err.message}\n${sql}`);
+	}
+}
+
+const FS = '\u001f';
+const RS = '\u001e';
+const NULL_MARK = '\\N';
+
+/**
+ * Runs one SQL statement on `db`; resolves to its rows as arrays of strings
+ * (SQL NULL as null).
+ */
+export async function queryOn(db, sql) {
+	const stackEnv = readStackEnv();
+	const args = [...psqlArgs(stackEnv, db), '-P', `fieldsep=${FS}`, '-P', `recordsep=${RS}`,
+		'-P', `null=${NULL_MARK}`, '-c', sql];
+	let out;
+	try {
+		({ stdout: out } = await execFileP('psql', args,
+			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' }, maxBuffer: 64 << 20 }));
+	} catch (err) {
+		throw new Error(`psql failed on ${db}: ${err.stderr || err.message}\n${sql}`);
+	}
+	out = out.replace(/\n$/, '');
+	if (out === '')
+		return [];
+	return out.split(RS).map((r) => r.split(FS).map((v) => (v === NULL_MARK ? null : v)));
+}
+
+/** A TCP port that was free on 127.0.0.1 a moment ago. */
+export function freePort() {
+	return new Promise((resolve, reject) => {
+		const srv = net.createServer();
+		srv.unref();
+		srv.on('error', reject);
+		srv.listen(0, '127.0.0.1', () => {
+			const { port } = srv.address();
+			srv.close(() => resolve(port));
+		});
+	});
+}
+
+function sleep(ms) {
+	return new Promise((r) => setTimeout(r, ms));
+}
+
+// Processes still running, killed on exit whatever happens to the test.
+const live = new Set();
+
+function pidFile(pid) {
+	return path.join(stackDir, 'pids', String(pid));
+}
+
+function killAllNow() {
+	for (const p of live) {
+		try {
+			p.child.kill('SIGKILL');
+		} catch {
+			// already gone
+		}
+		try {
+			fs.unlinkSync(pidFile(p.child.pid));
+		} catch {
+			// never written or already removed
+		}
+	}
+	live.clear();
+}
+
+process.on('exit', killAllNow);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+	process.once(sig, () => {
+		killAllNow();
+		process.kill(process.pid, sig);
+	});
+}
+
+function testName() {
+	const main = process.argv[1] ? path.basename(process.argv[1]) : 'node';
+	return main.replace(/\.test\.mjs$/, '').replace(/\.m?js$/, '');
+}
+
+function logTail(file, lines = 40) {
+	try {
+		const text = fs.readFileSync(file, 'utf8').split('\n');
+		return text.slice(-lines).join('\n');
+	} catch {
+		return '(no log)';
+	}
+}
+
+// Environment for a service: ours, without any COMB_* the caller's shell had.
+function serviceEnv(extra) {
+	const env = {};
+	for (const [k, v] of Object.entries(process.env)) {
+		if (!k.startsWith('COMB_'))
+			env[k] = v;
+	}
+	for (const [k, v] of Object.entries(extra)) {
+		if (v === null || v === undefined)
+			delete env[k];
+		else
+			env[k] = String(v);
+	}
+	return env;
+}
+
+// A supervised child process writing to its own log file.
+function spawnService(bin, args, env, logFile) {
+	fs.mkdirSync(path.dirname(logFile), { recursive: true });
+	const fd = fs.openSync(logFile, 'a');
+	let child;
+	try {
+		child = spawn(bin, args, { env, stdio: ['ignore', fd, fd] });
+	} finally {
+		fs.closeSync(fd);
+	}
+	const p = { child, logFile, exited: null };
+	p.exitPromise = new Promise((resolve) => {
+		child.once('exit', (code, signal) => {
+			p.exited = { code, signal };
+			live.delete(p);
+			try {
+				fs.unlinkSync(pidFile(child.pid));
+			} catch {
+				// not recorded
+			}
+			resolve(p.exited);
+		});
+		child.once('error', (err) => {
+			p.exited = { code: null, signal: null, error: err };
+			live.delete(p);
+			resolve(p.exited);
+		});
+	});
+	child.unref();
+	live.add(p);
+	if (child.pid) {
+		fs.mkdirSync(path.join(stackDir, 'pids'), { recursive: true });
+		fs.writeFileSync(pidFile(child.pid), `${bin}\n`);
+	}
+	return p;
+}
+
+// Stops a service; resolves to a complaint string, or null when it exited
+// cleanly (status 0, or killed by the signal we sent).
+async function stopService(p, name, signal = 'SIGTERM') {
+	if (!p.exited) {
+		p.child.kill(signal);
+		const t = sleep(STOP_TIMEOUT_MS).then(() => 'timeout');
+		if ((await Promise.race([p.exitPromise, t])) === 'timeout') {
+			p.child.kill('SIGKILL');
+			await p.exitPromise;
+			return `${name} ignored ${signal} for ${STOP_TIMEOUT_MS} ms and was killed; ` +
+				`log ${p.logFile}:\n${logTail(p.logFile)}`;
+		}
+		p.stopSignal = signal;
+	}
+	const { code, signal: sig, error } = p.exited;
+	if (error)
+		return `${name} could not run: ${error.message}`;
+	if (code === 0 || (sig && sig === p.stopSignal))
+		return null;
+	return `${name} exited with ${sig ? `signal ${sig}` : `status ${code}`}; ` +
+		`log ${p.logFile}:\n${logTail(p.logFile)}`;
+}
+
+// Resolves when GET /healthz answers 200, rejects when the process exits
+// first or after HEALTH_TIMEOUT_MS.
+async function waitHealthy(p, port, host) {
+	const deadline = Date.now() + HEALTH_TIMEOUT_MS;
+	for (;;) {
+		if (p.exited)
+			return false;
+		try {
+			const r = await request(`http://127.0.0.1:${port}`,
+				{ path: '/healthz', host, timeoutMs: 2000 });
+			if (r.status === 200)
+				return true;
+		} catch {
+			// not listening yet
+		}
+		if (Date.now() > deadline)
+			throw new Error(`relay on port ${port} not healthy after ${HEALTH_TIMEOUT_MS} ms; ` +
+				`log ${p.logFile}:\n${logTail(p.logFile)}`);
+		await sleep(50);
+	}
+}
+
+async function waitReady(port, host, logFile) {
+	const deadline = Date.now() + READY_TIMEOUT_MS;
+	let last = '';
+	for (;;) {
+		try {
+			const r = await request(`http://127.0.0.1:${port}`,
+				{ path: '/readyz', host, timeoutMs: 2000 });
+			if (r.status === 200)
+				return;
+			last = `${r.status} ${r.body}`;
+		} catch (err) {
+			last = err.message;
+		}
+		if (Date.now() > deadline)
+			throw new Error(`relay on port ${port} not ready after ${READY_TIMEOUT_MS} ms ` +
+				`(last answer: ${last}); log ${logFile}:\n${logTail(logFile)}`);
+		await sleep(100);
+	}
+}
+
+/**
+ * Runs comb-admin with COMB_DATABASE_URL=dbUrl. Resolves to
+ * {code, stdout, stderr}; never rejects on a non-zero status.
+ */
+export async function runAdmin(dbUrl, args) {
+	const bin = path.join(buildDir, 'bin', 'comb-admin');
+	try {
+		const { stdout, stderr } = await execFileP(bin, args,
+			{ env: serviceEnv({ COMB_DATABASE_URL: dbUrl }) });
+		return { code: 0, stdout, stderr };
+	} catch (err) {
+		if (typeof err.code !== 'number')
+			throw err;
+		return { code: err.code, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
+	}
+}
+
+/**
+ * Starts a test stack: a fresh database cloned from the fixture's template,
+ * communities, optionally comb-capture (when built), and N relay nodes.
+ *
+ * opts:
+ *   nodes        number of relay nodes (default 1)
+ *   env          extra environment for every relay (null value unsets)
+ *   nodeEnv      array of per-node extra environment, applied after env
+ *   communities  [{hosts: [...], owner?: pubkey hex, name?}]; default one
+ *                community on host `localhost`; a missing owner is generated
+ *                and its secret key lands in `admins`
+ *   capture      start comb-capture (default: when build/bin/comb-capture exists)
+ *   captureEnv   extra environment for capture
+ *   ready        wait for /readyz 200 on every node (default: when capture runs)
+ *
+ * Resolves to the stack:
+ *   url, urls[], port, ports[], wsUrl, wsUrls[]  (http://localhost:PORT...)
+ *   dbName, dbUrl, redisUrl, relaySecretKey (hex), relayPubkey
+ *   communities [{id, hosts, owner, ownerSk}], admins [Uint8Array sk]
+ *   captureEndpoint, logs {relays[], captures[]}
+ *   psql(sql) -> stdout, query(sql) -> rows, admin(args) -> {code, stdout, stderr}
+ *   stopNode(i, signal?), startNode(i), stopCapture(i, signal?), startCapture()
+ *   stop()  stops everything, drops the database, rejects when a process
+ *           crashed or did not stop cleanly
+ */
+export async function startRelay(opts = {}) {
+	const stackEnv = readStackEnv();
+	const relayBin = path.join(buildDir, 'bin', 'comb-relay');
+	const captureBin = path.join(buildDir, 'bin', 'comb-capture');
+	const nodes = opts.nodes ?? 1;
+	const dbName = `t_${crypto.randomBytes(6).toString('hex')}`;
+	const dbUrl = `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/${dbName}`;
+	const redisUrl = stackEnv.COMB_REDIS_URL;
+	const logPrefix = path.join(stackDir, 'logs', `${testName()}-${dbName}`);
+
+	if (!fs.existsSync(relayBin))
+		throw new Error(`${relayBin} is missing (build the project first)`);
+
+	await psqlOn('postgres',
+		`CREATE DATABASE "${dbName}" TEMPLATE ${stackEnv.COMB_TEST_TEMPLATE_DB ?? 'comb_template'}`);
+
+	const relayKey = newKey();
+	const stack = {
+		dbName, dbUrl, redisUrl,
+		relaySecretKey: relayKey.skHex,
+		relayPubkey: relayKey.pk,
+		communities: [],
+		admins: [],
+		urls: [], ports: [], wsUrls: [],
+		logs: { relays: [], captures: [] },
+		captureEndpoint: null,
+	};
+	const relays = [];
+	const captures = [];
+	let stopped = false;
+
+	try {
+		const wanted = opts.communities ?? [{ hosts: ['localhost'] }];
+		for (const c of wanted) {
+			let owner = c.owner;
+			let ownerSk = null;
+			if (!owner) {
+				const k = newKey();
+				owner = k.pk;
+				ownerSk = k.sk;
+				stack.admins.push(k.sk);
+			}
+			const args = ['community', 'create'];
+			for (const h of c.hosts)
+				args.push('--host', h);
+			args.push('--owner', owner);
+			if (c.name)
+				args.push('--name', c.name);
+			const r = await runAdmin(dbUrl, args);
+			if (r.code !== 0)
+				throw new Error(`comb-admin ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+			const lines = r.stdout.trim().split('\n');
+			stack.communities.push({ id: lines[lines.length - 1].trim(), hosts: c.hosts, owner, ownerSk });
+		}
+		const healthHost = wanted.length > 0 && wanted[0].hosts.length > 0 ?
+			wanted[0].hosts[0] : '127.0.0.1';
+
+		const wantCapture = opts.capture ?? fs.existsSync(captureBin);
+		if (wantCapture)
+			stack.captureEndpoint = `tcp://127.0.0.1:${await freePort()}`;
+		const common = {
+			COMB_DATABASE_URL: dbUrl,
+			COMB_REDIS_URL: redisUrl,
+			COMB_RELAY_SECRET_KEY: relayKey.skHex,
+			COMB_LOG_LEVEL: process.env.COMB_E2E_LOG_LEVEL ?? 'info',
+		};
+
+		stack.startCapture = async (extraEnv = {}) => {
+			const i = captures.length;
+			const logFile = `${logPrefix}-capture${i}.log`;
+			const p = spawnService(captureBin, [], serviceEnv({
+				...common,
+				COMB_CAPTURE_ENDPOINT: stack.captureEndpoint,
+				...(opts.captureEnv ?? {}),
+				...extraEnv,
+			}), logFile);
+			captures.push(p);
+			stack.logs.captures.push(logFile);
+			await sleep(100);
+			if (p.exited)
+				throw new Error(`comb-capture exited at once; log ${logFile}:\n${logTail(logFile)}`);
+			return i;
+		};
+		stack.stopCapture = async (i, signal = 'SIGTERM') => {
+			const complaint = await stopService(captures[i], `capture ${i}`, signal);
+			if (complaint)
+				throw new Error(complaint);
+		};
+
+		const nodeEnv = (i) => serviceEnv({
+			...common,
+			COMB_LISTEN: `127.0.0.1:${stack.ports[i]}`,
+			COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
+			COMB_INCREMENTAL_ENABLED: 'true',
+			...(stack.captureEndpoint ? { COMB_CAPTURE_ENDPOINT: stack.captureEndpoint } : {}),
+			...(opts.env ?? {}),
+			...((opts.nodeEnv ?? [])[i] ?? {}),
+		});
+
+		// Starts node i on its port (a new free port when it has none yet; a
+		// port lost to a race is replaced, at most three times).
+		const launch = async (i, keepPort) => {
+			const logFile = `${logPrefix}-relay${i}.log`;
+			stack.logs.relays[i] = logFile;
+			for (let attempt = 0; ; attempt++) {
+				if (!keepPort || stack.ports[i] === undefined)
+					stack.ports[i] = await freePort();
+				const p = spawnService(relayBin, [], nodeEnv(i), logFile);
+				relays[i] = p;
+				if (await waitHealthy(p, stack.ports[i], healthHost))
+					break;
+				if (attempt >= 2 || keepPort)
+					throw new Error(`comb-relay ${i} exited before it was healthy ` +
+						`(${JSON.stringify(p.exited)}); log ${logFile}:\n${logTail(logFile)}`);
+			}
+			stack.urls[i] = `http://localhost:${stack.ports[i]}`;
+			stack.wsUrls[i] = `ws://localhost:${stack.ports[i]}`;
+			if (opts.ready ?? wantCapture)
+				await waitReady(stack.ports[i], healthHost, logFile);
+		};
+		stack.startNode = (i) => launch(i, true);
+		stack.stopNode = async (i, signal = 'SIGTERM') => {
+			const complaint = await stopService(relays[i], `relay ${i}`, signal);
+			if (complaint)
+				throw new Error(complaint);
+		};
+
+		if (wantCapture)
+			await stack.startCapture();
+		for (let i = 0; i < nodes; i++)
+			await launch(i, false);
+	} catch (err) {
+		killAllNow();
+		throw err;
+	}
+
+	stack.url = stack.urls[0];
+	stack.port = stack.ports[0];
+	stack.wsUrl = stack.wsUrls[0];
+	stack.psql = (sql) => psqlOn(dbName, sql);
+	stack.query = (sql) => queryOn(dbName, sql);
+	stack.admin = (args) => runAdmin(dbUrl, args);
+	stack.stop = async () => {
+		if (stopped)
+			return;
+		stopped = true;
+		const complaints = [];
+		for (let i = 0; i < relays.length; i++) {
+			const c = await stopService(relays[i], `relay ${i}`);
+			if (c)
+				complaints.push(c);
+		}
+		for (let i = 0; i < captures.length; i++) {
+			const c = await stopService(captures[i], `capture ${i}`);
+			if (c)
+				complaints.push(c);
+		}
+		if (complaints.length > 0)
+			throw new Error(`the stack did not stop cleanly (database ${dbName} kept):\n` +
+				complaints.join('\n'));
+		await psqlOn('postgres', `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+	};
+	return stack;
+}

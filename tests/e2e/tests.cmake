@@ -1,0 +1,58 @@
+# End-to-end tests: each tests/e2e/*.test.mjs is one CTest entry that drives
+# real comb-relay processes through nostr-tools and ws under node:test.
+#
+# They share the `teststack` fixture: e2e/stack-start brings up a private
+# PostgreSQL (fsync off) and Redis under ${CMAKE_BINARY_DIR}/teststack and
+# migrates the database comb_template; e2e/stack-stop takes them down. Each
+# test clones its own database from the template, so the tests run in
+# parallel without locks. Any other test that needs the servers can list
+# `teststack` in FIXTURES_REQUIRED and read ${CMAKE_BINARY_DIR}/teststack/env.
+#
+# Included from tests/CMakeLists.txt.
+
+set(COMB_TEST_STACK_DIR ${CMAKE_BINARY_DIR}/teststack)
+
+find_program(BASH_EXECUTABLE bash REQUIRED)
+
+add_test(NAME e2e/stack-start
+  COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/test-stack.sh
+          start ${COMB_TEST_STACK_DIR})
+set_tests_properties(e2e/stack-start PROPERTIES
+  FIXTURES_SETUP teststack
+  ENVIRONMENT "COMB_BUILD_DIR=${CMAKE_BINARY_DIR}"
+  TIMEOUT 120
+  LABELS e2e)
+
+add_test(NAME e2e/stack-stop
+  COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/test-stack.sh
+          stop ${COMB_TEST_STACK_DIR})
+set_tests_properties(e2e/stack-stop PROPERTIES
+  FIXTURES_CLEANUP teststack
+  TIMEOUT 120
+  LABELS e2e)
+
+find_program(NODE_EXECUTABLE node)
+if(NODE_EXECUTABLE)
+  file(GLOB E2E_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.test.mjs)
+  foreach(file ${E2E_TESTS})
+    get_filename_component(fname ${file} NAME)
+    string(REGEX REPLACE "\\.test\\.mjs$" "" name ${fname})
+    add_test(NAME e2e/${name}
+      COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec ${file}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(e2e/${name} PROPERTIES
+      FIXTURES_REQUIRED teststack
+      ENVIRONMENT "COMB_BUILD_DIR=${CMAKE_BINARY_DIR};COMB_TEST_STACK=${COMB_TEST_STACK_DIR};COMB_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+      TIMEOUT 300
+      LABELS e2e)
+  endforeach()
+else()
+  message(WARNING "node not found: end-to-end tests are not registered (run scripts/install-deps.sh)")
+endif()
+
+# Static checks of the container files: Docker cannot run on CI machines.
+add_test(NAME static/compose
+  COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/check-compose.sh)
+set_tests_properties(static/compose PROPERTIES
+  TIMEOUT 60
+  LABELS static)
