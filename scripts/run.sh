@@ -19,7 +19,11 @@ cd "$root"
 . "$root/scripts/servers.sh"
 
 build=${BUILD_DIR:-build}
-bin="$root/$build/bin"
+case $build in
+/*) build_path=$build ;;
+*) build_path="$root/$build" ;;
+esac
+bin="$build_path/bin"
 var="$root/var"
 
 say() {
@@ -149,7 +153,7 @@ relay_key=${COMB_RELAY_SECRET_KEY:-$(cat "$var/relay.key")}
 	printf '%s=%q\n' COMB_LISTEN "$listen"
 	printf '%s=%q\n' COMB_RELAY_SECRET_KEY_FILE "$var/relay.key"
 	printf '%s=%q\n' COMB_RELAY_SECRET_KEY "$relay_key"
-	printf '%s=%q\n' COMB_POLICY_PLUGIN "${COMB_POLICY_PLUGIN:-$root/$build/lib/policy_default.so}"
+	printf '%s=%q\n' COMB_POLICY_PLUGIN "${COMB_POLICY_PLUGIN:-$build_path/lib/policy_default.so}"
 	printf '%s=%q\n' COMB_INCREMENTAL_ENABLED "${COMB_INCREMENTAL_ENABLED:-true}"
 	printf '%s=%q\n' COMB_CAPTURE_ENDPOINT "$COMB_CAPTURE_ENDPOINT"
 } >"$var/env.tmp"
@@ -207,9 +211,14 @@ set +e
 wait -n "${pids[@]}"
 status=$?
 set -e
-if ! kill -0 "$relay_pid" 2>/dev/null; then
-	echo "run: comb-relay exited with status $status" >&2
-else
-	echo "run: comb-capture exited with status $status" >&2
+name=comb-relay
+if kill -0 "$relay_pid" 2>/dev/null; then
+	name=comb-capture
 fi
+if [ "$status" -eq 0 ]; then
+	# A Ctrl-C reaches the services too, which may stop before we do.
+	say "$name stopped; stopping the rest"
+	exit 0
+fi
+echo "run: $name exited with status $status" >&2
 exit 1

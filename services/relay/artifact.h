@@ -22,7 +22,9 @@ void write_artifact(struct writer *w, const struct comb_event *ev,
  * channel) inside the caller's open transaction: withholds its title,
  * content and client tags everywhere and stamps the head when it is the
  * current revision. redaction is the kind-9005 event (its created_at is
- * the marker's). Returns 0 or COMB_EUNAVAIL (artifact_redact.c).
+ * the marker's). Redacting an already redacted revision changes nothing.
+ * Returns 0, COMB_ENOTFOUND when target_id is not an accepted revision of
+ * this community, COMB_ENOMEM or COMB_EUNAVAIL (artifact_redact.c).
  */
 int artifact_redact(struct writer *w, const char *target_id,
 		    const struct comb_event *redaction);

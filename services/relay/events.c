@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "artifact.h"
 #include "comb/error.h"
 #include "comb/log.h"
 #include "http.h"
@@ -127,6 +128,9 @@ void write_event(struct writer *w, const struct comb_event *ev,
 	case 9000: case 9001: case 9002: case 9005:
 	case 9007: case 9008: case 9021: case 9022:
 		write_moderation(w, ev, out);
+		return;
+	case 45010:
+		write_artifact(w, ev, out);
 		return;
 	case 45011:
 		write_refuse(out, 400, "invalid: removal markers are relay-signed");

@@ -10,7 +10,7 @@
 #include "comb/error.h"
 
 static const char b64_alphabet[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* Returns the 6-bit value of c, or -1 when c is not in the alphabet. */
 static int b64_value(unsigned char c)
@@ -37,8 +37,8 @@ int comb_base64_encode(const void *in, size_t len, char *out, size_t outlen)
 	    outlen < COMB_BASE64_ENCODED_LEN(len) + 1)
 		return COMB_ETOOBIG;
 	for (i = 0; i + 3 <= len; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 |
-			     p[i + 2];
+		uint32_t v =
+		    (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
 
 		out[o++] = b64_alphabet[(v >> 18) & 63];
 		out[o++] = b64_alphabet[(v >> 12) & 63];

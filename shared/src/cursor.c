@@ -14,9 +14,9 @@
 
 #define CURSOR_VERSION 1
 #define TAG_LEN 16
-/* version, community, epoch, system id, scope, phase, base, horizon,
+/* version, community, epoch, system id, scope, phase, horizon,
  * after.xid, after.source, after.key (36) */
-#define BODY_LEN (1 + 8 + 4 + 8 + COMB_CURSOR_SCOPE_LEN + 1 + 8 + 8 + 8 + 1 + 36)
+#define BODY_LEN (1 + 8 + 4 + 8 + COMB_CURSOR_SCOPE_LEN + 1 + 8 + 8 + 1 + 36)
 
 static void put64(unsigned char **p, uint64_t v)
 {
@@ -107,7 +107,6 @@ int comb_cursor_encode(const struct comb_cursor *c,
 	memcpy(p, c->scope, COMB_CURSOR_SCOPE_LEN);
 	p += COMB_CURSOR_SCOPE_LEN;
 	*p++ = c->phase;
-	put64(&p, c->base_xid);
 	put64(&p, c->horizon);
 	put64(&p, c->after.xid);
 	*p++ = c->after.source;
@@ -142,7 +141,6 @@ int comb_cursor_decode(const char *text, const unsigned char key32[32],
 	memcpy(out->scope, p, COMB_CURSOR_SCOPE_LEN);
 	p += COMB_CURSOR_SCOPE_LEN;
 	out->phase = *p++;
-	out->base_xid = get64(&p);
 	out->horizon = get64(&p);
 	out->after.xid = get64(&p);
 	out->after.source = *p++;

@@ -18,7 +18,7 @@
 
 /* The keys of an event object, all required, no others allowed. */
 static const char *const event_keys[] = {
-	"id", "pubkey", "created_at", "kind", "tags", "content", "sig",
+    "id", "pubkey", "created_at", "kind", "tags", "content", "sig",
 };
 #define EVENT_NKEYS (sizeof(event_keys) / sizeof(event_keys[0]))
 
@@ -65,8 +65,8 @@ static int check_tags(const json_t *tags, char *errbuf, size_t errlen)
  * reference) when share_tags is set, deep-copied otherwise, so that a
  * borrowed obj is never touched.
  */
-static int event_load(struct comb_event *ev, const json_t *obj,
-		      bool share_tags, char *errbuf, size_t errlen)
+static int event_load(struct comb_event *ev, const json_t *obj, bool share_tags,
+		      char *errbuf, size_t errlen)
 {
 	const json_t *v[EVENT_NKEYS];
 	const char *content;
@@ -93,8 +93,7 @@ static int event_load(struct comb_event *ev, const json_t *obj,
 		return comb_fail(errbuf, errlen, COMB_EINVAL,
 				 "malformed pubkey");
 	if (!json_is_integer(v[2]) || json_integer_value(v[2]) < 0)
-		return comb_fail(errbuf, errlen, COMB_EINVAL,
-				 "bad created_at");
+		return comb_fail(errbuf, errlen, COMB_EINVAL, "bad created_at");
 	n = json_is_integer(v[3]) ? json_integer_value(v[3]) : -1;
 	if (n < 0 || n > 65535)
 		return comb_fail(errbuf, errlen, COMB_EINVAL, "bad kind");
@@ -148,8 +147,8 @@ int comb_event_parse(struct comb_event *ev, const char *buf, size_t len,
 	return rc;
 }
 
-int comb_event_from_json(struct comb_event *ev, const json_t *obj,
-			 char *errbuf, size_t errlen)
+int comb_event_from_json(struct comb_event *ev, const json_t *obj, char *errbuf,
+			 size_t errlen)
 {
 	return event_load(ev, obj, false, errbuf, errlen);
 }

@@ -53,9 +53,9 @@ static int put_tags(struct comb_buf *out, const json_t *tags)
 			if (j > 0)
 				rc = comb_buf_putc(out, ',');
 			if (rc == 0)
-				rc = comb_buf_json_string(out,
-							  json_string_value(s),
-							  json_string_length(s));
+				rc = comb_buf_json_string(
+				    out, json_string_value(s),
+				    json_string_length(s));
 		}
 		if (rc == 0)
 			rc = comb_buf_putc(out, ']');
@@ -136,10 +136,9 @@ int comb_event_to_json(const struct comb_event *ev, struct comb_buf *out)
 	if (rc == 0)
 		rc = put_field(out, ev->pubkey, sizeof(ev->pubkey) - 1);
 	if (rc == 0)
-		rc = comb_buf_printf(out,
-				     ",\"created_at\":%" PRId64
-				     ",\"kind\":%d,\"tags\":",
-				     ev->created_at, ev->kind);
+		rc = comb_buf_printf(
+		    out, ",\"created_at\":%" PRId64 ",\"kind\":%d,\"tags\":",
+		    ev->created_at, ev->kind);
 	if (rc == 0)
 		rc = put_tags(out, ev->tags);
 	if (rc == 0)

@@ -50,7 +50,8 @@ int comb_hex_decode(const char *in, unsigned char *out, size_t outlen)
 {
 	size_t i;
 
-	if (outlen > (((size_t)-1) - 1) / 2 || !comb_hex_is_lower(in, 2 * outlen))
+	if (outlen > (((size_t)-1) - 1) / 2 ||
+	    !comb_hex_is_lower(in, 2 * outlen))
 		return COMB_EINVAL;
 	for (i = 0; i < outlen; i++)
 		out[i] = (unsigned char)(hex_value(in[2 * i]) << 4 |

@@ -23,9 +23,9 @@ json_t *comb_json_parse(const char *buf, size_t len, size_t max, char *errbuf,
 		comb_fail(errbuf, errlen, COMB_EINVAL, "invalid json");
 		return NULL;
 	}
-	v = json_loadb(buf, len,
-		       JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY,
-		       &err);
+	v = json_loadb(
+	    buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY,
+	    &err);
 	if (v != NULL)
 		return v;
 	switch (json_error_code(&err)) {

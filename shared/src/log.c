@@ -26,10 +26,10 @@ static const char *log_program = "comb";
 static atomic_int log_min_level = COMB_LOG_INFO;
 
 static const char *const level_names[] = {
-	[COMB_LOG_DEBUG] = "debug",
-	[COMB_LOG_INFO] = "info",
-	[COMB_LOG_WARN] = "warn",
-	[COMB_LOG_ERROR] = "error",
+    [COMB_LOG_DEBUG] = "debug",
+    [COMB_LOG_INFO] = "info",
+    [COMB_LOG_WARN] = "warn",
+    [COMB_LOG_ERROR] = "error",
 };
 
 void comb_log_init(const char *program, enum comb_log_level min_level)
@@ -67,12 +67,18 @@ static void log_write(enum comb_log_level level, const char *fmt, va_list ap)
 
 	if (gmtime_r(&now, &tm) == NULL ||
 	    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		memcpy(stamp, "1970-01-01T00:00:00Z", sizeof("1970-01-01T00:00:00Z"));
+		memcpy(stamp, "1970-01-01T00:00:00Z",
+		       sizeof("1970-01-01T00:00:00Z"));
 
 	pthread_mutex_lock(&log_lock);
 	n = snprintf(line, sizeof(line), "%s %s %s: ", stamp, log_program,
 		     level_names[level]);
-	head = n < 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+	if (n < 0)
+		head = 0;
+	else if ((size_t)n >= sizeof(line))
+		head = sizeof(line) - 1;
+	else
+		head = (size_t)n;
 	line[head] = '\0';
 	n = vsnprintf(line + head, sizeof(line) - head, fmt, ap);
 	if (n < 0)

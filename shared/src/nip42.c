@@ -51,7 +51,8 @@ static bool relay_matches(const char *relay, const char *host)
 }
 
 int comb_nip42_verify(const struct comb_event *ev, const char *challenge,
-		      const char *host, int64_t now, char *errbuf, size_t errlen)
+		      const char *host, int64_t now, char *errbuf,
+		      size_t errlen)
 {
 	const char *c, *relay;
 	char why[128];
@@ -67,7 +68,8 @@ int comb_nip42_verify(const struct comb_event *ev, const char *challenge,
 	c = single_tag(ev, "challenge", errbuf, errlen);
 	if (c == NULL)
 		return COMB_EAUTH;
-	if (challenge == NULL || *challenge == '\0' || strcmp(c, challenge) != 0)
+	if (challenge == NULL || *challenge == '\0' ||
+	    strcmp(c, challenge) != 0)
 		return comb_fail(errbuf, errlen, COMB_EAUTH,
 				 "challenge mismatch");
 	relay = single_tag(ev, "relay", errbuf, errlen);

@@ -117,7 +117,7 @@ static int sha256_hex(const void *data, size_t len, char hex[65])
 	unsigned int mdlen = 0;
 
 	if (EVP_Digest(len ? data : "", len, md, &mdlen, EVP_sha256(), NULL) !=
-		    1 ||
+		1 ||
 	    mdlen != sizeof(md))
 		return COMB_ENOMEM;
 	comb_hex_encode(md, sizeof(md), hex);
@@ -154,8 +154,8 @@ int comb_nip98_verify(const struct comb_nip98_request *req, char pubkey[65],
 			       "out of memory for authorization");
 		goto out;
 	}
-	if (comb_base64_decode(tok, toklen, json, COMB_BASE64_DECODED_MAX(toklen),
-			       &jsonlen) < 0 ||
+	if (comb_base64_decode(tok, toklen, json,
+			       COMB_BASE64_DECODED_MAX(toklen), &jsonlen) < 0 ||
 	    jsonlen == 0) {
 		rc = comb_fail(errbuf, errlen, COMB_EAUTH,
 			       "malformed authorization");

@@ -23,20 +23,20 @@
 #include "comb/log.h"
 
 #define REDIS_DEFAULT_PORT 6379
-#define REDIS_MAX_DB 1000000
+#define REDIS_MAX_DB	   1000000
 
 struct comb_redis_pool {
-	char host[256];         /* without IPv6 brackets */
+	char host[256]; /* without IPv6 brackets */
 	int port;
-	int db;                 /* selected on connect when > 0 */
-	int size;               /* at most this many contexts exist */
+	int db;	  /* selected on connect when > 0 */
+	int size; /* at most this many contexts exist */
 	int timeout_ms;
 	pthread_mutex_t lock;
 	pthread_cond_t returned; /* a context was returned or dropped */
-	redisContext **idle;    /* size slots, nidle used */
+	redisContext **idle;	 /* size slots, nidle used */
 	int nidle;
-	int nopen;              /* idle + in use + being connected */
-	bool down;              /* the last connection attempt failed */
+	int nopen; /* idle + in use + being connected */
+	bool down; /* the last connection attempt failed */
 };
 
 /* Parses a decimal integer in [min, max] from exactly len characters. */
@@ -167,8 +167,7 @@ void comb_redis_pool_free(struct comb_redis_pool *pool)
 }
 
 /* Logs a change between reachable and unreachable, once per change. */
-static void note_state(struct comb_redis_pool *pool, bool up,
-		       const char *why)
+static void note_state(struct comb_redis_pool *pool, bool up, const char *why)
 {
 	bool changed;
 
@@ -322,7 +321,8 @@ static void pool_put(struct comb_redis_pool *pool, redisContext *c, bool ok)
 	pthread_mutex_unlock(&pool->lock);
 }
 
-redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt, ...)
+redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt,
+			       ...)
 {
 	redisContext *c;
 	redisReply *r;

@@ -19,13 +19,13 @@
 
 #define FUZZ_MAX COMB_EVENT_DEFAULT_MAX_LENGTH
 
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "fuzz_event: check failed: %s\n",    \
-				#cond);                                      \
-			__builtin_trap();                                    \
-		}                                                            \
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "fuzz_event: check failed: %s\n",      \
+				#cond);                                        \
+			__builtin_trap();                                      \
+		}                                                              \
 	} while (0)
 
 static int is_empty(const struct comb_event *ev)

@@ -20,10 +20,10 @@
 #include "comb/hex.h"
 #include "comb/nip98.h"
 
-#define FUZZ_NOW 1700000000
-#define FUZZ_HOST "relay.example.com"
-#define FUZZ_PATH "/events"
-#define FUZZ_BODY "{\"kind\":1}"
+#define FUZZ_NOW       1700000000
+#define FUZZ_HOST      "relay.example.com"
+#define FUZZ_PATH      "/events"
+#define FUZZ_BODY      "{\"kind\":1}"
 #define FUZZ_MAX_INPUT (2 * COMB_NIP98_MAX_HEADER)
 
 static void check_verify(const char *header)
@@ -44,8 +44,8 @@ static void check_verify(const char *header)
 	rc = comb_nip98_verify(&req, pubkey, id, err, sizeof(err));
 	if (rc != 0 && rc != COMB_EAUTH)
 		__builtin_trap();
-	if (rc == COMB_EAUTH && (memchr(err, '\0', sizeof(err)) == NULL ||
-				 err[0] == '\0'))
+	if (rc == COMB_EAUTH &&
+	    (memchr(err, '\0', sizeof(err)) == NULL || err[0] == '\0'))
 		__builtin_trap();
 	if (rc == 0 && (!comb_hex_is_lower(pubkey, 64) || pubkey[64] != '\0' ||
 			!comb_hex_is_lower(id, 64) || id[64] != '\0'))

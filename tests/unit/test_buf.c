@@ -144,7 +144,8 @@ static void test_json_string_escapes(void **state)
 	/* Not escaped by JSON.stringify: DEL, '/', U+2028/9, astral. */
 	CHECK_JSON("\x7f/", "\"\x7f/\"");
 	CHECK_JSON("\xe2\x80\xa8\xe2\x80\xa9", "\"\xe2\x80\xa8\xe2\x80\xa9\"");
-	CHECK_JSON("\xf0\x9f\x8c\xb0 caf\xc3\xa9", "\"\xf0\x9f\x8c\xb0 caf\xc3\xa9\"");
+	CHECK_JSON("\xf0\x9f\x8c\xb0 caf\xc3\xa9",
+		   "\"\xf0\x9f\x8c\xb0 caf\xc3\xa9\"");
 	CHECK_JSON("\xf4\x8f\xbf\xbf", "\"\xf4\x8f\xbf\xbf\"");
 	CHECK_JSON("\xef\xbf\xbf\xc2\x80", "\"\xef\xbf\xbf\xc2\x80\"");
 }
@@ -152,13 +153,12 @@ static void test_json_string_escapes(void **state)
 static void test_json_string_all_controls(void **state)
 {
 	static const char *const want[32] = {
-		"\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004",
-		"\\u0005", "\\u0006", "\\u0007", "\\b",     "\\t",
-		"\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e",
-		"\\u000f", "\\u0010", "\\u0011", "\\u0012", "\\u0013",
-		"\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018",
-		"\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d",
-		"\\u001e", "\\u001f",
+	    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005",
+	    "\\u0006", "\\u0007", "\\b",     "\\t",	"\\n",	   "\\u000b",
+	    "\\f",     "\\r",	  "\\u000e", "\\u000f", "\\u0010", "\\u0011",
+	    "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+	    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d",
+	    "\\u001e", "\\u001f",
 	};
 	char in[1], expect[16];
 	int c;
@@ -174,10 +174,20 @@ static void test_json_string_all_controls(void **state)
 static void test_json_string_invalid_utf8(void **state)
 {
 	static const char *const bad[] = {
-		"\xff", "\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xed\xa0\x80",
-		"\xed\xbf\xbf", "\xf0\x80\x80\x80", "\xf4\x90\x80\x80",
-		"\xf5\x80\x80\x80", "\x80", "\xe2\x82", "\xc3", "a\xc3(",
-		"\xf0\x9f\x8c",
+	    "\xff",
+	    "\xc0\x80",
+	    "\xc1\xbf",
+	    "\xe0\x80\x80",
+	    "\xed\xa0\x80",
+	    "\xed\xbf\xbf",
+	    "\xf0\x80\x80\x80",
+	    "\xf4\x90\x80\x80",
+	    "\xf5\x80\x80\x80",
+	    "\x80",
+	    "\xe2\x82",
+	    "\xc3",
+	    "a\xc3(",
+	    "\xf0\x9f\x8c",
 	};
 	struct comb_buf b;
 	size_t i;
@@ -204,11 +214,24 @@ static void test_json_string_invalid_utf8(void **state)
 static void test_json_string_roundtrip(void **state)
 {
 	static const char *const pieces[] = {
-		"a", "\"", "\\", "\n", "\x01", "\x1f", "\x7f", "\0",
-		"\xc3\xa9", "\xe2\x80\xa8", "\xf0\x9f\x8e\x89", "/", " ",
-		"\xed\x9f\xbf", "\xee\x80\x80",
+	    "a",
+	    "\"",
+	    "\\",
+	    "\n",
+	    "\x01",
+	    "\x1f",
+	    "\x7f",
+	    "\0",
+	    "\xc3\xa9",
+	    "\xe2\x80\xa8",
+	    "\xf0\x9f\x8e\x89",
+	    "/",
+	    " ",
+	    "\xed\x9f\xbf",
+	    "\xee\x80\x80",
 	};
-	static const size_t lens[] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 3, 4, 1, 1, 3, 3};
+	static const size_t lens[] = {1, 1, 1, 1, 1, 1, 1, 1,
+				      2, 3, 4, 1, 1, 3, 3};
 	unsigned int seed = 12345;
 	int iter;
 
@@ -223,11 +246,15 @@ static void test_json_string_roundtrip(void **state)
 		comb_buf_init(&out, 4096 * 6);
 		n = (size_t)(rand_r(&seed) % 40);
 		for (i = 0; i < n; i++) {
-			size_t k = (size_t)rand_r(&seed) % (sizeof(lens) / sizeof(lens[0]));
+			size_t k = (size_t)rand_r(&seed) %
+				   (sizeof(lens) / sizeof(lens[0]));
 
-			assert_int_equal(comb_buf_append(&in, pieces[k], lens[k]), 0);
+			assert_int_equal(
+			    comb_buf_append(&in, pieces[k], lens[k]), 0);
 		}
-		assert_int_equal(comb_buf_json_string(&out, in.data ? in.data : "", in.len), 0);
+		assert_int_equal(
+		    comb_buf_json_string(&out, in.data ? in.data : "", in.len),
+		    0);
 		for (i = 0; i < out.len; i++)
 			assert_true((unsigned char)out.data[i] >= 0x20);
 		v = json_loadb(out.data, out.len,
@@ -246,14 +273,14 @@ static void test_json_string_roundtrip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_append_and_terminate),
-		cmocka_unit_test(test_max_is_hard),
-		cmocka_unit_test(test_large_growth),
-		cmocka_unit_test(test_reset_and_detach),
-		cmocka_unit_test(test_json_string_escapes),
-		cmocka_unit_test(test_json_string_all_controls),
-		cmocka_unit_test(test_json_string_invalid_utf8),
-		cmocka_unit_test(test_json_string_roundtrip),
+	    cmocka_unit_test(test_append_and_terminate),
+	    cmocka_unit_test(test_max_is_hard),
+	    cmocka_unit_test(test_large_growth),
+	    cmocka_unit_test(test_reset_and_detach),
+	    cmocka_unit_test(test_json_string_escapes),
+	    cmocka_unit_test(test_json_string_all_controls),
+	    cmocka_unit_test(test_json_string_invalid_utf8),
+	    cmocka_unit_test(test_json_string_roundtrip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,7 +18,6 @@ static struct comb_cursor sample(void)
 		.epoch = 3,
 		.system_id = UINT64_C(7318264591728364512),
 		.phase = COMB_CURSOR_CHANGES,
-		.base_xid = 1000,
 		.horizon = 1200,
 		.after = {.xid = 1100, .source = 2,
 			  .key = "0b6c8a4e-1f5d-4f0e-9a43-8d2f7c1e5b90"},
@@ -44,7 +43,6 @@ static void round_trip(void **state)
 	assert_true(d.system_id == c.system_id);
 	assert_memory_equal(d.scope, c.scope, COMB_CURSOR_SCOPE_LEN);
 	assert_int_equal(d.phase, COMB_CURSOR_CHANGES);
-	assert_int_equal(d.base_xid, 1000);
 	assert_int_equal(d.horizon, 1200);
 	assert_int_equal(d.after.xid, 1100);
 	assert_int_equal(d.after.source, 2);

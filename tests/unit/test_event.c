@@ -40,7 +40,8 @@ static const json_t *vector_named(const char *name)
 	for (i = 0; i < json_array_size(vectors); i++) {
 		const json_t *v = json_array_get(vectors, i);
 
-		if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0)
+		if (strcmp(json_string_value(json_object_get(v, "name")),
+			   name) == 0)
 			return v;
 	}
 	fail_msg("no vector named %s", name);
@@ -51,7 +52,7 @@ static const json_t *vector_named(const char *name)
 static const char *vec_field(size_t i, const char *key)
 {
 	return json_string_value(json_object_get(
-		json_object_get(json_array_get(vectors, i), "event"), key));
+	    json_object_get(json_array_get(vectors, i), "event"), key));
 }
 
 /* Parses the JSON.stringify text of a vector into ev. */
@@ -94,13 +95,21 @@ static void test_vectors_serialize(void **state)
 		char idhex[65], err[128];
 
 		parse_vector(v, &ev);
-		assert_string_equal(ev.id, json_string_value(json_object_get(evj, "id")));
-		assert_string_equal(ev.pubkey, json_string_value(json_object_get(evj, "pubkey")));
-		assert_string_equal(ev.sig, json_string_value(json_object_get(evj, "sig")));
-		assert_int_equal(ev.created_at, json_integer_value(json_object_get(evj, "created_at")));
-		assert_int_equal(ev.kind, json_integer_value(json_object_get(evj, "kind")));
+		assert_string_equal(
+		    ev.id, json_string_value(json_object_get(evj, "id")));
+		assert_string_equal(
+		    ev.pubkey,
+		    json_string_value(json_object_get(evj, "pubkey")));
+		assert_string_equal(
+		    ev.sig, json_string_value(json_object_get(evj, "sig")));
+		assert_int_equal(
+		    ev.created_at,
+		    json_integer_value(json_object_get(evj, "created_at")));
+		assert_int_equal(
+		    ev.kind, json_integer_value(json_object_get(evj, "kind")));
 		assert_bytes_equal(ev.content, ev.content_len,
-				   json_string_value(content), json_string_length(content));
+				   json_string_value(content),
+				   json_string_length(content));
 		assert_true(json_equal(ev.tags, json_object_get(evj, "tags")));
 
 		comb_buf_init(&b, 1 << 20);
@@ -136,8 +145,10 @@ static void test_vectors_from_json(void **state)
 		struct comb_buf b;
 		char err[128];
 
-		assert_int_equal(comb_event_from_json(&ev, evj, err, sizeof(err)), 0);
-		/* The event owns its tags: changing the source does not leak in. */
+		assert_int_equal(
+		    comb_event_from_json(&ev, evj, err, sizeof(err)), 0);
+		/* The event owns its tags: changing the source does not leak
+		 * in. */
 		assert_ptr_not_equal(ev.tags, json_object_get(evj, "tags"));
 		json_array_append_new(json_object_get(evj, "tags"),
 				      json_pack("[s]", "late"));
@@ -164,8 +175,10 @@ static void test_vectors_resign(void **state)
 		struct comb_event ev, back;
 		struct comb_buf b;
 
-		assert_int_equal(comb_hex_decode(comb_json_get_string(v, "secret_key"),
-						 sk, sizeof(sk)), 0);
+		assert_int_equal(
+		    comb_hex_decode(comb_json_get_string(v, "secret_key"), sk,
+				    sizeof(sk)),
+		    0);
 		assert_int_equal(comb_key_public(sk, pub), 0);
 		assert_string_equal(pub, vec_field(i, "pubkey"));
 
@@ -185,8 +198,9 @@ static void test_vectors_resign(void **state)
 
 		comb_buf_init(&b, 1 << 20);
 		assert_int_equal(comb_event_to_json(&ev, &b), 0);
-		assert_int_equal(comb_event_parse(&back, b.data, b.len, MAX, err,
-						  sizeof(err)), 0);
+		assert_int_equal(comb_event_parse(&back, b.data, b.len, MAX,
+						  err, sizeof(err)),
+				 0);
 		assert_int_equal(comb_event_verify(&back, err, sizeof(err)), 0);
 		assert_string_equal(back.sig, ev.sig);
 		comb_buf_release(&b);
@@ -299,7 +313,8 @@ static void expect_obj_fail(json_t *obj, const char *msg)
 /* A fresh copy of vector 0's event object (caller frees). */
 static json_t *base(void)
 {
-	return json_deep_copy(json_object_get(json_array_get(vectors, 0), "event"));
+	return json_deep_copy(
+	    json_object_get(json_array_get(vectors, 0), "event"));
 }
 
 static json_t *with(const char *key, json_t *value)
@@ -321,7 +336,7 @@ static json_t *without(const char *key)
 static void test_parse_rejects_shape(void **state)
 {
 	static const char *const keys[] = {
-		"id", "pubkey", "created_at", "kind", "tags", "content", "sig",
+	    "id", "pubkey", "created_at", "kind", "tags", "content", "sig",
 	};
 	char upper[129], missing[32];
 	size_t i;
@@ -329,7 +344,8 @@ static void test_parse_rejects_shape(void **state)
 	(void)state;
 	/* Key set. */
 	expect_obj_fail(with("extra", json_integer(1)), "unknown key");
-	expect_obj_fail(with("ID", json_string(vec_field(0, "id"))), "unknown key");
+	expect_obj_fail(with("ID", json_string(vec_field(0, "id"))),
+			"unknown key");
 	for (i = 0; i < 7; i++) {
 		snprintf(missing, sizeof(missing), "missing %s", keys[i]);
 		expect_obj_fail(without(keys[i]), missing);
@@ -340,7 +356,8 @@ static void test_parse_rejects_shape(void **state)
 	/* Hex fields: uppercase, wrong length, wrong type. */
 	snprintf(upper, sizeof(upper), "A%s", vec_field(0, "id") + 1);
 	expect_obj_fail(with("id", json_string(upper)), "malformed id");
-	expect_obj_fail(with("id", json_string(vec_field(0, "id") + 1)), "malformed id");
+	expect_obj_fail(with("id", json_string(vec_field(0, "id") + 1)),
+			"malformed id");
 	expect_obj_fail(with("id", json_integer(1)), "malformed id");
 	snprintf(upper, sizeof(upper), "%.63sF", vec_field(0, "pubkey"));
 	expect_obj_fail(with("pubkey", json_string(upper)), "malformed pubkey");
@@ -348,13 +365,15 @@ static void test_parse_rejects_shape(void **state)
 	expect_obj_fail(with("pubkey", json_string(upper)), "malformed pubkey");
 	snprintf(upper, sizeof(upper), "%.127sE", vec_field(0, "sig"));
 	expect_obj_fail(with("sig", json_string(upper)), "malformed sig");
-	expect_obj_fail(with("sig", json_string(vec_field(0, "id"))), "malformed sig");
+	expect_obj_fail(with("sig", json_string(vec_field(0, "id"))),
+			"malformed sig");
 	expect_obj_fail(with("sig", json_null()), "malformed sig");
 
 	/* Numbers. */
 	expect_obj_fail(with("created_at", json_integer(-1)), "bad created_at");
 	expect_obj_fail(with("created_at", json_real(1.5)), "bad created_at");
-	expect_obj_fail(with("created_at", json_string("1764464523")), "bad created_at");
+	expect_obj_fail(with("created_at", json_string("1764464523")),
+			"bad created_at");
 	expect_obj_fail(with("kind", json_integer(-1)), "bad kind");
 	expect_obj_fail(with("kind", json_integer(65536)), "bad kind");
 	expect_obj_fail(with("kind", json_real(1.0)), "bad kind");
@@ -367,11 +386,13 @@ static void test_parse_rejects_shape(void **state)
 	expect_obj_fail(with("tags", json_pack("[s]", "t")), "bad tag");
 	expect_obj_fail(with("tags", json_pack("[[i]]", 1)), "bad tag");
 	expect_obj_fail(with("tags", json_pack("[[s,n]]", "t")), "bad tag");
-	expect_obj_fail(with("tags", json_pack("[[s],[s,[s]]]", "a", "b", "c")), "bad tag");
+	expect_obj_fail(with("tags", json_pack("[[s],[s,[s]]]", "a", "b", "c")),
+			"bad tag");
 	expect_obj_fail(with("tags", json_pack("[[s%]]", "t\0x", (size_t)3)),
 			"tag contains nul");
-	expect_obj_fail(with("tags", json_pack("[[s,s%]]", "t", "a\0", (size_t)2)),
-			"tag contains nul");
+	expect_obj_fail(
+	    with("tags", json_pack("[[s,s%]]", "t", "a\0", (size_t)2)),
+	    "tag contains nul");
 	expect_obj_fail(with("content", json_integer(5)), "bad content");
 	expect_obj_fail(with("content", json_null()), "bad content");
 }
@@ -382,7 +403,8 @@ static void expect_text_fail(const char *middle, const char *msg)
 {
 	char text[1024];
 
-	snprintf(text, sizeof(text), "{\"id\":\"%s\",\"pubkey\":\"%s\",%s,\"sig\":\"%s\"}",
+	snprintf(text, sizeof(text),
+		 "{\"id\":\"%s\",\"pubkey\":\"%s\",%s,\"sig\":\"%s\"}",
 		 vec_field(0, "id"), vec_field(0, "pubkey"), middle,
 		 vec_field(0, "sig"));
 	expect_parse_fail(text, msg);
@@ -393,44 +415,60 @@ static void test_parse_rejects_text(void **state)
 	char text[1024];
 
 	(void)state;
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"kind\":1,\"tags\":[],\"content\":\"\"",
+	expect_text_fail("\"created_at\":1,\"kind\":1,\"kind\":1,\"tags\":[],"
+			 "\"content\":\"\"",
 			 "duplicate key");
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"t\",{\"a\":1,\"a\":2}]],\"content\":\"\"",
+	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"t\",{\"a\":"
+			 "1,\"a\":2}]],\"content\":\"\"",
 			 "duplicate key");
-	expect_text_fail("\"created_at\":1.0,\"kind\":1,\"tags\":[],\"content\":\"\"",
-			 "bad created_at");
-	expect_text_fail("\"created_at\":1e3,\"kind\":1,\"tags\":[],\"content\":\"\"",
-			 "bad created_at");
-	expect_text_fail("\"created_at\":1,\"kind\":1.0,\"tags\":[],\"content\":\"\"",
-			 "bad kind");
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[],\"content\":\"\xff\"",
+	expect_text_fail(
+	    "\"created_at\":1.0,\"kind\":1,\"tags\":[],\"content\":\"\"",
+	    "bad created_at");
+	expect_text_fail(
+	    "\"created_at\":1e3,\"kind\":1,\"tags\":[],\"content\":\"\"",
+	    "bad created_at");
+	expect_text_fail(
+	    "\"created_at\":1,\"kind\":1.0,\"tags\":[],\"content\":\"\"",
+	    "bad kind");
+	expect_text_fail(
+	    "\"created_at\":1,\"kind\":1,\"tags\":[],\"content\":\"\xff\"",
+	    "invalid utf-8");
+	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[],\"content\":"
+			 "\"\xed\xa0\x80\"",
 			 "invalid utf-8");
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[],\"content\":\"\xed\xa0\x80\"",
+	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"t\",\"\xc3("
+			 "\"]],\"content\":\"\"",
 			 "invalid utf-8");
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"t\",\"\xc3(\"]],\"content\":\"\"",
-			 "invalid utf-8");
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[],\"content\":\"\\ud800\"",
-			 "invalid json");
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"t\",\"a\\u0000\"]],\"content\":\"\"",
+	expect_text_fail(
+	    "\"created_at\":1,\"kind\":1,\"tags\":[],\"content\":\"\\ud800\"",
+	    "invalid json");
+	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"t\","
+			 "\"a\\u0000\"]],\"content\":\"\"",
 			 "tag contains nul");
-	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"\\u0000\"]],\"content\":\"\"",
+	expect_text_fail("\"created_at\":1,\"kind\":1,\"tags\":[[\"\\u0000\"]],"
+			 "\"content\":\"\"",
 			 "tag contains nul");
-	expect_text_fail("\"created_at\":99999999999999999999,\"kind\":1,\"tags\":[],\"content\":\"\"",
+	expect_text_fail("\"created_at\":99999999999999999999,\"kind\":1,"
+			 "\"tags\":[],\"content\":\"\"",
 			 "invalid json");
 
 	/* Not exactly one JSON value. */
 	expect_parse_fail("", "invalid json");
 	expect_parse_fail("{", "invalid json");
-	snprintf(text, sizeof(text), "%s ", comb_json_get_string(json_array_get(vectors, 0), "json"));
+	snprintf(text, sizeof(text), "%s ",
+		 comb_json_get_string(json_array_get(vectors, 0), "json"));
 	{
 		struct comb_event ev;
 
-		assert_int_equal(comb_event_parse(&ev, text, strlen(text), MAX, NULL, 0), 0);
+		assert_int_equal(
+		    comb_event_parse(&ev, text, strlen(text), MAX, NULL, 0), 0);
 		comb_event_release(&ev);
 	}
-	snprintf(text, sizeof(text), "%s x", comb_json_get_string(json_array_get(vectors, 0), "json"));
+	snprintf(text, sizeof(text), "%s x",
+		 comb_json_get_string(json_array_get(vectors, 0), "json"));
 	expect_parse_fail(text, "invalid json");
-	snprintf(text, sizeof(text), "%s{}", comb_json_get_string(json_array_get(vectors, 0), "json"));
+	snprintf(text, sizeof(text), "%s{}",
+		 comb_json_get_string(json_array_get(vectors, 0), "json"));
 	expect_parse_fail(text, "invalid json");
 }
 
@@ -449,17 +487,20 @@ static void test_parse_accepts_nul_in_content(void **state)
 
 static void test_size_limits(void **state)
 {
-	const json_t *text = json_object_get(json_array_get(vectors, 0), "json");
+	const json_t *text =
+	    json_object_get(json_array_get(vectors, 0), "json");
 	const char *s = json_string_value(text);
 	size_t len = json_string_length(text);
 	struct comb_event ev;
 	char err[128];
 
 	(void)state;
-	assert_int_equal(comb_event_parse(&ev, s, len, len, err, sizeof(err)), 0);
+	assert_int_equal(comb_event_parse(&ev, s, len, len, err, sizeof(err)),
+			 0);
 	comb_event_release(&ev);
-	assert_int_equal(comb_event_parse(&ev, s, len, len - 1, err, sizeof(err)),
-			 COMB_ETOOBIG);
+	assert_int_equal(
+	    comb_event_parse(&ev, s, len, len - 1, err, sizeof(err)),
+	    COMB_ETOOBIG);
 	assert_string_equal(err, "event too large");
 	assert_empty(&ev);
 	/* Oversize wins even over garbage. */
@@ -522,7 +563,8 @@ static void test_tag_lookup(void **state)
 
 static void test_sign_new_event(void **state)
 {
-	static const char content[] = "new \"event\"\n\x01 \xf0\x9f\x8c\xb0 a\0b";
+	static const char content[] =
+	    "new \"event\"\n\x01 \xf0\x9f\x8c\xb0 a\0b";
 	unsigned char sk[32], sk2[32];
 	char pub[65], err[128];
 	struct comb_event ev, back;
@@ -537,8 +579,9 @@ static void test_sign_new_event(void **state)
 	memset(&ev, 0, sizeof(ev));
 	ev.created_at = 1764464523;
 	ev.kind = 45010;
-	ev.tags = json_pack("[[ss][ss][s]]", "d", "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84",
-			    "t", "caf\xc3\xa9", "x");
+	ev.tags = json_pack("[[ss][ss][s]]", "d",
+			    "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84", "t",
+			    "caf\xc3\xa9", "x");
 	ev.content = malloc(sizeof(content));
 	memcpy(ev.content, content, sizeof(content));
 	ev.content_len = sizeof(content) - 1;
@@ -548,10 +591,12 @@ static void test_sign_new_event(void **state)
 
 	comb_buf_init(&b, MAX);
 	assert_int_equal(comb_event_to_json(&ev, &b), 0);
-	assert_int_equal(comb_event_parse(&back, b.data, b.len, MAX, err, sizeof(err)), 0);
+	assert_int_equal(
+	    comb_event_parse(&back, b.data, b.len, MAX, err, sizeof(err)), 0);
 	assert_int_equal(comb_event_verify(&back, err, sizeof(err)), 0);
 	assert_string_equal(back.id, ev.id);
-	assert_bytes_equal(back.content, back.content_len, content, sizeof(content) - 1);
+	assert_bytes_equal(back.content, back.content_len, content,
+			   sizeof(content) - 1);
 	assert_true(json_equal(back.tags, ev.tags));
 	comb_event_release(&back);
 	comb_buf_release(&b);
@@ -574,7 +619,7 @@ static void test_invalid_keys(void **state)
 {
 	/* The group order n: not a valid secret key, nor is zero. */
 	static const char order[] =
-		"fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141";
+	    "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141";
 	unsigned char zero[32] = {0}, n[32];
 	char pub[65];
 	struct comb_event ev;
@@ -643,11 +688,13 @@ static void *verify_all(void *arg)
 
 	for (round = 0; round < 5; round++) {
 		for (i = 0; i < json_array_size(vectors); i++) {
-			const json_t *text = json_object_get(json_array_get(vectors, i), "json");
+			const json_t *text =
+			    json_object_get(json_array_get(vectors, i), "json");
 			struct comb_event ev;
 
 			if (comb_event_parse(&ev, json_string_value(text),
-					     json_string_length(text), MAX, NULL, 0) != 0 ||
+					     json_string_length(text), MAX,
+					     NULL, 0) != 0 ||
 			    comb_event_verify(&ev, NULL, 0) != 0)
 				job->failures++;
 			comb_event_release(&ev);
@@ -665,7 +712,8 @@ static void test_concurrent_verify(void **state)
 	(void)state;
 	memset(jobs, 0, sizeof(jobs));
 	for (i = 0; i < 4; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, verify_all, &jobs[i]), 0);
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, verify_all, &jobs[i]), 0);
 	for (i = 0; i < 4; i++) {
 		assert_int_equal(pthread_join(t[i], NULL), 0);
 		assert_int_equal(jobs[i].failures, 0);
@@ -675,20 +723,20 @@ static void test_concurrent_verify(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_vectors_serialize),
-		cmocka_unit_test(test_vectors_from_json),
-		cmocka_unit_test(test_vectors_resign),
-		cmocka_unit_test(test_verify_rejects),
-		cmocka_unit_test(test_parse_rejects_shape),
-		cmocka_unit_test(test_parse_rejects_text),
-		cmocka_unit_test(test_parse_accepts_nul_in_content),
-		cmocka_unit_test(test_size_limits),
-		cmocka_unit_test(test_tag_count_limit),
-		cmocka_unit_test(test_tag_lookup),
-		cmocka_unit_test(test_sign_new_event),
-		cmocka_unit_test(test_invalid_keys),
-		cmocka_unit_test(test_serialize_rejects),
-		cmocka_unit_test(test_concurrent_verify),
+	    cmocka_unit_test(test_vectors_serialize),
+	    cmocka_unit_test(test_vectors_from_json),
+	    cmocka_unit_test(test_vectors_resign),
+	    cmocka_unit_test(test_verify_rejects),
+	    cmocka_unit_test(test_parse_rejects_shape),
+	    cmocka_unit_test(test_parse_rejects_text),
+	    cmocka_unit_test(test_parse_accepts_nul_in_content),
+	    cmocka_unit_test(test_size_limits),
+	    cmocka_unit_test(test_tag_count_limit),
+	    cmocka_unit_test(test_tag_lookup),
+	    cmocka_unit_test(test_sign_new_event),
+	    cmocka_unit_test(test_invalid_keys),
+	    cmocka_unit_test(test_serialize_rejects),
+	    cmocka_unit_test(test_concurrent_verify),
 	};
 
 	return cmocka_run_group_tests(tests, load_vectors, free_vectors);

@@ -73,10 +73,10 @@ static void test_is_lower(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_encode),
-		cmocka_unit_test(test_decode_roundtrip),
-		cmocka_unit_test(test_decode_rejects),
-		cmocka_unit_test(test_is_lower),
+	    cmocka_unit_test(test_encode),
+	    cmocka_unit_test(test_decode_roundtrip),
+	    cmocka_unit_test(test_decode_rejects),
+	    cmocka_unit_test(test_is_lower),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,8 +9,7 @@
 
 /* Parses a literal (without its terminating NUL) and checks the outcome:
  * want_err NULL means success. */
-static void check(const char *buf, size_t len, size_t max,
-		  const char *want_err)
+static void check(const char *buf, size_t len, size_t max, const char *want_err)
 {
 	char err[128] = "untouched";
 	json_t *v = comb_json_parse(buf, len, max, err, sizeof(err));
@@ -49,8 +48,8 @@ static void test_rejects(void **state)
 	CHECK("[1,]", "invalid json");
 	CHECK("{'a':1}", "invalid json");
 	CHECK("{\"a\":1}\0", "invalid json");
-	CHECK("[\"a\0b\"]", "invalid json"); /* raw NUL byte */
-	CHECK("[\"\x01\"]", "invalid json"); /* raw control character */
+	CHECK("[\"a\0b\"]", "invalid json");	/* raw NUL byte */
+	CHECK("[\"\x01\"]", "invalid json");	/* raw control character */
 	CHECK("[\"\\ud800\"]", "invalid json"); /* lone surrogate */
 	CHECK("[NaN]", "invalid json");
 	CHECK("[99999999999999999999]", "invalid json");
@@ -130,12 +129,12 @@ static void test_get_string(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_accepts),
-		cmocka_unit_test(test_rejects),
-		cmocka_unit_test(test_size_limit),
-		cmocka_unit_test(test_length_bounded),
-		cmocka_unit_test(test_nul_inside_strings),
-		cmocka_unit_test(test_get_string),
+	    cmocka_unit_test(test_accepts),
+	    cmocka_unit_test(test_rejects),
+	    cmocka_unit_test(test_size_limit),
+	    cmocka_unit_test(test_length_bounded),
+	    cmocka_unit_test(test_nul_inside_strings),
+	    cmocka_unit_test(test_get_string),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

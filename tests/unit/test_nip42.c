@@ -17,14 +17,14 @@
 #include "comb/hex.h"
 #include "comb/nip42.h"
 
-#define NOW 1700000000
-#define HOST "relay.example.com"
+#define NOW	  1700000000
+#define HOST	  "relay.example.com"
 #define CHALLENGE "c7f3a1b2-challenge"
 
 static const unsigned char seckey[32] = {
-	0x5a, 0x01, 0x9c, 0x44, 0x2e, 0x71, 0xb3, 0x08, 0xdd, 0x16, 0x6f,
-	0x90, 0x3b, 0xe2, 0x27, 0x85, 0x4c, 0x0a, 0xf1, 0x68, 0x13, 0xbe,
-	0x59, 0x2d, 0x07, 0xca, 0x3e, 0x94, 0x71, 0x1f, 0x66, 0x28,
+    0x5a, 0x01, 0x9c, 0x44, 0x2e, 0x71, 0xb3, 0x08, 0xdd, 0x16, 0x6f,
+    0x90, 0x3b, 0xe2, 0x27, 0x85, 0x4c, 0x0a, 0xf1, 0x68, 0x13, 0xbe,
+    0x59, 0x2d, 0x07, 0xca, 0x3e, 0x94, 0x71, 0x1f, 0x66, 0x28,
 };
 
 /* Fills ev with a signed event of kind at created_at with tags (stolen). */
@@ -50,8 +50,8 @@ static json_t *tags2(const char *relay, const char *challenge)
 	if (relay)
 		json_array_append_new(tags, json_pack("[ss]", "relay", relay));
 	if (challenge)
-		json_array_append_new(tags,
-				      json_pack("[ss]", "challenge", challenge));
+		json_array_append_new(
+		    tags, json_pack("[ss]", "challenge", challenge));
 	return tags;
 }
 
@@ -202,20 +202,20 @@ static void test_challenge(void **state)
 
 	make_event(&ev, COMB_NIP42_KIND, NOW, tags2("wss://" HOST, ""));
 	expect_event(&ev, "challenge mismatch");
-	assert_int_equal(comb_nip42_verify(&ev, "", HOST, NOW, err,
-					   sizeof(err)),
-			 COMB_EAUTH);
+	assert_int_equal(
+	    comb_nip42_verify(&ev, "", HOST, NOW, err, sizeof(err)),
+	    COMB_EAUTH);
 	assert_string_equal(err, "challenge mismatch");
 	comb_event_release(&ev);
 
 	make_event(&ev, COMB_NIP42_KIND, NOW, tags2("wss://" HOST, CHALLENGE));
-	assert_int_equal(comb_nip42_verify(&ev, "another", HOST, NOW, err,
-					   sizeof(err)),
-			 COMB_EAUTH);
+	assert_int_equal(
+	    comb_nip42_verify(&ev, "another", HOST, NOW, err, sizeof(err)),
+	    COMB_EAUTH);
 	assert_string_equal(err, "challenge mismatch");
-	assert_int_equal(comb_nip42_verify(&ev, NULL, HOST, NOW, err,
-					   sizeof(err)),
-			 COMB_EAUTH);
+	assert_int_equal(
+	    comb_nip42_verify(&ev, NULL, HOST, NOW, err, sizeof(err)),
+	    COMB_EAUTH);
 	assert_string_equal(err, "challenge mismatch");
 	comb_event_release(&ev);
 }
@@ -274,13 +274,13 @@ static void test_signature(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_accept),
-		cmocka_unit_test(test_relay_url),
-		cmocka_unit_test(test_relay_port),
-		cmocka_unit_test(test_missing_tags),
-		cmocka_unit_test(test_challenge),
-		cmocka_unit_test(test_kind_and_clock),
-		cmocka_unit_test(test_signature),
+	    cmocka_unit_test(test_accept),
+	    cmocka_unit_test(test_relay_url),
+	    cmocka_unit_test(test_relay_port),
+	    cmocka_unit_test(test_missing_tags),
+	    cmocka_unit_test(test_challenge),
+	    cmocka_unit_test(test_kind_and_clock),
+	    cmocka_unit_test(test_signature),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

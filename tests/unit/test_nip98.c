@@ -19,29 +19,29 @@
 #include "comb/event.h"
 #include "comb/nip98.h"
 
-#define NOW 1700000000
+#define NOW  1700000000
 #define HOST "relay.example.com"
 #define PATH "/events"
 #define BODY "{\"kind\":1,\"content\":\"hi\"}"
 /* sha256 of the empty string, from sha256sum */
-#define EMPTY_SHA \
+#define EMPTY_SHA                                                              \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 #define TOKEN_MAX (COMB_NIP98_MAX_HEADER + 64)
 
 static const unsigned char seckey[32] = {
-	0x3c, 0x9e, 0x11, 0x52, 0x80, 0x07, 0xa1, 0x6b, 0x2d, 0x44, 0x90,
-	0xe3, 0x5f, 0x18, 0x7a, 0x0c, 0x61, 0xd2, 0x0b, 0x39, 0x8e, 0x45,
-	0xf7, 0x23, 0x9a, 0x6e, 0x14, 0xc8, 0x02, 0x5b, 0x77, 0x31,
+    0x3c, 0x9e, 0x11, 0x52, 0x80, 0x07, 0xa1, 0x6b, 0x2d, 0x44, 0x90,
+    0xe3, 0x5f, 0x18, 0x7a, 0x0c, 0x61, 0xd2, 0x0b, 0x39, 0x8e, 0x45,
+    0xf7, 0x23, 0x9a, 0x6e, 0x14, 0xc8, 0x02, 0x5b, 0x77, 0x31,
 };
 
 /* lowercase hex sha256 of BODY, from sha256sum */
 static const char body_sha[] =
-	"509584d615bf200309d7901c7b756d1311aa40c119f306b790c9d2331050f784";
+    "509584d615bf200309d7901c7b756d1311aa40c119f306b790c9d2331050f784";
 
 enum tamper {
 	TAMPER_NONE,
-	TAMPER_SIG,     /* flip one signature digit */
+	TAMPER_SIG,	/* flip one signature digit */
 	TAMPER_CONTENT, /* change content after signing: the id no longer
 			   matches */
 };
@@ -86,9 +86,8 @@ static void make_header(char *out, const char *scheme, const void *data,
 	assert_true(sl + 1 + COMB_BASE64_ENCODED_LEN(len) + 1 <= TOKEN_MAX);
 	memcpy(out, scheme, sl);
 	out[sl] = ' ';
-	assert_int_equal(comb_base64_encode(data, len, out + sl + 1,
-					    TOKEN_MAX - sl - 1),
-			 0);
+	assert_int_equal(
+	    comb_base64_encode(data, len, out + sl + 1, TOKEN_MAX - sl - 1), 0);
 }
 
 /* Builds tags u, method, payload; a NULL value leaves that tag out. */
@@ -100,7 +99,8 @@ static json_t *tags3(const char *u, const char *method, const char *payload)
 	if (u)
 		json_array_append_new(tags, json_pack("[ss]", "u", u));
 	if (method)
-		json_array_append_new(tags, json_pack("[ss]", "method", method));
+		json_array_append_new(tags,
+				      json_pack("[ss]", "method", method));
 	if (payload)
 		json_array_append_new(tags,
 				      json_pack("[ss]", "payload", payload));
@@ -160,15 +160,15 @@ static void expect_accept(const struct comb_nip98_request *req)
 }
 
 /* A header whose only change from a valid one is in the tags. */
-static void expect_tags(const char *u, const char *method,
-			const char *payload, const char *reason)
+static void expect_tags(const char *u, const char *method, const char *payload,
+			const char *reason)
 {
 	char *hdr = malloc(TOKEN_MAX);
 	struct comb_nip98_request req;
 
 	assert_non_null(hdr);
-	token(hdr, COMB_NIP98_KIND, NOW, tags3(u, method, payload),
-	      TAMPER_NONE, NULL);
+	token(hdr, COMB_NIP98_KIND, NOW, tags3(u, method, payload), TAMPER_NONE,
+	      NULL);
 	req = request(hdr);
 	if (reason)
 		expect_reject(&req, reason);
@@ -211,21 +211,18 @@ static void test_accept_variants(void **state)
 	/* host compared case-insensitively, both ways */
 	expect_tags("https://Relay.EXAMPLE.com" PATH, "POST", body_sha, NULL);
 	token(hdr, COMB_NIP98_KIND, NOW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	req.host = "RELAY.example.COM";
 	expect_accept(&req);
 
 	/* created_at exactly at both edges of the window */
 	token(hdr, COMB_NIP98_KIND, NOW - COMB_NIP98_MAX_SKEW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	expect_accept(&req);
 	token(hdr, COMB_NIP98_KIND, NOW + COMB_NIP98_MAX_SKEW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	expect_accept(&req);
 
@@ -242,8 +239,7 @@ static void test_accept_variants(void **state)
 
 	/* the scheme word in any case, with extra spaces around the token */
 	token(hdr, COMB_NIP98_KIND, NOW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	memcpy(hdr, "nOSTR", 5);
 	req = request(hdr);
 	expect_accept(&req);
@@ -290,8 +286,7 @@ static void test_wrong_scheme(void **state)
 	(void)state;
 	assert_non_null(hdr);
 	token(hdr, COMB_NIP98_KIND, NOW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	memcpy(hdr, "Basic", 5);
 	req = request(hdr);
 	expect_reject(&req, "unsupported authorization scheme");
@@ -327,15 +322,13 @@ static void test_bad_base64(void **state)
 
 	/* a valid token made invalid: a space inside, a dropped pad */
 	token(hdr, COMB_NIP98_KIND, NOW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	n = strlen(hdr);
 	hdr[20] = ' ';
 	req = request(hdr);
 	expect_reject(&req, "malformed authorization");
 	token(hdr, COMB_NIP98_KIND, NOW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	hdr[n - 1] = '\0'; /* one character short of a multiple of four */
 	req = request(hdr);
 	expect_reject(&req, "malformed authorization");
@@ -347,11 +340,11 @@ static void test_not_an_event(void **state)
 	char hdr[512];
 	struct comb_nip98_request req;
 	const char *bodies[] = {
-		"hello world",
-		"{}",
-		"[]",
-		"{\"kind\":27235}",
-		"{\"id\":\"a\",\"id\":\"b\"}",
+	    "hello world",
+	    "{}",
+	    "[]",
+	    "{\"kind\":27235}",
+	    "{\"id\":\"a\",\"id\":\"b\"}",
 	};
 	size_t i;
 
@@ -389,18 +382,15 @@ static void test_clock(void **state)
 	(void)state;
 	assert_non_null(hdr);
 	token(hdr, COMB_NIP98_KIND, NOW - COMB_NIP98_MAX_SKEW - 1,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	expect_reject(&req, "stale authorization");
 	token(hdr, COMB_NIP98_KIND, NOW + COMB_NIP98_MAX_SKEW + 1,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	expect_reject(&req, "authorization from the future");
 	token(hdr, COMB_NIP98_KIND, 0,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	expect_reject(&req, "stale authorization");
 	free(hdr);
@@ -416,16 +406,14 @@ static void test_url(void **state)
 	assert_non_null(hdr);
 	expect_tags("https://other.example.com" PATH, "POST", body_sha,
 		    "url mismatch");
-	expect_tags("https://relay.example.com.evil.org" PATH, "POST",
-		    body_sha, "url mismatch");
+	expect_tags("https://relay.example.com.evil.org" PATH, "POST", body_sha,
+		    "url mismatch");
 	expect_tags("https://" HOST ":443" PATH, "POST", body_sha,
 		    "url mismatch");
-	expect_tags("https://" HOST "/query", "POST", body_sha,
-		    "url mismatch");
+	expect_tags("https://" HOST "/query", "POST", body_sha, "url mismatch");
 	expect_tags("https://" HOST "/Events", "POST", body_sha,
 		    "url mismatch");
-	expect_tags("https://" HOST PATH "/", "POST", body_sha,
-		    "url mismatch");
+	expect_tags("https://" HOST PATH "/", "POST", body_sha, "url mismatch");
 	expect_tags("https://" HOST PATH "?x=1", "POST", body_sha,
 		    "url mismatch");
 	expect_tags("wss://" HOST PATH, "POST", body_sha, "url mismatch");
@@ -476,11 +464,9 @@ static void test_method(void **state)
 	expect_tags("https://" HOST PATH, "GET", body_sha, "method mismatch");
 	expect_tags("https://" HOST PATH, "post", body_sha, "method mismatch");
 	expect_tags("https://" HOST PATH, "", body_sha, "method mismatch");
-	expect_tags("https://" HOST PATH, NULL, body_sha,
-		    "missing method tag");
+	expect_tags("https://" HOST PATH, NULL, body_sha, "missing method tag");
 	token(hdr, COMB_NIP98_KIND, NOW,
-	      tags3("https://" HOST PATH, "PUT", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "PUT", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	req.method = "PUT";
 	expect_accept(&req);
@@ -501,8 +487,8 @@ static void test_payload(void **state)
 		    "payload mismatch");
 	for (i = 0; i < 65; i++)
 		upper[i] = (char)(body_sha[i] >= 'a' && body_sha[i] <= 'f'
-					  ? body_sha[i] - 32
-					  : body_sha[i]);
+				      ? body_sha[i] - 32
+				      : body_sha[i]);
 	expect_tags("https://" HOST PATH, "POST", upper, "payload mismatch");
 	expect_tags("https://" HOST PATH, "POST", "", "payload mismatch");
 	expect_tags("https://" HOST PATH, "POST", NULL, "missing payload tag");
@@ -517,8 +503,7 @@ static void test_payload(void **state)
 
 	/* a body changed after signing */
 	token(hdr, COMB_NIP98_KIND, NOW,
-	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
-	      NULL);
+	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE, NULL);
 	req = request(hdr);
 	req.body = BODY " ";
 	req.body_len = strlen(BODY " ");
@@ -599,14 +584,12 @@ static void test_base64_codec(void **state)
 	assert_string_equal(enc, "+/8=");
 	assert_int_equal(comb_base64_encode("foo", 3, enc, 4), COMB_ETOOBIG);
 
-	assert_int_equal(comb_base64_decode("Zm9vYg==", 8, out, sizeof(out),
-					    &n),
-			 0);
+	assert_int_equal(
+	    comb_base64_decode("Zm9vYg==", 8, out, sizeof(out), &n), 0);
 	assert_int_equal(n, 4);
 	assert_memory_equal(out, "foob", 4);
-	assert_int_equal(comb_base64_decode("Zm9vYmE=", 8, out, sizeof(out),
-					    &n),
-			 0);
+	assert_int_equal(
+	    comb_base64_decode("Zm9vYmE=", 8, out, sizeof(out), &n), 0);
 	assert_int_equal(n, 5);
 	assert_memory_equal(out, "fooba", 5);
 	assert_int_equal(comb_base64_decode("+/8=", 4, out, sizeof(out), &n),
@@ -619,18 +602,18 @@ static void test_base64_codec(void **state)
 	/* strictness */
 	assert_int_equal(comb_base64_decode("Zm9vYg", 6, out, sizeof(out), &n),
 			 COMB_EINVAL);
-	assert_int_equal(comb_base64_decode("Zm9vYh==", 8, out, sizeof(out),
-					    &n),
-			 COMB_EINVAL); /* non-zero unused bits */
-	assert_int_equal(comb_base64_decode("Zm9vYmF=", 8, out, sizeof(out),
-					    &n),
-			 COMB_EINVAL);
-	assert_int_equal(comb_base64_decode("Zg==Zg==", 8, out, sizeof(out),
-					    &n),
-			 COMB_EINVAL);
-	assert_int_equal(comb_base64_decode("Zm9v\nYmFy", 9, out, sizeof(out),
-					    &n),
-			 COMB_EINVAL);
+	assert_int_equal(
+	    comb_base64_decode("Zm9vYh==", 8, out, sizeof(out), &n),
+	    COMB_EINVAL); /* non-zero unused bits */
+	assert_int_equal(
+	    comb_base64_decode("Zm9vYmF=", 8, out, sizeof(out), &n),
+	    COMB_EINVAL);
+	assert_int_equal(
+	    comb_base64_decode("Zg==Zg==", 8, out, sizeof(out), &n),
+	    COMB_EINVAL);
+	assert_int_equal(
+	    comb_base64_decode("Zm9v\nYmFy", 9, out, sizeof(out), &n),
+	    COMB_EINVAL);
 	assert_int_equal(comb_base64_decode("Zm-_", 4, out, sizeof(out), &n),
 			 COMB_EINVAL); /* URL-safe alphabet */
 	assert_int_equal(comb_base64_decode("====", 4, out, sizeof(out), &n),
@@ -646,20 +629,20 @@ static void test_base64_codec(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_base64_codec),
-		cmocka_unit_test(test_accept),
-		cmocka_unit_test(test_accept_variants),
-		cmocka_unit_test(test_missing_header),
-		cmocka_unit_test(test_wrong_scheme),
-		cmocka_unit_test(test_bad_base64),
-		cmocka_unit_test(test_not_an_event),
-		cmocka_unit_test(test_wrong_kind),
-		cmocka_unit_test(test_clock),
-		cmocka_unit_test(test_url),
-		cmocka_unit_test(test_method),
-		cmocka_unit_test(test_payload),
-		cmocka_unit_test(test_signature),
-		cmocka_unit_test(test_oversize),
+	    cmocka_unit_test(test_base64_codec),
+	    cmocka_unit_test(test_accept),
+	    cmocka_unit_test(test_accept_variants),
+	    cmocka_unit_test(test_missing_header),
+	    cmocka_unit_test(test_wrong_scheme),
+	    cmocka_unit_test(test_bad_base64),
+	    cmocka_unit_test(test_not_an_event),
+	    cmocka_unit_test(test_wrong_kind),
+	    cmocka_unit_test(test_clock),
+	    cmocka_unit_test(test_url),
+	    cmocka_unit_test(test_method),
+	    cmocka_unit_test(test_payload),
+	    cmocka_unit_test(test_signature),
+	    cmocka_unit_test(test_oversize),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

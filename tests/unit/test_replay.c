@@ -161,8 +161,8 @@ static int group_setup(void **state)
 	atexit(server_stop);
 	for (tries = 0; tries < 5; tries++) {
 		server_port = free_port();
-		snprintf(server_url, sizeof(server_url),
-			 "redis://127.0.0.1:%d", server_port);
+		snprintf(server_url, sizeof(server_url), "redis://127.0.0.1:%d",
+			 server_port);
 		if (server_start() == 0)
 			return 0;
 	}
@@ -224,13 +224,13 @@ static void expect_bad_url(const char *url, int size, int timeout_ms)
 static void test_url(void **state)
 {
 	const char *good[] = {
-		"redis://localhost",
-		"redis://127.0.0.1:6379",
-		"redis://127.0.0.1:6379/",
-		"redis://127.0.0.1:6379/15",
-		"redis://cache.internal/2",
-		"redis://[::1]:6379/1",
-		"REDIS://h:1",
+	    "redis://localhost",
+	    "redis://127.0.0.1:6379",
+	    "redis://127.0.0.1:6379/",
+	    "redis://127.0.0.1:6379/15",
+	    "redis://cache.internal/2",
+	    "redis://[::1]:6379/1",
+	    "REDIS://h:1",
 	};
 	size_t i;
 
@@ -360,7 +360,7 @@ static void test_expiry(void **state)
 	comb_redis_pool_free(pool);
 }
 
-#define THREADS 6
+#define THREADS	   6
 #define PER_THREAD 40
 
 struct worker {
@@ -404,9 +404,8 @@ static void test_threads(void **state)
 		w[i].pool = pool;
 		for (j = 0; j < PER_THREAD; j++)
 			new_id(w[i].ids[j]);
-		assert_int_equal(pthread_create(&w[i].thread, NULL,
-						worker_main, &w[i]),
-				 0);
+		assert_int_equal(
+		    pthread_create(&w[i].thread, NULL, worker_main, &w[i]), 0);
 	}
 	for (i = 0; i < THREADS; i++) {
 		pthread_join(w[i].thread, NULL);
@@ -503,8 +502,7 @@ static void test_silent_server(void **state)
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	assert_int_equal(listen(fd, 16), 0);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d",
-		 ntohs(sa.sin_port));
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(sa.sin_port));
 
 	pool = pool_for(url, 1, 200);
 	new_id(id);
@@ -560,18 +558,16 @@ static void test_timeout_then_recover(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_url),
-		cmocka_unit_test(test_unreachable),
-		cmocka_unit_test(test_silent_server),
-		cmocka_unit_test_setup(test_claim_once, ensure_server),
-		cmocka_unit_test_setup(test_two_nodes, ensure_server),
-		cmocka_unit_test_setup(test_database, ensure_server),
-		cmocka_unit_test_setup(test_expiry, ensure_server),
-		cmocka_unit_test_setup(test_threads, ensure_server),
-		cmocka_unit_test_setup(test_timeout_then_recover,
-				       ensure_server),
-		cmocka_unit_test_setup(test_fail_closed_and_recover,
-				       ensure_server),
+	    cmocka_unit_test(test_url),
+	    cmocka_unit_test(test_unreachable),
+	    cmocka_unit_test(test_silent_server),
+	    cmocka_unit_test_setup(test_claim_once, ensure_server),
+	    cmocka_unit_test_setup(test_two_nodes, ensure_server),
+	    cmocka_unit_test_setup(test_database, ensure_server),
+	    cmocka_unit_test_setup(test_expiry, ensure_server),
+	    cmocka_unit_test_setup(test_threads, ensure_server),
+	    cmocka_unit_test_setup(test_timeout_then_recover, ensure_server),
+	    cmocka_unit_test_setup(test_fail_closed_and_recover, ensure_server),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

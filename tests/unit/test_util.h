@@ -6,9 +6,9 @@
 #ifndef COMB_TEST_UTIL_H
 #define COMB_TEST_UTIL_H
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,17 +34,17 @@ static inline void test_print_escaped(const char *label, const void *s,
 }
 
 /* Fails the test, printing both byte strings, unless they are equal. */
-#define assert_bytes_equal(a, alen, b, blen)                                  \
-	do {                                                                  \
-		const void *a_ = (a), *b_ = (b);                              \
-		size_t alen_ = (alen), blen_ = (blen);                        \
-		if (alen_ != blen_ || (alen_ > 0 && memcmp(a_, b_, alen_))) { \
-			fprintf(stderr, "%s:%d: bytes differ\n", __FILE__,    \
-				__LINE__);                                    \
-			test_print_escaped(#a, a_, alen_);                    \
-			test_print_escaped(#b, b_, blen_);                    \
-			fail();                                               \
-		}                                                             \
+#define assert_bytes_equal(a, alen, b, blen)                                   \
+	do {                                                                   \
+		const void *a_ = (a), *b_ = (b);                               \
+		size_t alen_ = (alen), blen_ = (blen);                         \
+		if (alen_ != blen_ || (alen_ > 0 && memcmp(a_, b_, alen_))) {  \
+			fprintf(stderr, "%s:%d: bytes differ\n", __FILE__,     \
+				__LINE__);                                     \
+			test_print_escaped(#a, a_, alen_);                     \
+			test_print_escaped(#b, b_, blen_);                     \
+			fail();                                                \
+		}                                                              \
 	} while (0)
 
 /* Loads a JSON file relative to tests/ (duplicates refused, NUL allowed);

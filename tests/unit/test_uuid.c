@@ -9,30 +9,34 @@
 static void test_accepts_canonical(void **state)
 {
 	(void)state;
-	assert_true(comb_uuid_is_canonical("5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84"));
-	assert_true(comb_uuid_is_canonical("00000000-0000-0000-0000-000000000001"));
-	assert_true(comb_uuid_is_canonical("ffffffff-ffff-ffff-ffff-ffffffffffff"));
+	assert_true(
+	    comb_uuid_is_canonical("5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84"));
+	assert_true(
+	    comb_uuid_is_canonical("00000000-0000-0000-0000-000000000001"));
+	assert_true(
+	    comb_uuid_is_canonical("ffffffff-ffff-ffff-ffff-ffffffffffff"));
 	/* Version and variant bits are not checked. */
-	assert_true(comb_uuid_is_canonical("01234567-89ab-cdef-0123-456789abcdef"));
+	assert_true(
+	    comb_uuid_is_canonical("01234567-89ab-cdef-0123-456789abcdef"));
 	assert_int_equal(COMB_UUID_LEN, 36);
 }
 
 static void test_rejects(void **state)
 {
 	static const char *const bad[] = {
-		"00000000-0000-0000-0000-000000000000",   /* nil */
-		"5A0F2F6E-3C1B-4A9E-8F7D-2B6C1E0D9A84",   /* uppercase */
-		"5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9A84",   /* one uppercase */
-		"{5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84}", /* braces */
-		"5a0f2f6e3c1b4a9e8f7d2b6c1e0d9a84",       /* no hyphens */
-		"5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a8",    /* short */
-		"5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a845",  /* long */
-		"5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84 ",  /* trailing space */
-		"5a0f2f6e3-c1b-4a9e-8f7d-2b6c1e0d9a84",   /* hyphen moved */
-		"5a0f2f6e-3c1b-4a9e-8f7d_2b6c1e0d9a84",   /* wrong separator */
-		"5a0f2f6g-3c1b-4a9e-8f7d-2b6c1e0d9a84",   /* non-hex */
-		"urn:uuid:5a0f2f6e-3c1b-4a9e-8f7d-2b6c",  /* prefix */
-		"",
+	    "00000000-0000-0000-0000-000000000000",   /* nil */
+	    "5A0F2F6E-3C1B-4A9E-8F7D-2B6C1E0D9A84",   /* uppercase */
+	    "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9A84",   /* one uppercase */
+	    "{5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84}", /* braces */
+	    "5a0f2f6e3c1b4a9e8f7d2b6c1e0d9a84",	      /* no hyphens */
+	    "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a8",    /* short */
+	    "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a845",  /* long */
+	    "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84 ",  /* trailing space */
+	    "5a0f2f6e3-c1b-4a9e-8f7d-2b6c1e0d9a84",   /* hyphen moved */
+	    "5a0f2f6e-3c1b-4a9e-8f7d_2b6c1e0d9a84",   /* wrong separator */
+	    "5a0f2f6g-3c1b-4a9e-8f7d-2b6c1e0d9a84",   /* non-hex */
+	    "urn:uuid:5a0f2f6e-3c1b-4a9e-8f7d-2b6c",  /* prefix */
+	    "",
 	};
 	size_t i;
 
@@ -47,8 +51,8 @@ static void test_rejects(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_accepts_canonical),
-		cmocka_unit_test(test_rejects),
+	    cmocka_unit_test(test_accepts_canonical),
+	    cmocka_unit_test(test_rejects),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

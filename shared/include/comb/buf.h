@@ -33,7 +33,8 @@ int comb_buf_printf(struct comb_buf *b, const char *fmt, ...)
 int comb_buf_vprintf(struct comb_buf *b, const char *fmt, va_list ap);
 
 /* Appends s (len bytes, may contain NUL) as a JSON string literal with the
- * quotes, escaped exactly as JavaScript's JSON.stringify does. */
+ * quotes, escaped exactly as JavaScript's JSON.stringify does. Returns
+ * COMB_EINVAL, appending nothing, when s is not well-formed UTF-8. */
 int comb_buf_json_string(struct comb_buf *b, const char *s, size_t len);
 
 /* Hands the content to the caller (caller frees) and empties the buffer.

@@ -33,6 +33,7 @@ struct comb_config {
 	int query_timeout_ms;       /* COMB_QUERY_TIMEOUT_MS */
 	int sync_max_events;        /* COMB_SYNC_MAX_EVENTS */
 	int incremental_max_concurrent; /* COMB_INCREMENTAL_MAX_CONCURRENT */
+	int capture_heartbeat_ms;   /* COMB_CAPTURE_HEARTBEAT_MS */
 };
 
 /*

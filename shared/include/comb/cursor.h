@@ -34,8 +34,6 @@ struct comb_cursor {
 	uint64_t system_id;                      /* pg_control_system() */
 	unsigned char scope[COMB_CURSOR_SCOPE_LEN];
 	uint8_t phase;                           /* enum comb_cursor_phase */
-	uint64_t base_xid;  /* every change below it is delivered; changes
-			       at or above it belong to this catch-up */
 	uint64_t horizon;   /* INITIAL: the first page's horizon */
 	struct comb_position after; /* continue strictly after this */
 };

@@ -23,6 +23,8 @@ struct comb_redis_pool;
 struct comb_redis_pool *comb_redis_pool_new(const char *url, int size,
 					    int timeout_ms, char *errbuf,
 					    size_t errlen);
+/* Closes the idle connections and frees the pool (NULL is ignored). No
+ * command may still be running on it. */
 void comb_redis_pool_free(struct comb_redis_pool *pool);
 
 /*

@@ -424,8 +424,13 @@ function spawnService(bin, args, env, logFile) {
 async function stopService(p, name, signal = 'SIGTERM') {
 	if (!p.exited) {
 		p.child.kill(signal);
-		const t = sleep(STOP_TIMEOUT_MS).then(() => 'timeout');
-		if ((await Promise.race([p.exitPromise, t])) === 'timeout') {
+		let timer;
+		const t = new Promise((r) => {
+			timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS);
+		});
+		const first = await Promise.race([p.exitPromise, t]);
+		clearTimeout(timer);
+		if (first === 'timeout') {
 			p.child.kill('SIGKILL');
 			await p.exitPromise;
 			return `${name} ignored ${signal} for ${STOP_TIMEOUT_MS} ms and was killed; ` +
