@@ -18,7 +18,9 @@
 #include "artifact.h"
 #include "artifact_filter.h"
 #include "comb/error.h"
+#include "comb/json.h"
 #include "comb/log.h"
+#include "incremental.h"
 
 /* Parameters: 6 fixed, #d, #type and two per other predicate. */
 #define MAX_PARAMS (8 + 2 * COMB_MAX_PREDICATES)
@@ -290,9 +292,15 @@ void artifact_query(struct request *req, json_t *filter, bool count)
 	struct artifact_filter f;
 	struct statement st = {0};
 	struct actor actor;
+	const char *mode;
 	char *named = NULL;
 	PGresult *res;
 
+	mode = comb_json_get_string(filter, "artifact");
+	if (!count && mode && !strcmp(mode, "incremental")) {
+		incremental_read(req, filter);
+		return;
+	}
 	if (artifact_filter_parse(filter, req->relay->cfg.max_limit, &f, err,
 				  sizeof(err))) {
 		snprintf(msg, sizeof(msg), "invalid: %s", err);

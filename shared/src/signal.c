@@ -290,9 +290,10 @@ static int walk(const unsigned char *p, size_t len)
 
 	left[0] = 1;
 	while (depth >= 0) {
-		size_t head = 1, lenbytes = 0;
+		const size_t head = 1;
+		size_t lenbytes = 0;
 		uint64_t body = 0, count = 0;
-		bool container = false;
+		bool container = false, ext = false;
 		unsigned char b;
 
 		if (left[depth] == 0) {
@@ -318,9 +319,9 @@ static int walk(const unsigned char *p, size_t len)
 			case 0xc4: case 0xd9: lenbytes = 1; break;         /* bin8, str8 */
 			case 0xc5: case 0xda: lenbytes = 2; break;         /* bin16, str16 */
 			case 0xc6: case 0xdb: lenbytes = 4; break;         /* bin32, str32 */
-			case 0xc7: lenbytes = 1; head = 2; break;          /* ext8 + type */
-			case 0xc8: lenbytes = 2; head = 2; break;
-			case 0xc9: lenbytes = 4; head = 2; break;
+			case 0xc7: lenbytes = 1; ext = true; break;        /* ext8 */
+			case 0xc8: lenbytes = 2; ext = true; break;        /* ext16 */
+			case 0xc9: lenbytes = 4; ext = true; break;        /* ext32 */
 			case 0xca: body = 4; break;                        /* float32 */
 			case 0xcb: body = 8; break;                        /* float64 */
 			case 0xcc: case 0xd0: body = 1; break;
@@ -345,7 +346,7 @@ static int walk(const unsigned char *p, size_t len)
 			if (container)
 				count = (b == 0xde || b == 0xdf) ? 2 * n : n;
 			else
-				body = n;
+				body = n + ext; /* an ext's type byte follows its length */
 		}
 		off += head + lenbytes;
 		if (body > len - off)

@@ -23,9 +23,16 @@ after(async () => {
 
 // --- helpers ---------------------------------------------------------------
 
+// Two requests alike within one second would carry the same NIP-98 token
+// (refused as a replay) and two events alike the same id: a nonce tag in
+// the token and random content keep them apart.
+function authOpts() {
+	return { nip98: { extraTags: [['nonce', crypto.randomBytes(8).toString('hex')]] } };
+}
+
 async function send(sk, template) {
-	const ev = signEvent(sk, template);
-	const r = await post(stack.url, '/events', ev, sk);
+	const ev = signEvent(sk, { content: crypto.randomBytes(4).toString('hex'), ...template });
+	const r = await post(stack.url, '/events', ev, sk, authOpts());
 	return { ev, status: r.status, json: r.json() };
 }
 
@@ -69,7 +76,7 @@ async function chat(sk, channel, content = 'hello') {
 }
 
 async function read(sk, filter) {
-	const r = await post(stack.url, '/query', [filter], sk);
+	const r = await post(stack.url, '/query', [filter], sk, authOpts());
 	assert.equal(r.status, 200, r.body);
 	return r.json();
 }
@@ -79,7 +86,7 @@ async function readIds(sk, filter) {
 }
 
 async function count(sk, filter) {
-	const r = await post(stack.url, '/count', [filter], sk);
+	const r = await post(stack.url, '/count', [filter], sk, authOpts());
 	assert.equal(r.status, 200, r.body);
 	return r.json().count;
 }
@@ -118,7 +125,7 @@ describe('9007 create', () => {
 		const rows = await stack.query(`SELECT channel_id, kind FROM events WHERE id = '${ev.id}'`);
 		assert.deepEqual(rows, [[id, '9007']]);
 		// Sent again, the same event is accepted and changes nothing.
-		const again = await post(stack.url, '/events', ev, admin);
+		const again = await post(stack.url, '/events', ev, admin, authOpts());
 		assert.equal(again.status, 200);
 		assert.deepEqual(again.json(), { id: ev.id, accepted: true, message: '' });
 		assert.equal(await stored(ev.id), 1);

@@ -265,6 +265,8 @@ static void put_str(struct packed *p, const char *k, const char *v)
 	msgpack_pack_str_body(&p->pk, v, strlen(v));
 }
 
+static const char big_zeros[512];
+
 static int decode_packed(struct packed *p, struct comb_signal *out)
 {
 	char err[128];
@@ -302,6 +304,25 @@ static void test_unknown_keys_and_types(void **state)
 	assert_true(out.community == 3 && out.seq == 1 && out.xid == 99);
 	assert_string_equal(out.channel, CH);
 
+	/* ext values (the type byte follows the length) are skipped too */
+	packed_init(&p);
+	msgpack_pack_map(&p.pk, 7);
+	put_key(&p, "x1");
+	msgpack_pack_ext(&p.pk, 3, 9);
+	msgpack_pack_ext_body(&p.pk, "abc", 3);
+	put_key(&p, "x2");
+	msgpack_pack_ext(&p.pk, 1, -1); /* fixext 1 */
+	msgpack_pack_ext_body(&p.pk, "z", 1);
+	put_key(&p, "x3");
+	msgpack_pack_ext(&p.pk, 300, 2); /* ext16 */
+	msgpack_pack_ext_body(&p.pk, big_zeros, 300);
+	put_uint(&p, "e", 5);
+	put_uint(&p, "s", 0);
+	put_uint(&p, "c", 0);
+	put_uint(&p, "t", 0);
+	assert_int_equal(decode_packed(&p, &out), 0);
+	assert_int_equal(out.type, COMB_SIGNAL_HEARTBEAT);
+
 	/* a type this build does not know passes with its seq */
 	packed_init(&p);
 	msgpack_pack_map(&p.pk, 5);
@@ -334,6 +355,11 @@ static void test_malformed(void **state)
 	static const unsigned char map32_huge[] = {0xdf, 0x7f, 0xff, 0xff, 0xff};
 	static const unsigned char str32_huge[] = {0x81, 0xdb, 0xff, 0xff, 0xff, 0xff, 'e'};
 	static const unsigned char never_used[] = {0x81, 0xa1, 'e', 0xc1};
+	/* found by fuzz_signal: an ext8 whose length was read from its type
+	 * byte let an array32 count through to msgpack-c */
+	static const unsigned char ext_then_array32[] = {
+		0x86, 0xa1, 0x65, 0xc7, 0x00, 0x02, 0xdd, 0x9c, 0x00, 0xfe,
+		0x6e, 0x6e, 0x65, 0x6c, 0x65, 0x60, 0x32, 0x66};
 	unsigned char deep[64];
 	size_t i;
 
@@ -345,6 +371,8 @@ static void test_malformed(void **state)
 	assert_int_equal(comb_signal_decode(str32_huge, sizeof(str32_huge),
 					    &out, err, sizeof(err)), COMB_EINVAL);
 	assert_int_equal(comb_signal_decode(never_used, sizeof(never_used),
+					    &out, err, sizeof(err)), COMB_EINVAL);
+	assert_int_equal(comb_signal_decode(ext_then_array32, sizeof(ext_then_array32),
 					    &out, err, sizeof(err)), COMB_EINVAL);
 	for (i = 0; i < sizeof(deep) - 1; i++)
 		deep[i] = 0x91; /* [[[[...]]]] */

@@ -1,0 +1,36 @@
+/*
+ * NIP-01 REQ and CLOSE on a WebSocket connection (PROTOCOL.md section 7):
+ * a plain REQ sends the stored events its filters match (the same
+ * readable set as POST /query), EOSE, then every new matching event its
+ * reader may read at the moment it is delivered. A REQ whose only filter
+ * is an artifact `current` filter with `#h` is a sync and goes to
+ * ws_sync_open().
+ */
+#ifndef COMB_WS_REQ_H
+#define COMB_WS_REQ_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "comb/event.h"
+#include "filter.h"
+#include "ws_session.h"
+
+/* Events that may arrive for a subscription while its stored events are
+ * being read; more closes it (`resync: too many held changes`). */
+#define WS_REQ_MAX_HELD 1024
+
+/* Handles ["REQ", id, filter...] (msg borrowed). */
+void ws_req_open(struct ws_session *s, const json_t *msg);
+
+/* Handles ["CLOSE", id]: the subscription stops at once, silently. */
+void ws_req_close(struct ws_session *s, const json_t *msg);
+
+/*
+ * True when ev matches the plain filter f: ids, authors, kinds, since,
+ * until and the #e #p #h #d predicates (a tag matches on its name and
+ * first value). limit plays no part.
+ */
+bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev);
+
+#endif
