@@ -13,6 +13,7 @@
 #include "comb/log.h"
 #include "http.h"
 #include "writer.h"
+#include "ws_live.h"
 
 void write_refuse(struct write_result *out, int status, const char *fmt, ...)
 {
@@ -105,12 +106,15 @@ int write_store_event(struct writer *w, const struct comb_event *ev,
 			PQclear(tr);
 		}
 	}
+	if (*inserted && rc == 0)
+		ws_live_local_stored(w->community, ev, channel_id);
 	PQclear(res);
 	return rc;
 }
 
-void write_event(struct writer *w, const struct comb_event *ev,
-		 struct write_result *out)
+/* The kind dispatch of write_event. */
+static void write_event_kind(struct writer *w, const struct comb_event *ev,
+			     struct write_result *out)
 {
 	out->status = 200;
 	out->message[0] = '\0';
@@ -143,6 +147,15 @@ void write_event(struct writer *w, const struct comb_event *ev,
 		return;
 	}
 	write_refuse(out, 400, "invalid: unsupported kind");
+}
+
+/* Live delivery learns of every event the write committed. */
+void write_event(struct writer *w, const struct comb_event *ev,
+		 struct write_result *out)
+{
+	ws_live_local_begin();
+	write_event_kind(w, ev, out);
+	ws_live_local_end(w->community, ev, out->status == 200);
 }
 
 static void send_result(struct request *req, const char *id,

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "comb/hex.h"
 #include "comb/log.h"
 #include "http.h"
+#include "ws.h"
 
 int http_handler(struct mg_connection *conn, void *cbdata);
 
@@ -73,6 +75,26 @@ static void default_plugin_path(char *out, size_t outlen)
 	snprintf(out, outlen, "%s/../lib/policy_default.so", exe);
 }
 
+/*
+ * Each civetweb worker thread holds one connection, WebSocket ones for
+ * their whole life, so num_threads may be in the thousands: threads
+ * created from here on get a small stack (sanitizers need more).
+ */
+static void set_thread_stack(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	size_t stack = 4 * 1024 * 1024;
+#else
+	size_t stack = 1024 * 1024;
+#endif
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	if (pthread_attr_setstacksize(&attr, stack) == 0)
+		pthread_setattr_default_np(&attr);
+	pthread_attr_destroy(&attr);
+}
+
 static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 {
 	char threads[16];
@@ -82,16 +104,21 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		"tcp_nodelay", "1",
 		"enable_keep_alive", "yes",
 		"request_timeout_ms", "30000",
+		"enable_websocket_ping_pong", "yes",
+		"websocket_timeout_ms", WS_PING_INTERVAL_TEXT,
 		NULL,
 	};
 	struct mg_callbacks callbacks = {0};
 
 	snprintf(threads, sizeof(threads), "%d", relay->cfg.num_threads);
+	callbacks.begin_request = ws_begin_request;
+	set_thread_stack();
 	relay->http = mg_start(&callbacks, relay, options);
 	if (!relay->http)
 		return comb_fail(errbuf, errlen, COMB_EIO,
 				 "cannot listen on %s", relay->cfg.listen);
 	mg_set_request_handler(relay->http, "/", http_handler, relay);
+	ws_register(relay->http, relay);
 	return 0;
 }
 
@@ -140,6 +167,10 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 
 	mg_init_library(0);
+	if (ws_start(&relay, err, sizeof(err))) {
+		comb_error("websocket: %s", err);
+		goto out;
+	}
 	if (start_http(&relay, err, sizeof(err))) {
 		comb_error("http: %s", err);
 		goto out;
@@ -151,6 +182,7 @@ int main(void)
 	mg_stop(relay.http);
 	rc = 0;
 out:
+	ws_stop();
 	comb_policy_set_free(relay.policy);
 	comb_db_pool_free(relay.db);
 	comb_redis_pool_free(relay.redis);

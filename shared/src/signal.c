@@ -625,3 +625,43 @@ int comb_signal_parse_notify(const char *text, struct comb_signal *out,
 		*out = s;
 	return rc;
 }
+
+int comb_signal_parse_ephemeral(const void *msg, size_t len,
+				struct comb_signal *out, char *errbuf,
+				size_t errlen)
+{
+	const char *p = msg, *colon;
+	struct comb_signal s;
+	uint64_t v;
+
+	memset(out, 0, sizeof(*out));
+	memset(&s, 0, sizeof(s));
+	colon = p ? memchr(p, ':', len < 21 ? len : 21) : NULL;
+	if (colon == NULL ||
+	    parse_dec(p, (size_t)(colon - p), INT64_MAX, &v) || v == 0)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "ephemeral message has no community");
+	s.community = (int64_t)v;
+	p = colon + 1;
+	len -= (size_t)(p - (const char *)msg);
+	if (len < COMB_UUID_LEN + 2 || p[COMB_UUID_LEN] != ':' ||
+	    memchr(p, '\0', COMB_UUID_LEN) != NULL)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "ephemeral message has no channel");
+	memcpy(s.channel, p, COMB_UUID_LEN);
+	s.channel[COMB_UUID_LEN] = '\0';
+	if (!comb_uuid_is_canonical(s.channel))
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "ephemeral message has a bad channel");
+	p += COMB_UUID_LEN + 1;
+	len -= COMB_UUID_LEN + 1;
+	if (len > COMB_SIGNAL_MAX_PAYLOAD)
+		return comb_fail(errbuf, errlen, COMB_ETOOBIG,
+				 "ephemeral event is over %d bytes",
+				 COMB_SIGNAL_MAX_PAYLOAD);
+	s.type = COMB_SIGNAL_EPHEMERAL;
+	s.payload = (const unsigned char *)p;
+	s.payload_len = len;
+	*out = s;
+	return 0;
+}

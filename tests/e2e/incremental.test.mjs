@@ -194,6 +194,36 @@ describe('gate', () => {
 	});
 });
 
+test('admission: a full cluster answers 503 incremental_busy with a jittered Retry-After', async () => {
+	// a Redis database of its own, so that other tests never see the slot taken
+	const redisUrl = stack.redisUrl.replace(/\/\d+$/, '/7');
+	const busy = await startRelay({ env: { COMB_REDIS_URL: redisUrl, COMB_INCREMENTAL_MAX_CONCURRENT: '1' } });
+	try {
+		const k = busy.admins[0];
+		let r = await post(busy.url, '/query', [{ artifact: 'incremental' }], k, nonce());
+		assert.equal(r.status, 200, r.body);
+		// another node holds the only slot
+		const port = redisUrl.match(/:(\d+)\//)[1];
+		const { execFileSync } = await import('node:child_process');
+		execFileSync('redis-cli', ['-p', port, '-n', '7', 'ZADD', 'comb:incremental:active',
+			String(Date.now()), 'other-node']);
+		const delays = new Set();
+		for (let i = 0; i < 8; i++) {
+			r = await post(busy.url, '/query', [{ artifact: 'incremental' }], k, nonce());
+			assert.equal(r.status, 503);
+			assert.equal(JSON.parse(r.body).error, 'incremental_busy');
+			delays.add(r.headers['retry-after']);
+		}
+		assert.ok([...delays].every((d) => Number(d) >= 1), 'Retry-After is set');
+		assert.ok(delays.size > 1, 'Retry-After is jittered');
+		execFileSync('redis-cli', ['-p', port, '-n', '7', 'DEL', 'comb:incremental:active']);
+		r = await post(busy.url, '/query', [{ artifact: 'incremental' }], k, nonce());
+		assert.equal(r.status, 200, r.body);
+	} finally {
+		await busy.stop();
+	}
+});
+
 // --- first read and paging ------------------------------------------------------
 
 describe('first read and paging', () => {

@@ -707,6 +707,62 @@ static void test_parse_notify(void **state)
 			 COMB_EINVAL);
 }
 
+static void test_parse_ephemeral(void **state)
+{
+	static const char ok[] = "12:" CH ":{\"kind\":20001}";
+	static const char *bad[] = {
+		"", "12", "12:", ":" CH ":{}", "012:" CH ":{}", "0:" CH ":{}",
+		"-1:" CH ":{}", "12:" CH, "12:" CH ":", "12:" CH "{}",
+		"12:0B4F9C3E-5D2A-4E8B-9F1C-2A3B4C5D6E7F:{}",
+		"12:00000000-0000-0000-0000-000000000000:{}",
+		"99999999999999999999:" CH ":{}",
+	};
+	struct comb_signal s;
+	char err[128], *big;
+	size_t i, n;
+
+	(void)state;
+	assert_int_equal(comb_signal_parse_ephemeral(ok, strlen(ok), &s, err,
+						     sizeof(err)), 0);
+	assert_int_equal(s.type, COMB_SIGNAL_EPHEMERAL);
+	assert_true(s.community == 12);
+	assert_string_equal(s.channel, CH);
+	assert_bytes_equal(s.payload, s.payload_len, "{\"kind\":20001}", 14);
+	assert_ptr_equal(s.payload, ok + 3 + 36 + 1);
+	s.epoch = 1;
+	s.seq = 1;
+	assert_int_equal(comb_signal_check(&s, err, sizeof(err)), 0);
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (comb_signal_parse_ephemeral(bad[i], strlen(bad[i]), &s, err,
+						sizeof(err)) != COMB_EINVAL) {
+			fprintf(stderr, "accepted: %s\n", bad[i]);
+			fail();
+		}
+		assert_int_equal(s.type, 0);
+	}
+	/* every truncation of a valid message is refused, never overread */
+	for (n = 0; n < 3 + 36 + 2; n++) {
+		char *copy = malloc(n ? n : 1);
+
+		assert_non_null(copy);
+		memcpy(copy, ok, n);
+		assert_int_equal(comb_signal_parse_ephemeral(copy, n, &s, err,
+							     sizeof(err)), COMB_EINVAL);
+		free(copy);
+	}
+	n = 3 + 36 + 1 + COMB_SIGNAL_MAX_PAYLOAD + 1;
+	big = malloc(n);
+	assert_non_null(big);
+	memcpy(big, ok, 40);
+	memset(big + 40, 'x', n - 40);
+	assert_int_equal(comb_signal_parse_ephemeral(big, n, &s, err, sizeof(err)),
+			 COMB_ETOOBIG);
+	assert_int_equal(comb_signal_parse_ephemeral(big, n - 1, &s, err, sizeof(err)),
+			 0);
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -720,6 +776,7 @@ int main(void)
 		cmocka_unit_test(test_oversize),
 		cmocka_unit_test(test_topics),
 		cmocka_unit_test(test_parse_notify),
+		cmocka_unit_test(test_parse_ephemeral),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -149,4 +149,16 @@ int comb_signal_topic(const struct comb_signal *s, char *out, size_t outlen,
 int comb_signal_parse_notify(const char *text, struct comb_signal *out,
 			     char *errbuf, size_t errlen);
 
+/*
+ * Parses a message relay nodes PUBLISH on the Redis channel comb:ephemeral,
+ * "<community>:<channel uuid>:<event json>" (len bytes, borrowed), into an
+ * ephemeral signal whose payload points at the JSON inside msg (epoch and
+ * seq left 0). The JSON itself is not checked: the relay verified the
+ * event. Returns 0, COMB_ETOOBIG when the JSON is over
+ * COMB_SIGNAL_MAX_PAYLOAD, or COMB_EINVAL with a reason in errbuf.
+ */
+int comb_signal_parse_ephemeral(const void *msg, size_t len,
+				struct comb_signal *out, char *errbuf,
+				size_t errlen);
+
 #endif
