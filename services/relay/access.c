@@ -28,28 +28,29 @@ int access_load_actor(PGconn *db, const struct community *c,
 
 int access_load_channel(PGconn *db, const struct community *c,
 			const char *channel_id, const struct actor *actor,
-			bool named, bool lock, struct channel_row *out)
+			bool named, enum access_lock lock,
+			struct channel_row *out)
 {
+	static const char *const lock_clause[] = {
+		[ACCESS_LOCK_NONE] = "",
+		[ACCESS_LOCK_UPDATE] = " FOR UPDATE OF c",
+		[ACCESS_LOCK_SHARE] = " FOR SHARE OF c",
+	};
+	char sql[1024];
 	const char *params[3] = {c->id_text, channel_id, actor->pubkey};
 	PGresult *res;
 
 	memset(out, 0, sizeof(*out));
 	snprintf(out->id, sizeof(out->id), "%s", channel_id);
-	res = PQexecParams(db, lock ?
-		"SELECT c.visibility, c.is_dm, c.archived, c.deleted, coalesce(c.ttl, 0),"
-		" (SELECT m.role FROM members m WHERE m.community_id = c.community_id"
-		"   AND m.channel_id = c.id AND m.pubkey = $3 AND m.active),"
-		" (SELECT count(*) FROM members o WHERE o.community_id = c.community_id"
-		"   AND o.channel_id = c.id AND o.active AND o.role = 3)"
-		" FROM channels c WHERE c.community_id = $1 AND c.id = $2::uuid FOR UPDATE"
-		:
-		"SELECT c.visibility, c.is_dm, c.archived, c.deleted, coalesce(c.ttl, 0),"
-		" (SELECT m.role FROM members m WHERE m.community_id = c.community_id"
-		"   AND m.channel_id = c.id AND m.pubkey = $3 AND m.active),"
-		" (SELECT count(*) FROM members o WHERE o.community_id = c.community_id"
-		"   AND o.channel_id = c.id AND o.active AND o.role = 3)"
-		" FROM channels c WHERE c.community_id = $1 AND c.id = $2::uuid",
-		3, NULL, params, NULL, NULL, 0);
+	snprintf(sql, sizeof(sql),
+		 "SELECT c.visibility, c.is_dm, c.archived, c.deleted, coalesce(c.ttl, 0),"
+		 " (SELECT m.role FROM members m WHERE m.community_id = c.community_id"
+		 "   AND m.channel_id = c.id AND m.pubkey = $3 AND m.active),"
+		 " (SELECT count(*) FROM members o WHERE o.community_id = c.community_id"
+		 "   AND o.channel_id = c.id AND o.active AND o.role = 3)"
+		 " FROM channels c WHERE c.community_id = $1 AND c.id = $2::uuid%s",
+		 lock_clause[lock]);
+	res = PQexecParams(db, sql, 3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		PQclear(res);
 		return COMB_EUNAVAIL;

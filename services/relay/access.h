@@ -21,6 +21,18 @@ struct actor {
 	bool community_admin;
 };
 
+/*
+ * How access_load_channel locks the channel row. Membership and policy
+ * changes take it FOR UPDATE; writes that add artifacts to a channel or take
+ * them out take it FOR SHARE, before their first write, so that between such
+ * transactions xid order is commit order (migrations/0004_incremental.sql).
+ */
+enum access_lock {
+	ACCESS_LOCK_NONE = 0,
+	ACCESS_LOCK_UPDATE = 1,
+	ACCESS_LOCK_SHARE = 2,
+};
+
 /* One channel as the policy sees it, for one actor. */
 struct channel_row {
 	bool exists;
@@ -37,13 +49,13 @@ int access_load_actor(PGconn *db, const struct community *c,
 /*
  * Loads channel channel_id of community c and the actor's active role in
  * it; out->exists is false when there is no such channel. named says
- * whether the request names the channel in #h. With lock, the channel row
- * is locked FOR UPDATE (moderation serializes on it). Returns 0 or
- * COMB_EUNAVAIL.
+ * whether the request names the channel in #h. lock says how the channel
+ * row is locked (enum access_lock). Returns 0 or COMB_EUNAVAIL.
  */
 int access_load_channel(PGconn *db, const struct community *c,
 			const char *channel_id, const struct actor *actor,
-			bool named, bool lock, struct channel_row *out);
+			bool named, enum access_lock lock,
+			struct channel_row *out);
 
 /* Asks the policy plugins whether actor may do action on channel (NULL for
  * channel creation). A channel that does not exist is never allowed. */

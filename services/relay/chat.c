@@ -59,7 +59,7 @@ static bool lock_writable(struct writer *w, const struct comb_event *ev,
 	struct actor actor;
 
 	if (access_load_actor(w->db, w->community, ev->pubkey, &actor) ||
-	    access_load_channel(w->db, w->community, h, &actor, true, true,
+	    access_load_channel(w->db, w->community, h, &actor, true, ACCESS_LOCK_SHARE,
 				&channel)) {
 		write_db_failed(w, out);
 		return false;

@@ -31,7 +31,8 @@ void write_ephemeral(struct writer *w, const struct comb_event *ev,
 		return;
 	}
 	if (access_load_actor(w->db, w->community, ev->pubkey, &actor) ||
-	    access_load_channel(w->db, w->community, h, &actor, true, false, &channel)) {
+	    access_load_channel(w->db, w->community, h, &actor, true,
+				ACCESS_LOCK_NONE, &channel)) {
 		write_db_failed(w, out);
 		return;
 	}
@@ -43,10 +44,8 @@ void write_ephemeral(struct writer *w, const struct comb_event *ev,
 	comb_buf_init(&raw, 4 * (size_t)w->relay->cfg.max_message_length + 4096);
 	if (comb_event_to_json(ev, &raw)) {
 		comb_buf_release(&raw);
-		{
 		write_refuse(out, 503, "error: out of memory");
 		return;
-	}
 	}
 	reply = comb_redis_command(w->relay->redis, "PUBLISH comb:ephemeral %s:%s:%b",
 				   w->community->id_text, h, raw.data, raw.len);
@@ -54,10 +53,8 @@ void write_ephemeral(struct writer *w, const struct comb_event *ev,
 	if (!reply || reply->type == REDIS_REPLY_ERROR) {
 		if (reply)
 			freeReplyObject(reply);
-		{
 		write_refuse(out, 503, "error: ephemeral delivery unavailable");
 		return;
-	}
 	}
 	freeReplyObject(reply);
 }

@@ -78,7 +78,7 @@ static int parse_role(const char *s)
 	return -1;
 }
 
-/* Decimal seconds without sign or leading zeros' ambiguity; -1 if bad. */
+/* Decimal seconds (digits only, at most INT_MAX); -1 when malformed. */
 static int parse_ttl(const char *s)
 {
 	char *end;
@@ -585,7 +585,7 @@ static int apply(struct moderation *m)
 
 	if (m->ev->kind != 9007 &&
 	    access_load_channel(m->w->db, m->w->community, m->h, &m->actor,
-				true, true, &m->channel))
+				true, ACCESS_LOCK_UPDATE, &m->channel))
 		return -1;
 	rc = already_stored(m);
 	if (rc) {

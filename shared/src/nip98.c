@@ -128,9 +128,9 @@ int comb_nip98_verify(const struct comb_nip98_request *req, char pubkey[65],
 		      char token_id[65], char *errbuf, size_t errlen)
 {
 	struct comb_event ev;
-	const char *tok, *u, *method, *payload;
+	const char *tok = NULL, *u, *method, *payload;
 	unsigned char *json = NULL;
-	size_t hlen, toklen, jsonlen;
+	size_t hlen, toklen = 0, jsonlen = 0;
 	char body_hex[65];
 	char why[128];
 	int rc;

@@ -139,7 +139,7 @@ export async function accept(stack, sk, spec) {
 	return res.event;
 }
 
-/** POSTs [filter] to /query as sk; resolves to {status, body, raw}. */
+/** POSTs [filter] to /query as sk; resolves to {status, headers, body, raw}. */
 export async function query(stack, sk, filter, path = '/query') {
 	const r = await post(stack.url, path, [filter], sk, { nip98: nonce() });
 	let body = null;
@@ -148,7 +148,7 @@ export async function query(stack, sk, filter, path = '/query') {
 	} catch {
 		// left null
 	}
-	return { status: r.status, body, raw: r.body };
+	return { status: r.status, headers: r.headers, body, raw: r.body };
 }
 
 /** POSTs [filter] to /count as sk. */

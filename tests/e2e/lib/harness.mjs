@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import * as nip42 from 'nostr-tools/nip42';
 import * as nip98 from 'nostr-tools/nip98';
 import { useWebSocketImplementation } from 'nostr-tools/relay';
 import WebSocket from 'ws';
@@ -214,7 +215,8 @@ export async function post(base, urlPath, body, sk, opts = {}) {
  * Opens a WebSocket to a relay (`base` as http:// or ws:// URL), with the
  * Host header opts.host (default the host:port of base). Resolves to the
  * open ws socket; rejects with err.status set when the server refuses the
- * upgrade. opts.headers adds request headers.
+ * upgrade. opts.headers adds request headers; opts.onSocket(ws) is called
+ * before the handshake, so listeners it adds miss no message.
  */
 export function openSocket(base, opts = {}) {
 	const u = new URL(base);
@@ -223,6 +225,7 @@ export function openSocket(base, opts = {}) {
 	const headers = { ...(opts.headers ?? {}), host: opts.host ?? u.host };
 	return new Promise((resolve, reject) => {
 		const ws = new WebSocket(target, { headers, handshakeTimeout: opts.timeoutMs ?? 10000 });
+		opts.onSocket?.(ws);
 		ws.once('open', () => resolve(ws));
 		ws.once('unexpected-response', (_req, res) => {
 			const chunks = [];
@@ -237,6 +240,101 @@ export function openSocket(base, opts = {}) {
 		});
 		ws.once('error', reject);
 	});
+}
+
+/**
+ * Wraps a ws socket in a queue of the NIP-01 messages it receives (parsed
+ * JSON arrays; anything else as {raw}). Returns a client with:
+ *   send(msg)             sends msg (JSON.stringify unless a string)
+ *   next(pred, ms)        the first message, queued or coming, for which
+ *                         pred is true (removed from the queue); rejects
+ *                         after ms (default 5000)
+ *   none(pred, ms)        resolves after ms when no message matched pred,
+ *                         rejects with the one that did
+ *   drain()               returns and empties the queue
+ *   closed                resolves to {code, reason} when the socket closes
+ *   close()               starts the closing handshake, resolves as closed
+ */
+export function wsClient(ws) {
+	const queue = [];
+	const waiters = [];
+	const client = { ws, queue };
+	client.closed = new Promise((resolve) => {
+		ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() }));
+	});
+	ws.on('message', (data) => {
+		const text = data.toString('utf8');
+		let msg;
+		try {
+			msg = JSON.parse(text);
+		} catch {
+			msg = { raw: text };
+		}
+		const i = waiters.findIndex((w) => w.pred(msg));
+		if (i >= 0) {
+			const [w] = waiters.splice(i, 1);
+			w.settle(msg);
+		} else {
+			queue.push(msg);
+		}
+	});
+	client.send = (msg) => ws.send(typeof msg === 'string' ? msg : JSON.stringify(msg));
+	const wait = (pred, ms, onMatch, onTimeout) => new Promise((resolve, reject) => {
+		const i = queue.findIndex(pred);
+		if (i >= 0) {
+			onMatch(queue.splice(i, 1)[0], resolve, reject);
+			return;
+		}
+		const w = { pred };
+		w.timer = setTimeout(() => {
+			waiters.splice(waiters.indexOf(w), 1);
+			onTimeout(resolve, reject);
+		}, ms);
+		w.settle = (msg) => {
+			clearTimeout(w.timer);
+			onMatch(msg, resolve, reject);
+		};
+		waiters.push(w);
+	});
+	client.next = (pred = () => true, ms = 5000) => wait(pred, ms,
+		(msg, resolve) => resolve(msg),
+		(_resolve, reject) => reject(new Error(`no matching message within ${ms} ms; ` +
+			`queued: ${JSON.stringify(queue).slice(0, 600)}`)));
+	client.none = (pred, ms) => wait(pred, ms,
+		(msg, _resolve, reject) => reject(new Error(`unexpected message ${JSON.stringify(msg).slice(0, 600)}`)),
+		(resolve) => resolve());
+	client.drain = () => queue.splice(0);
+	client.close = (code, reason) => {
+		ws.close(code, reason);
+		return client.closed;
+	};
+	return client;
+}
+
+/**
+ * Opens a WebSocket like openSocket and waits for the relay's
+ * ["AUTH",<challenge>]; with a secret key `sk` it then authenticates
+ * (NIP-42, relay tag ws://<Host>) and expects ["OK",id,true,""]. Resolves to
+ * a wsClient with `challenge` (and `pubkey` when authenticated) set.
+ */
+export async function connectWs(base, sk, opts = {}) {
+	let client;
+	const ws = await openSocket(base, { ...opts, onSocket: (s) => { client = wsClient(s); } });
+	const auth = await client.next((m) => m[0] === 'AUTH', opts.timeoutMs ?? 5000);
+	client.challenge = auth[1];
+	if (sk) {
+		const host = opts.host ?? new URL(base).host;
+		const ev = finalizeEvent(nip42.makeAuthEvent(`ws://${host}`, client.challenge),
+			toSecretBytes(sk));
+		client.send(['AUTH', ev]);
+		const ok = await client.next((m) => m[0] === 'OK' && m[1] === ev.id);
+		if (ok[2] !== true) {
+			ws.terminate();
+			throw new Error(`AUTH refused: ${ok[3]}`);
+		}
+		client.pubkey = ev.pubkey;
+	}
+	return client;
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,410 @@
+// comb-capture end to end (ARCHITECTURE.md "Data flow" and "Properties the
+// design must keep"): real writes through the relay and through psql
+// become signals on ZeroMQ with contiguous per-community sequence numbers
+// and the writing transaction's xid; a rolled-back write gives nothing;
+// exact channel topics never match another channel; heartbeats and marks
+// arrive; ephemeral events published on Redis (by hand and by the relay)
+// are forwarded; a capture whose database session is killed comes back
+// with a new epoch; and of two captures only the leader publishes, the
+// standby taking over with a new epoch within a couple of seconds after
+// the leader is killed with SIGKILL.
+//
+// The feed is read with tests/tools/comb-signal-tap, which prints each
+// signal as one JSON line.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import readline from 'node:readline';
+import { after, before, describe, test } from 'node:test';
+
+import { buildDir, freePort, newKey, readStackEnv, startRelay } from './lib/harness.mjs';
+import { accept, addMember, chat, createChannel, publish, assertAccepted, uuid } from './lib/artifacts.mjs';
+
+const tapBin = path.join(buildDir, 'bin', 'comb-signal-tap');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const taps = new Set();
+
+process.on('exit', () => {
+	for (const t of taps)
+		t.child.kill('SIGKILL');
+});
+
+// A running comb-signal-tap: every decoded signal lands in `lines`;
+// waitFor() resolves with the first line (from index `from`) matching.
+class Tap {
+	constructor(endpoints, args) {
+		this.lines = [];
+		this.waiters = [];
+		this.stderr = '';
+		this.child = spawn(tapBin, ['-e', endpoints, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+		taps.add(this);
+		this.child.stderr.on('data', (d) => {
+			this.stderr += d;
+		});
+		this.child.once('exit', () => taps.delete(this));
+		readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
+			const s = JSON.parse(line);
+			s.at = Date.now();
+			this.lines.push(s);
+			this.waiters = this.waiters.filter((w) => !w.check());
+		});
+	}
+
+	waitFor(pred, what, { from = 0, timeoutMs = 8000 } = {}) {
+		return new Promise((resolve, reject) => {
+			const w = {
+				check: () => {
+					for (let i = from; i < this.lines.length; i++) {
+						if (pred(this.lines[i])) {
+							clearTimeout(w.timer);
+							resolve(this.lines[i]);
+							return true;
+						}
+					}
+					return false;
+				},
+			};
+			if (w.check())
+				return;
+			w.timer = setTimeout(() => {
+				this.waiters = this.waiters.filter((x) => x !== w);
+				reject(new Error(`no ${what} within ${timeoutMs} ms; last lines:\n` +
+					this.lines.slice(-10).map((l) => JSON.stringify(l)).join('\n') +
+					(this.stderr ? `\ntap stderr: ${this.stderr}` : '')));
+			}, timeoutMs);
+			this.waiters.push(w);
+		});
+	}
+
+	async stop() {
+		if (this.child.exitCode !== null || this.child.signalCode !== null)
+			return;
+		const exited = new Promise((r) => this.child.once('exit', r));
+		this.child.kill('SIGTERM');
+		await exited;
+	}
+}
+
+const isBeat = (s) => s.type === 'heartbeat' && s.community === 0;
+const isMark = (cid) => (s) => s.type === 'heartbeat' && s.community === cid;
+
+// Non-heartbeat signals of community cid in one epoch, in arrival order.
+function signalsOf(tap, cid, epoch) {
+	return tap.lines.filter((s) => s.community === cid && s.type !== 'heartbeat' &&
+		s.epoch === epoch && !s.error);
+}
+
+// Asserts that the sequence numbers of community cid in epoch are
+// contiguous from the first one seen, and that no mark is ahead of them.
+function assertContiguous(tap, cid, epoch) {
+	const all = tap.lines.filter((s) => s.community === cid && s.epoch === epoch);
+	let last = null;
+	for (const s of all) {
+		if (s.type === 'heartbeat') {
+			if (last !== null)
+				assert.ok(s.seq <= last, `mark ${s.seq} ahead of the last signal ${last}`);
+			else
+				last = s.seq;
+			continue;
+		}
+		if (last !== null)
+			assert.equal(s.seq, last + 1, `seq gap: ${last} then ${JSON.stringify(s)}`);
+		last = s.seq;
+	}
+}
+
+async function waitLog(file, re, timeoutMs = 8000) {
+	const deadline = Date.now() + timeoutMs;
+	for (;;) {
+		let text = '';
+		try {
+			text = fs.readFileSync(file, 'utf8');
+		} catch {
+			// not written yet
+		}
+		if (re.test(text))
+			return text;
+		if (Date.now() > deadline)
+			throw new Error(`${file} never matched ${re}:\n${text.slice(-2000)}`);
+		await sleep(50);
+	}
+}
+
+// PUBLISH on the fixture's Redis with a hand-written RESP command.
+function redisPublish(channel, message) {
+	const port = Number(readStackEnv().COMB_TEST_REDIS_PORT);
+	const parts = ['PUBLISH', channel, message].map((p) => Buffer.from(p));
+	const cmd = Buffer.concat([Buffer.from(`*${parts.length}\r\n`),
+		...parts.flatMap((p) => [Buffer.from(`$${p.length}\r\n`), p, Buffer.from('\r\n')])]);
+	return new Promise((resolve, reject) => {
+		const sock = net.connect(port, '127.0.0.1', () => sock.write(cmd));
+		let reply = '';
+		sock.on('data', (d) => {
+			reply += d;
+			if (reply.endsWith('\r\n')) {
+				sock.end();
+				resolve(reply.trim());
+			}
+		});
+		sock.on('error', reject);
+	});
+}
+
+function randomHex(n) {
+	return Buffer.from(Array.from({ length: n }, () => Math.floor(Math.random() * 256))).toString('hex');
+}
+
+describe('signals from real writes', () => {
+	let stack, tap, cid, admin, epoch;
+
+	before(async () => {
+		stack = await startRelay({ capture: true, ready: false });
+		cid = Number(stack.communities[0].id);
+		admin = stack.admins[0];
+		tap = new Tap(stack.captureEndpoint, ['-t', 'hb', '-t', `${cid}:`]);
+		// The subscription is in effect once capture answered it with a mark.
+		const mark = await tap.waitFor(isMark(cid), `mark for community ${cid}`);
+		epoch = mark.epoch;
+		await waitLog(stack.logs.captures[0], /leadership acquired/);
+	});
+
+	after(async () => {
+		await tap?.stop();
+		await stack?.stop();
+	});
+
+	test('heartbeats arrive every 500 ms with the epoch', async () => {
+		const from = tap.lines.length;
+		await sleep(2200);
+		const beats = tap.lines.slice(from).filter(isBeat);
+		assert.ok(beats.length >= 3 && beats.length <= 6, `${beats.length} heartbeats in 2.2 s`);
+		for (const b of beats) {
+			assert.equal(b.epoch, epoch);
+			assert.equal(b.topic, 'hb');
+			assert.equal(b.seq, 0);
+		}
+	});
+
+	test('writes through the relay become signals with their transaction ids', async () => {
+		const from = tap.lines.length;
+		const bob = newKey();
+		const h = await createChannel(stack, admin, { name: 'signals' });
+		const channelSig = await tap.waitFor((s) => s.type === 'channel' && s.channel === h,
+			'channel signal', { from });
+		assert.equal(channelSig.topic, `${cid}:${h}`);
+		assert.equal(channelSig.community, cid);
+		const [[policyXid]] = await stack.query(`SELECT policy_xid FROM channels WHERE id = '${h}'`);
+		assert.equal(channelSig.xid, policyXid);
+
+		await addMember(stack, admin, h, bob.pk);
+		const memberSig = await tap.waitFor((s) => s.type === 'member' && s.pubkey === bob.pk,
+			'member signal', { from });
+		assert.equal(memberSig.channel, h);
+		const [[memberXid]] = await stack.query(
+			`SELECT changed_xid FROM members WHERE channel_id = '${h}' AND pubkey = '${bob.pk}'`);
+		assert.equal(memberSig.xid, memberXid);
+
+		const msg = await chat(stack, admin, h, 'signal me');
+		const eventSig = await tap.waitFor((s) => s.type === 'event' && s.id === msg.id,
+			'event signal', { from });
+		assert.equal(eventSig.kind, 9);
+		assert.equal(eventSig.channel, h);
+		assert.equal(eventSig.pubkey, msg.pubkey);
+
+		const d = uuid();
+		const rev = await accept(stack, admin, { d, h, op: 'create', title: 'signal task' });
+		const headSig = await tap.waitFor((s) => s.type === 'head' && s.d === d, 'head signal', { from });
+		assert.equal(headSig.channel, h);
+		assert.equal(headSig.id, rev.id);
+		const [[headXid]] = await stack.query(`SELECT changed_xid FROM artifact_heads WHERE d = '${d}'`);
+		assert.equal(headSig.xid, headXid);
+		// Artifact revisions reach relays as head signals, not as events.
+		assert.ok(!tap.lines.some((s) => s.type === 'event' && s.id === rev.id));
+
+		assertContiguous(tap, cid, epoch);
+		// A mark after the last signal repeats its seq.
+		const last = signalsOf(tap, cid, epoch).at(-1);
+		const mark = await tap.waitFor((s) => isMark(cid)(s) && s.at > last.at, 'mark after writes');
+		assert.ok(mark.seq >= last.seq);
+	});
+
+	test('a rolled-back write raises nothing and spends no seq', async () => {
+		const h = uuid();
+		const pk = randomHex(32);
+		const from = tap.lines.length;
+		const before = signalsOf(tap, cid, epoch).at(-1)?.seq ?? 0;
+		await stack.psql(`BEGIN;
+			INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
+				VALUES (${cid}, '${h}', 'gone', 0, '${pk}', 1);
+			INSERT INTO members (community_id, channel_id, pubkey, role)
+				VALUES (${cid}, '${h}', '${pk}', 3);
+			ROLLBACK;`);
+		const h2 = uuid();
+		await stack.psql(`INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
+			VALUES (${cid}, '${h2}', 'kept', 0, '${pk}', 1)`);
+		const sig = await tap.waitFor((s) => s.type === 'channel' && s.channel === h2, 'kept channel', { from });
+		assert.ok(!tap.lines.some((s) => s.channel === h), 'the rolled-back channel was signalled');
+		assertContiguous(tap, cid, epoch);
+		// Other tests share Redis, so foreign ephemeral events may take
+		// seqs in between; none of ours did.
+		const between = signalsOf(tap, cid, epoch).filter((s) => s.seq > before && s.seq < sig.seq);
+		assert.ok(between.every((s) => s.type === 'ephemeral'), JSON.stringify(between));
+	});
+
+	test('an exact channel topic never matches another channel', async () => {
+		const pk = randomHex(32);
+		const h1 = uuid();
+		const h2 = uuid();
+		await stack.psql(`INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
+			VALUES (${cid}, '${h1}', 'one', 0, '${pk}', 1), (${cid}, '${h2}', 'two', 0, '${pk}', 1)`);
+		const one = new Tap(stack.captureEndpoint, ['-c', `${cid}:${h1}`]);
+		try {
+			// No mark answers an exact subscription: change both channels
+			// until a signal of h1 shows that the subscription is in.
+			for (let i = 0; ; i++) {
+				await stack.psql(`UPDATE channels SET archived = NOT archived WHERE id IN ('${h1}', '${h2}')`);
+				try {
+					await one.waitFor((s) => s.channel === h1, 'h1 signal', { timeoutMs: 500 });
+					break;
+				} catch (err) {
+					if (i >= 10)
+						throw err;
+				}
+			}
+			await stack.psql(`UPDATE channels SET visibility = 1 WHERE id = '${h2}'`);
+			await stack.psql(`UPDATE channels SET visibility = 1 WHERE id = '${h1}'`);
+			const [[xid1]] = await stack.query(`SELECT policy_xid FROM channels WHERE id = '${h1}'`);
+			const [[xid2]] = await stack.query(`SELECT policy_xid FROM channels WHERE id = '${h2}'`);
+			await one.waitFor((s) => s.xid === xid1, 'the last h1 signal');
+			await tap.waitFor((s) => s.xid === xid2 && s.channel === h2, 'h2 on the community tap');
+			for (const s of one.lines) {
+				assert.equal(s.channel, h1, `exact topic leaked ${JSON.stringify(s)}`);
+				assert.equal(s.topic, `${cid}:${h1}`);
+			}
+		} finally {
+			await one.stop();
+		}
+	});
+
+	test('ephemeral events on Redis are forwarded', async () => {
+		const h = uuid();
+		const from = tap.lines.length;
+		const json = JSON.stringify({ kind: 20001, content: `by hand ${h}`, tags: [['h', h]] });
+		const reply = await redisPublish('comb:ephemeral', `${cid}:${h}:${json}`);
+		assert.match(reply, /^:[1-9][0-9]*$/, 'no capture subscribed to comb:ephemeral');
+		const sig = await tap.waitFor((s) => s.type === 'ephemeral' && s.channel === h, 'ephemeral signal', { from });
+		assert.equal(sig.payload, json);
+		assert.equal(sig.topic, `${cid}:${h}`);
+		assert.equal(sig.xid, '0');
+
+		// Malformed messages are refused without disturbing the feed.
+		await redisPublish('comb:ephemeral', `${cid}:not-a-channel:{}`);
+		await redisPublish('comb:ephemeral', 'garbage');
+
+		// And one published by the relay itself (POST /events, kind 20001).
+		const ch = await createChannel(stack, admin, { name: 'typing' });
+		const res = await publish(stack, admin, { kind: 20001, tags: [['h', ch]], content: 'typing...' });
+		assertAccepted(res, 'ephemeral event');
+		const relayed = await tap.waitFor((s) => s.type === 'ephemeral' && s.channel === ch,
+			'ephemeral signal from the relay', { from });
+		assert.equal(JSON.parse(relayed.payload).id, res.event.id);
+		assertContiguous(tap, cid, epoch);
+		assert.equal(tap.lines.filter((s) => s.error).length, 0);
+	});
+
+	test('a killed database session ends the epoch and capture comes back', async () => {
+		const from = tap.lines.length;
+		const killed = await stack.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE application_name = 'comb-capture' AND datname = current_database()`);
+		assert.deepEqual(killed, [['t']]);
+		const beat = await tap.waitFor((s) => isBeat(s) && s.epoch !== epoch, 'heartbeat of a new epoch', { from });
+		const mark = await tap.waitFor((s) => isMark(cid)(s) && s.epoch === beat.epoch, 'mark of the new epoch',
+			{ from });
+		assert.equal(mark.seq, 0);
+		await waitLog(stack.logs.captures[0], /leadership lost/);
+
+		const h = uuid();
+		await stack.psql(`INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
+			VALUES (${cid}, '${h}', 'after', 0, '${randomHex(32)}', 1)`);
+		const sig = await tap.waitFor((s) => s.channel === h, 'signal after the reconnect', { from });
+		assert.equal(sig.epoch, beat.epoch);
+		assertContiguous(tap, cid, beat.epoch);
+		assert.equal(signalsOf(tap, cid, beat.epoch)[0].seq, 1);
+		// Nothing of the old epoch after the new one began.
+		const firstNew = tap.lines.findIndex((s) => s.epoch === beat.epoch);
+		assert.ok(tap.lines.slice(firstNew).every((s) => s.epoch === beat.epoch));
+		epoch = beat.epoch;
+	});
+});
+
+describe('leadership', () => {
+	let stack, tap, cid, endpoints;
+
+	before(async () => {
+		endpoints = [`tcp://127.0.0.1:${await freePort()}`, `tcp://127.0.0.1:${await freePort()}`];
+		stack = await startRelay({
+			nodes: 0,
+			capture: true,
+			captureEnv: { COMB_CAPTURE_ENDPOINT: endpoints.join(','), COMB_CAPTURE_HEARTBEAT_MS: '200' },
+		});
+		cid = Number(stack.communities[0].id);
+		await waitLog(stack.logs.captures[0], /leadership acquired/);
+		await stack.startCapture();
+		tap = new Tap(endpoints.join(','), ['-t', 'hb', '-t', `${cid}:`]);
+	});
+
+	after(async () => {
+		await tap?.stop();
+		await stack?.stop();
+	});
+
+	test('only the leader publishes; the standby takes over when it dies', async () => {
+		const standbyLog = await waitLog(stack.logs.captures[1], /standing by/);
+		assert.match(standbyLog, /bound to tcp:\/\/127\.0\.0\.1:/);
+		assert.match(fs.readFileSync(stack.logs.captures[0], 'utf8'),
+			new RegExp(`bound to ${endpoints[0].replace(/[./]/g, '\\$&')}`));
+		assert.match(standbyLog, new RegExp(`bound to ${endpoints[1].replace(/[./]/g, '\\$&')}`));
+
+		const first = await tap.waitFor(isBeat, 'first heartbeat');
+		const e1 = first.epoch;
+		await tap.waitFor(isMark(cid), 'mark');
+		const h = uuid();
+		await stack.psql(`INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
+			VALUES (${cid}, '${h}', 'led', 0, '${randomHex(32)}', 1)`);
+		await tap.waitFor((s) => s.channel === h, 'signal from the leader');
+		await sleep(600);
+		assert.equal(tap.lines.filter((s) => s.channel === h).length, 1, 'the standby published too');
+		assert.ok(tap.lines.every((s) => s.epoch === e1), 'two epochs while one leader lives');
+		const beats = tap.lines.filter(isBeat);
+		assert.ok(beats.length >= 3, `${beats.length} heartbeats at 200 ms`);
+
+		const from = tap.lines.length;
+		const killedAt = Date.now();
+		await stack.stopCapture(0, 'SIGKILL');
+		const beat = await tap.waitFor((s) => isBeat(s) && s.epoch !== e1, 'heartbeat from the new leader',
+			{ from, timeoutMs: 5000 });
+		const took = beat.at - killedAt;
+		assert.ok(took < 2500, `the standby took ${took} ms to take over`);
+		await waitLog(stack.logs.captures[1], /leadership acquired/);
+
+		const h2 = uuid();
+		await stack.psql(`INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
+			VALUES (${cid}, '${h2}', 'after failover', 0, '${randomHex(32)}', 1)`);
+		const sig = await tap.waitFor((s) => s.channel === h2, 'signal from the new leader', { from });
+		assert.equal(sig.epoch, beat.epoch);
+		assertContiguous(tap, cid, beat.epoch);
+		assert.equal(signalsOf(tap, cid, beat.epoch)[0].seq, 1);
+		const firstNew = tap.lines.findIndex((s) => s.epoch === beat.epoch);
+		assert.ok(tap.lines.slice(firstNew).every((s) => s.epoch === beat.epoch),
+			'the old epoch went on after the takeover');
+
+		// The old leader, restarted, binds its endpoint again and stands by.
+		const i = await stack.startCapture();
+		await waitLog(stack.logs.captures[i], /standing by/);
+		await sleep(600);
+		assert.ok(tap.lines.slice(firstNew).every((s) => s.epoch === beat.epoch));
+	});
+});
