@@ -53,15 +53,17 @@ CREATE TABLE artifact_heads (
 	-- Writers check that the channel exists before storing a head.
 	PRIMARY KEY (community_id, d)
 );
--- `current`, newest first, over live heads (with and without #h, #type).
+-- `current`, newest first, over live heads (with and without #h).
 CREATE INDEX artifact_heads_current ON artifact_heads (community_id, accepted_seq DESC)
 	WHERE NOT deleted AND NOT redacted;
 CREATE INDEX artifact_heads_current_by_channel
 	ON artifact_heads (community_id, channel_id, accepted_seq DESC)
 	WHERE NOT deleted AND NOT redacted;
-CREATE INDEX artifact_heads_current_by_type
-	ON artifact_heads (community_id, type, accepted_seq DESC)
-	WHERE NOT deleted AND NOT redacted;
+-- `current` driven by a tag predicate: each matching d is looked up in an
+-- index that already holds what the query needs (home for access, type
+-- for #type, accepted_seq for the order), so the plan stays on indexes.
+CREATE INDEX artifact_heads_live ON artifact_heads (community_id, d)
+	INCLUDE (channel_id, accepted_seq, type) WHERE NOT deleted AND NOT redacted;
 -- Incremental reads: what changed in a channel since a transaction position.
 CREATE INDEX artifact_heads_changes ON artifact_heads (community_id, channel_id, changed_xid);
 
@@ -71,17 +73,25 @@ CREATE INDEX artifact_heads_changes ON artifact_heads (community_id, channel_id,
 -- repeated here; a redacted current revision has no rows (its client tags
 -- are withheld). Values may be up to 4096 bytes, beyond what a btree entry
 -- holds, so the index keys on md5(value) and queries recheck value itself.
+-- The rows are only ever written by the artifact write path, under the
+-- artifact's lock and together with its head, so no foreign key checks
+-- them (it would cost a lookup per tag on every write).
 CREATE TABLE artifact_head_tags (
 	community_id bigint NOT NULL,
 	d uuid NOT NULL,
 	name text NOT NULL,
-	value text NOT NULL,
-	FOREIGN KEY (community_id, d) REFERENCES artifact_heads ON DELETE CASCADE
+	value text NOT NULL
 );
 CREATE UNIQUE INDEX artifact_head_tags_by_head
 	ON artifact_head_tags (community_id, d, name, md5(value));
 CREATE INDEX artifact_head_tags_lookup
 	ON artifact_head_tags (community_id, name, md5(value)) INCLUDE (d);
+-- name, value and md5(value) are strongly correlated (a predicate names all
+-- three); without joint statistics the planner multiplies their
+-- selectivities, underestimates broad predicates by orders of magnitude
+-- and picks nested loops over every channel (docs/plans.md).
+CREATE STATISTICS artifact_head_tags_stats (mcv, dependencies)
+	ON name, value, md5(value) FROM artifact_head_tags;
 
 -- One row per move: the source and destination channels, the revision the
 -- move replaced, the move revision and the kind-45011 marker the relay

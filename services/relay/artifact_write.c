@@ -160,7 +160,7 @@ static int may_write(struct writer *w, const struct actor *actor,
 		     const char *channel_id, struct channel_row *channel)
 {
 	if (access_load_channel(w->db, w->community, channel_id, actor, true,
-				false, channel))
+				ACCESS_LOCK_SHARE, channel))
 		return COMB_EUNAVAIL;
 	return access_allows(w->relay, actor, COMB_ACT_WRITE, channel, NULL);
 }

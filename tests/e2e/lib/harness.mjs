@@ -206,7 +206,10 @@ export async function post(base, urlPath, body, sk, opts = {}) {
 		headers.authorization = opts.auth;
 	} else if (sk) {
 		const url = opts.url ?? `http://${host}${urlPath}`;
-		headers.authorization = await nip98Header(sk, url, opts.method ?? 'POST', body, opts.nip98);
+		// NIP-98 tokens are single use: a nonce keeps two identical
+		// requests within one second apart, unless a test forges its own.
+		const nip98Opts = opts.nip98 ?? { extraTags: [['nonce', crypto.randomBytes(8).toString('hex')]] };
+		headers.authorization = await nip98Header(sk, url, opts.method ?? 'POST', body, nip98Opts);
 	}
 	return request(base, { ...opts, method: opts.method ?? 'POST', path: urlPath, body, headers, host });
 }
