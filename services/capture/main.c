@@ -137,7 +137,8 @@ int main(void)
 	comb_info("capture bound to %s, heartbeat every %d ms", cap.endpoint,
 		  cap.cfg.capture_heartbeat_ms);
 	run(&cap);
-	comb_info("stopping");
+	comb_info("stopping after %llu messages published, %llu inputs refused",
+		  (unsigned long long)cap.published, (unsigned long long)cap.rejected);
 	rc = 0;
 out:
 	ephemeral_stop(&cap);

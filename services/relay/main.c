@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,26 +74,6 @@ static void default_plugin_path(char *out, size_t outlen)
 	snprintf(out, outlen, "%s/../lib/policy_default.so", exe);
 }
 
-/*
- * Each civetweb worker thread holds one connection, WebSocket ones for
- * their whole life, so num_threads may be in the thousands: threads
- * created from here on get a small stack (sanitizers need more).
- */
-static void set_thread_stack(void)
-{
-#if defined(__SANITIZE_ADDRESS__)
-	size_t stack = 4 * 1024 * 1024;
-#else
-	size_t stack = 1024 * 1024;
-#endif
-	pthread_attr_t attr;
-
-	pthread_attr_init(&attr);
-	if (pthread_attr_setstacksize(&attr, stack) == 0)
-		pthread_setattr_default_np(&attr);
-	pthread_attr_destroy(&attr);
-}
-
 static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 {
 	char threads[16];
@@ -112,7 +91,6 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 
 	snprintf(threads, sizeof(threads), "%d", relay->cfg.num_threads);
 	callbacks.begin_request = ws_begin_request;
-	set_thread_stack();
 	relay->http = mg_start(&callbacks, relay, options);
 	if (!relay->http)
 		return comb_fail(errbuf, errlen, COMB_EIO,

@@ -358,6 +358,7 @@ int ws_start(struct relay *relay, char *errbuf, size_t errlen)
 				 "cannot start the websocket reaper: %s", strerror(err));
 	}
 	ws.started = true;
+	comb_info("websocket: at most %d connections (num_threads %d)", ws.cap, threads);
 	return 0;
 }
 

@@ -389,6 +389,11 @@ describe('leadership', () => {
 		const took = beat.at - killedAt;
 		assert.ok(took < 2500, `the standby took ${took} ms to take over`);
 		await waitLog(stack.logs.captures[1], /leadership acquired/);
+		// The standby kept track of subscriptions while it waited: its
+		// first epoch starts with a mark for the tap's community.
+		const mark = await tap.waitFor((s) => isMark(cid)(s) && s.epoch === beat.epoch,
+			'mark from the new leader', { from });
+		assert.equal(mark.seq, 0);
 
 		const h2 = uuid();
 		await stack.psql(`INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)

@@ -331,10 +331,11 @@ describe('EVENT', () => {
 
 	test('messages that are not NIP-01 get a NOTICE and the connection stays usable', async () => {
 		const c = await client();
-		for (const bad of ['not json', '{"a":1}', '["NOPE"]', '[]', '["REQ"]', '["CLOSE", 5]'])  {
+		const deep = '['.repeat(5000) + ']'.repeat(5000);
+		for (const bad of ['not json', '{"a":1}', '["NOPE"]', '[]', '["REQ"]', '["CLOSE", 5]', deep]) {
 			c.send(bad);
 			const n = await c.next((m) => m[0] === 'NOTICE');
-			assert.match(n[1], /^invalid: /, bad);
+			assert.match(n[1], /^invalid: /, bad.slice(0, 20));
 		}
 		assert.deepEqual(await subscribe(c, 'still', { kinds: [9], '#h': [crypto.randomUUID()] }), []);
 	});
@@ -439,6 +440,43 @@ describe('REQ', () => {
 		assert.ok(other.id);
 	});
 });
+
+// --- slow consumers --------------------------------------------------------
+
+describe('slow consumers', () => {
+	test('a reader that stops reading is closed resync: slow consumer; others keep up', async () => {
+		const channel = await createChannel(admin);
+		const slow = await client();
+		const fast = await client();
+		await subscribe(slow, 'feed', { kinds: [9], '#h': [channel] });
+		await subscribe(fast, 'feed', { kinds: [9], '#h': [channel] });
+		// The slow reader's socket buffers and its outbox (1 MiB) fill up
+		// well before 20 MB of events have been written.
+		slow.ws._socket.pause();
+		const filler = 'x'.repeat(50000);
+		let last;
+		for (let i = 0; i < 400; i++) {
+			last = await accept(admin, chatTemplate(channel, `${i} ${filler}`));
+			await liveEvent(fast, 'feed', last.id, 2000);
+		}
+		slow.ws._socket.resume();
+		const reason = await closedAfterEvents(slow, 'feed', 30000);
+		assert.equal(reason, 'resync: slow consumer');
+		// The connection itself stays usable.
+		assert.deepEqual(await subscribe(slow, 'again', { ids: [last.id] }),
+			[plain(last)]);
+	});
+});
+
+// The CLOSED of subscription id, skipping its events (a slow reader has
+// many queued before it).
+async function closedAfterEvents(c, id, ms) {
+	for (;;) {
+		const m = await c.next((x) => x[1] === id && ['CLOSED', 'EVENT'].includes(x[0]), ms);
+		if (m[0] === 'CLOSED')
+			return m[2];
+	}
+}
 
 // --- limits ----------------------------------------------------------------
 

@@ -2,9 +2,10 @@
  * libFuzzer target for the signal codec. The first input byte picks what
  * the rest is:
  *   0 (and anything else): msgpack bytes for comb_signal_decode,
- *   1: NOTIFY text for comb_signal_parse_notify.
- * The seeds in corpus/signal/ are valid signals of every type and NOTIFY
- * lines. Besides memory errors and undefined behaviour it traps on broken
+ *   1: NOTIFY text for comb_signal_parse_notify,
+ *   2: a Redis comb:ephemeral message for comb_signal_parse_ephemeral.
+ * The seeds in corpus/signal/ are valid signals of every type, NOTIFY
+ * lines and ephemeral messages. Besides memory errors and undefined behaviour it traps on broken
  * contracts: an unexpected return code, a failure without a reason or that
  * leaves fields set, an accepted signal that fails comb_signal_check, has
  * no topic or does not re-encode and decode to the same fields, and a
@@ -119,6 +120,27 @@ static void fuzz_notify(const uint8_t *data, size_t size)
 	free(text);
 }
 
+static void fuzz_ephemeral(const uint8_t *data, size_t size)
+{
+	struct comb_signal s;
+	char err[128];
+	int rc;
+
+	memset(err, 'x', sizeof(err));
+	rc = comb_signal_parse_ephemeral(data, size, &s, err, sizeof(err));
+	CHECK(rc == 0 || rc == COMB_EINVAL || rc == COMB_ETOOBIG);
+	if (rc) {
+		check_reason(err, sizeof(err));
+		check_cleared(&s);
+		return;
+	}
+	CHECK(s.type == COMB_SIGNAL_EPHEMERAL && s.community > 0);
+	CHECK(s.payload > data && s.payload + s.payload_len == data + size);
+	s.epoch = 1;
+	s.seq = 1;
+	check_accepted(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -127,6 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (data[0] == 1)
 		fuzz_notify(data + 1, size - 1);
+	else if (data[0] == 2)
+		fuzz_ephemeral(data + 1, size - 1);
 	else
 		fuzz_decode(data + 1, size - 1);
 	return 0;
