@@ -58,7 +58,7 @@ void ws_outbox_default_limits(struct ws_outbox_limits *limits)
 {
 	limits->max_bytes = 1024 * 1024;
 	limits->reserve_bytes = 64 * 1024;
-	limits->linger_ms = 2000;
+	limits->linger_ms = 10000;
 	limits->stack_bytes = WRITER_STACK;
 }
 

@@ -79,6 +79,10 @@ static const struct setting settings[] = {
 	    "largest artifact set one sync may hold"),
 	INT(incremental_max_concurrent, "COMB_INCREMENTAL_MAX_CONCURRENT", "32",
 	    1, 100000, "incremental reads running at once across all relay nodes"),
+	INT(write_rate, "COMB_WRITE_RATE", "600", 0, 6000000,
+	    "events one pubkey may write per minute, shared by every relay node through Redis (0: no limit)"),
+	INT(write_burst, "COMB_WRITE_BURST", "1200", 1, 6000000,
+	    "events one pubkey may write at once after a quiet period (the write budget's capacity)"),
 };
 
 static int parse_setting(const struct setting *s, const char *value, void *field,

@@ -110,6 +110,29 @@ static void test_nul_inside_strings(void **state)
 	      "invalid json");
 }
 
+/* Nesting is bounded before jansson recurses; brackets in strings do not
+ * count. */
+static void test_depth_limit(void **state)
+{
+	char deep[2 * COMB_JSON_MAX_DEPTH + 8], quoted[2 * COMB_JSON_MAX_DEPTH + 16];
+	int i;
+
+	(void)state;
+	for (i = 0; i < COMB_JSON_MAX_DEPTH; i++) {
+		deep[i] = '[';
+		deep[2 * COMB_JSON_MAX_DEPTH - 1 - i] = ']';
+	}
+	deep[2 * COMB_JSON_MAX_DEPTH] = '\0';
+	check(deep, strlen(deep), 1024, NULL);
+	memmove(deep + 1, deep, strlen(deep) + 1);
+	deep[0] = '[';
+	deep[strlen(deep) + 1] = '\0';
+	deep[strlen(deep)] = ']';
+	check(deep, strlen(deep), 1024, "json nested too deeply");
+	snprintf(quoted, sizeof(quoted), "\"%.*s\"", 2 * COMB_JSON_MAX_DEPTH, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
+	check(quoted, strlen(quoted), 1024, NULL);
+}
+
 static void test_get_string(void **state)
 {
 	const char buf[] = "{\"a\":\"x\",\"b\":1,\"c\":null}";
@@ -134,6 +157,7 @@ int main(void)
 	    cmocka_unit_test(test_size_limit),
 	    cmocka_unit_test(test_length_bounded),
 	    cmocka_unit_test(test_nul_inside_strings),
+	    cmocka_unit_test(test_depth_limit),
 	    cmocka_unit_test(test_get_string),
 	};
 

@@ -34,6 +34,8 @@ struct comb_config {
 	int sync_max_events;        /* COMB_SYNC_MAX_EVENTS */
 	int incremental_max_concurrent; /* COMB_INCREMENTAL_MAX_CONCURRENT */
 	int capture_heartbeat_ms;   /* COMB_CAPTURE_HEARTBEAT_MS */
+	int write_rate;             /* COMB_WRITE_RATE, per minute; 0: no limit */
+	int write_burst;            /* COMB_WRITE_BURST */
 };
 
 /*

@@ -9,11 +9,14 @@
 #include <jansson.h>
 #include <stddef.h>
 
+/* Deepest nesting of arrays and objects accepted. */
+#define COMB_JSON_MAX_DEPTH 32
+
 /*
  * Parses len bytes of buf as one JSON value. Returns the new value (caller
  * frees with json_decref), or NULL with a reason in errbuf when the input is
- * longer than max, is not valid JSON, holds a duplicate object key or
- * invalid UTF-8.
+ * longer than max, is not valid JSON, nests deeper than
+ * COMB_JSON_MAX_DEPTH, holds a duplicate object key or invalid UTF-8.
  */
 json_t *comb_json_parse(const char *buf, size_t len, size_t max, char *errbuf,
 			size_t errlen);
