@@ -12,6 +12,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "http.h"
+#include "rate_limit.h"
 #include "writer.h"
 #include "ws_live.h"
 
@@ -122,6 +123,8 @@ static void write_event_kind(struct writer *w, const struct comb_event *ev,
 		write_refuse(out, 403, "restricted: event author is not the authenticated user");
 		return;
 	}
+	if (!rate_limit_allow_write(w, out))
+		return;
 	switch (ev->kind) {
 	case 9:
 		write_chat(w, ev, out);
@@ -161,6 +164,7 @@ void write_event(struct writer *w, const struct comb_event *ev,
 static void send_result(struct request *req, const char *id,
 			const struct write_result *res)
 {
+	char retry[48];
 	struct comb_buf b;
 
 	comb_buf_init(&b, 4096);
@@ -170,8 +174,10 @@ static void send_result(struct request *req, const char *id,
 			res->status == 200 ? "true" : "false");
 	comb_buf_json_string(&b, res->message, strlen(res->message));
 	comb_buf_putc(&b, '}');
+	snprintf(retry, sizeof(retry), "Retry-After: %d\r\n",
+		 res->status == 429 ? rate_limit_retry_after(&req->relay->cfg) : 1);
 	http_send_json(req, res->status, b.data ? b.data : "{}",
-		       res->status == 503 || res->status == 429 ? "Retry-After: 1\r\n" : "");
+		       res->status == 503 || res->status == 429 ? retry : "");
 	comb_buf_release(&b);
 }
 

@@ -51,6 +51,16 @@ void handle_nip11(struct request *req)
 		"created_at_lower_limit", cfg->created_at_lower_limit,
 		"created_at_upper_limit", cfg->created_at_upper_limit,
 		"artifacts", artifacts);
+	/* The per-pubkey write budget, shared by every relay node; absent
+	 * when it is off (COMB_WRITE_RATE=0). */
+	if (doc && cfg->write_rate > 0) {
+		json_t *limitation = json_object_get(doc, "limitation");
+
+		json_object_set_new(limitation, "write_rate_per_minute",
+				    json_integer(cfg->write_rate));
+		json_object_set_new(limitation, "write_burst",
+				    json_integer(cfg->write_burst));
+	}
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
 	if (!text) {

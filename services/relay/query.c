@@ -16,30 +16,18 @@
 #include "filter.h"
 #include "http.h"
 #include "protocol_limits.h"
+#include "query.h"
 
-/* Fixed parameters of the plain query; the filter's follow. */
-enum {
-	P_COMMUNITY = 1,
-	P_READER = 2,
-	P_NAMED = 3,
-	P_KEYS = 4,
-	P_FIRST_FILTER = 5,
-	P_MAX = P_FIRST_FILTER + FILTER_MAX_PARAMS,
-};
-
-/*
- * The statement: every stored event of the community that is neither
- * deleted nor redacted, in a channel the reader may read (its read key is
- * among the reader's) or, with no channel, written by the reader.
- */
-static int build_sql(const struct plain_filter *f, bool count,
-		     struct comb_buf *sql, struct filter_params *params)
+int query_plain_sql(const struct plain_filter *f, const char *columns,
+		    bool ordered, struct comb_buf *sql,
+		    struct filter_params *params)
 {
 	char join[256], readable[256];
 	int rc;
 
-	access_member_join_sql(join, sizeof(join), P_READER);
-	access_readable_sql(readable, sizeof(readable), P_NAMED, P_KEYS);
+	access_member_join_sql(join, sizeof(join), QUERY_P_READER);
+	access_readable_sql(readable, sizeof(readable), QUERY_P_NAMED,
+			    QUERY_P_KEYS);
 	rc = comb_buf_printf(sql,
 		"SELECT %s FROM events e"
 		" LEFT JOIN channels c ON c.community_id = e.community_id"
@@ -47,11 +35,11 @@ static int build_sql(const struct plain_filter *f, bool count,
 		" WHERE e.community_id = $%d AND NOT e.deleted AND NOT e.redacted"
 		" AND ((e.channel_id IS NULL AND e.pubkey = $%d)"
 		" OR (c.id IS NOT NULL AND %s))",
-		count ? "count(*)" : "e.raw", join, P_COMMUNITY, P_READER,
-		readable);
+		columns, join, QUERY_P_COMMUNITY, QUERY_P_READER, readable);
 	if (rc == 0)
-		rc = filter_append_sql(f, sql, P_COMMUNITY, P_FIRST_FILTER, params);
-	if (rc == 0 && !count)
+		rc = filter_append_sql(f, sql, QUERY_P_COMMUNITY,
+				       QUERY_P_FIRST_FILTER, params);
+	if (rc == 0 && ordered)
 		rc = comb_buf_printf(sql, " ORDER BY e.created_at DESC, e.id LIMIT %d",
 				     f->limit);
 	return rc;
@@ -85,7 +73,7 @@ static void send_events(struct request *req, const PGresult *res, int limit)
 static void plain_query(struct request *req, const json_t *obj, bool count)
 {
 	char err[256], msg[300], keys[ACCESS_KEYS_LITERAL];
-	const char *values[P_MAX];
+	const char *values[QUERY_P_MAX];
 	struct filter_params params = {0};
 	struct comb_buf sql, named;
 	struct plain_filter f;
@@ -107,17 +95,17 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	}
 	access_read_keys_literal(req->relay, &actor, keys);
 	if (filter_named_channels(&f, &named) ||
-	    build_sql(&f, count, &sql, &params)) {
+	    query_plain_sql(&f, count ? "count(*)" : "e.raw", !count, &sql, &params)) {
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}
-	values[P_COMMUNITY - 1] = req->community.id_text;
-	values[P_READER - 1] = req->pubkey;
-	values[P_NAMED - 1] = named.data;
-	values[P_KEYS - 1] = keys;
+	values[QUERY_P_COMMUNITY - 1] = req->community.id_text;
+	values[QUERY_P_READER - 1] = req->pubkey;
+	values[QUERY_P_NAMED - 1] = named.data;
+	values[QUERY_P_KEYS - 1] = keys;
 	for (i = 0; i < params.count; i++)
-		values[P_FIRST_FILTER - 1 + i] = params.values[i];
-	res = PQexecParams(req->db, sql.data, P_FIRST_FILTER - 1 + params.count,
+		values[QUERY_P_FIRST_FILTER - 1 + i] = params.values[i];
+	res = PQexecParams(req->db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
 			   NULL, values, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(res, "57014")) {

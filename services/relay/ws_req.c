@@ -24,17 +24,8 @@
 #include "comb/log.h"
 #include "comb/uuid.h"
 #include "protocol_limits.h"
+#include "query.h"
 #include "ws_sync.h"
-
-/* Fixed parameters of the stored query; the filter's follow. */
-enum {
-	P_COMMUNITY = 1,
-	P_READER = 2,
-	P_NAMED = 3,
-	P_KEYS = 4,
-	P_FIRST_FILTER = 5,
-	P_MAX = P_FIRST_FILTER + FILTER_MAX_PARAMS,
-};
 
 /* An event that arrived while the stored events were being sent. */
 struct held {
@@ -354,41 +345,13 @@ static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
 	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
 }
 
-/*
- * The stored events of filter f the reader may read, newest first: the
- * statement of POST /query for plain filters (query.c), with the id.
- */
-static int stored_sql(const struct plain_filter *f, struct comb_buf *sql,
-		      struct filter_params *params)
-{
-	char join[256], readable[256];
-	int rc;
-
-	access_member_join_sql(join, sizeof(join), P_READER);
-	access_readable_sql(readable, sizeof(readable), P_NAMED, P_KEYS);
-	rc = comb_buf_printf(sql,
-		"SELECT e.id, e.raw FROM events e"
-		" LEFT JOIN channels c ON c.community_id = e.community_id"
-		" AND c.id = e.channel_id %s"
-		" WHERE e.community_id = $%d AND NOT e.deleted AND NOT e.redacted"
-		" AND ((e.channel_id IS NULL AND e.pubkey = $%d)"
-		" OR (c.id IS NOT NULL AND %s))",
-		join, P_COMMUNITY, P_READER, readable);
-	if (rc == 0)
-		rc = filter_append_sql(f, sql, P_COMMUNITY, P_FIRST_FILTER, params);
-	if (rc == 0)
-		rc = comb_buf_printf(sql, " ORDER BY e.created_at DESC, e.id LIMIT %d",
-				     f->limit);
-	return rc;
-}
-
 /* Runs the stored query of every filter into results (one per filter).
  * Returns 0, or a negative COMB_E* with the CLOSED message in why. */
 static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 			PGresult **results, char *why, size_t whylen)
 {
 	char keys[ACCESS_KEYS_LITERAL];
-	const char *values[P_MAX];
+	const char *values[QUERY_P_MAX];
 	struct filter_params params = {0};
 	struct comb_buf sql, named;
 	PGconn *db;
@@ -407,18 +370,19 @@ static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 		comb_buf_reset(&sql);
 		comb_buf_reset(&named);
 		if (filter_named_channels(&sub->filters[i], &named) ||
-		    stored_sql(&sub->filters[i], &sql, &params)) {
+		    query_plain_sql(&sub->filters[i], "e.id, e.raw", true, &sql,
+				    &params)) {
 			snprintf(why, whylen, "error: out of memory");
 			rc = COMB_ENOMEM;
 			break;
 		}
-		values[P_COMMUNITY - 1] = s->community.id_text;
-		values[P_READER - 1] = s->pubkey;
-		values[P_NAMED - 1] = named.data;
-		values[P_KEYS - 1] = keys;
+		values[QUERY_P_COMMUNITY - 1] = s->community.id_text;
+		values[QUERY_P_READER - 1] = s->pubkey;
+		values[QUERY_P_NAMED - 1] = named.data;
+		values[QUERY_P_KEYS - 1] = keys;
 		for (p = 0; p < params.count; p++)
-			values[P_FIRST_FILTER - 1 + p] = params.values[p];
-		results[i] = PQexecParams(db, sql.data, P_FIRST_FILTER - 1 + params.count,
+			values[QUERY_P_FIRST_FILTER - 1 + p] = params.values[p];
+		results[i] = PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
 					  NULL, values, NULL, NULL, 0);
 		filter_params_release(&params);
 		if (PQresultStatus(results[i]) != PGRES_TUPLES_OK) {

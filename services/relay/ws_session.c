@@ -24,9 +24,6 @@
 
 /* Frames other than EVENT are small; this bounds them. */
 #define SMALL_FRAME 4096
-/* NIP-01 messages nest four deep (["EVENT",{"tags":[[...]]}]); deeper
- * input is refused before the recursive parser sees it. */
-#define MAX_NESTING 16
 
 struct ws_session *ws_session_new(struct relay *relay,
 				  const struct community *c,
@@ -401,46 +398,12 @@ static void on_event(struct ws_session *s, const json_t *msg)
 	comb_event_release(&ev);
 }
 
-/* True when no array or object in text nests deeper than max (strings
- * skipped; the text need not be valid JSON). */
-static bool nesting_within(const char *text, size_t len, int max)
-{
-	bool in_string = false, escaped = false;
-	int depth = 0;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		char c = text[i];
-
-		if (in_string) {
-			if (escaped)
-				escaped = false;
-			else if (c == '\\')
-				escaped = true;
-			else if (c == '"')
-				in_string = false;
-		} else if (c == '"') {
-			in_string = true;
-		} else if (c == '[' || c == '{') {
-			if (++depth > max)
-				return false;
-		} else if (c == ']' || c == '}') {
-			depth--;
-		}
-	}
-	return true;
-}
-
 void ws_session_handle(struct ws_session *s, const char *text, size_t len)
 {
 	char err[128], notice[200];
 	const char *type;
 	json_t *msg;
 
-	if (!nesting_within(text, len, MAX_NESTING)) {
-		ws_send_notice(s, "invalid: json nested too deeply", WS_PUSH_WAIT);
-		return;
-	}
 	msg = comb_json_parse(text, len, (size_t)s->relay->cfg.max_message_length,
 			      err, sizeof(err));
 	if (!msg) {
