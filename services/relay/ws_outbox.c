@@ -16,38 +16,13 @@
 
 #include "comb/error.h"
 #include "comb/log.h"
+#include "ws_outbox_int.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define WRITER_STACK (1024 * 1024)
 #else
 #define WRITER_STACK (256 * 1024)
 #endif
-
-struct frame {
-	struct frame *next;
-	int opcode;
-	size_t len;
-	char data[];
-};
-
-struct ws_outbox {
-	pthread_mutex_t mu;
-	pthread_cond_t work;   /* the writer waits for frames */
-	pthread_cond_t room;   /* pushers and drain wait for progress */
-	ws_outbox_write_fn write;
-	void *conn;
-	struct ws_outbox_limits limits;
-	struct frame *head, *tail;
-	size_t queued;         /* bytes, including the frame being written */
-	bool closing;          /* no more pushes */
-	bool close_sent;
-	bool failed;
-	bool stopping;
-	bool writing;
-	bool thread_running;
-	bool thread_started;
-	pthread_t thread;
-};
 
 static size_t frame_cost(size_t len)
 {

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "comb/error.h"
-#include "../../services/relay/ws_outbox.c"
+#include "ws_outbox_int.h"
 
 #define MAX_FRAMES 64
 
