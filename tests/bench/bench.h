@@ -1,0 +1,261 @@
+/*
+ * comb-bench: the client side of `make bench` (docs/benchmarks.md). One
+ * program with one subcommand per job: generating and loading the
+ * fixtures, the PostgreSQL floors, and the clients of every scenario of
+ * BENCHMARKS.md (HTTP with NIP-98, WebSocket with NIP-42). Each
+ * subcommand prints one JSON object with its figures and the result of its
+ * correctness checks on stdout; tests/bench/run.mjs adds the relay's
+ * memory, the targets and the machine.
+ *
+ * The fixture layout is a pure function of the seed and the scale, so
+ * every subcommand can name the same channels, artifacts and keys without
+ * sharing state beyond the manifest the loader writes.
+ */
+#ifndef COMB_BENCH_H
+#define COMB_BENCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comb/buf.h"
+#include "comb/event.h"
+
+/* The size of one artifact revision as served (BENCHMARKS.md). */
+#define BENCH_EVENT_BYTES 4923
+/* Artifacts per channel holding artifacts (the last one holds the rest). */
+#define BENCH_PER_CHANNEL 64
+/* The reference scale. */
+#define BENCH_ARTIFACTS 10050
+#define BENCH_MEMBERSHIPS 60002
+#define BENCH_SNAPSHOT_SMALL 4096
+#define BENCH_GRANT 500
+#define BENCH_EDITS 100
+#define BENCH_MOVES 10
+#define BENCH_DELETES 5
+
+/* Special channels (not among the reader's memberships), as negative
+ * channel indexes of bench_channel_id(). */
+enum bench_special {
+	BENCH_CH_GRANT = -1,     /* private, granted to the reader by the delta */
+	BENCH_CH_ELSEWHERE = -2, /* private, never readable by the reader */
+	BENCH_CH_INGEST = -3,    /* where the ingest scenario creates */
+};
+
+struct bench_layout {
+	char seed[64];
+	double scale;
+	long community;
+	int artifacts;       /* readable by the reader */
+	int memberships;     /* channels the reader is a member of */
+	int art_channels;    /* the first channels, holding the artifacts */
+	int small_channels;  /* the first channels of the small sync */
+	int grant;           /* artifacts in the grant channel */
+	int edits, moves, deletes;
+	int live_channel;    /* the channel of the live scenario */
+	int revoke_channel;  /* the channel the delta revokes */
+	unsigned char admin_sk[32], reader_sk[32];
+	char admin_pk[65], reader_pk[65];
+};
+
+/* Fills l for seed and scale (1.0 is the reference scale). */
+int bench_layout_init(struct bench_layout *l, const char *seed, double scale,
+		      long community);
+
+/* Channel i (0 <= i < memberships, or an enum bench_special) as a UUID. */
+void bench_channel_id(const struct bench_layout *l, int i, char out[37]);
+/* d of artifact j: "art" (readable), "grant" or "ingest" series. */
+void bench_artifact_id(const struct bench_layout *l, const char *series,
+		       int j, char out[37]);
+/* The channel index of readable artifact j. */
+int bench_artifact_channel(const struct bench_layout *l, int j);
+/* The number of readable artifacts in the first n channels. */
+int bench_artifacts_in(const struct bench_layout *l, int nchannels);
+
+/*
+ * Builds (unsigned) a kind-45010 revision: d, h, op, prev (NULL for a
+ * create), with a title and content from content_seed, padded so that the
+ * signed event serializes to BENCH_EVENT_BYTES (a delete has no title and
+ * empty content). ev is released first. Sign it with comb_event_sign.
+ */
+int bench_revision(struct comb_event *ev, const char *pubkey, const char *d,
+		   const char *h, const char *op, const char *prev,
+		   int64_t created_at, uint64_t content_seed);
+
+/* Signs ev with sk and serializes it into out (reset first). */
+int bench_sign_json(struct comb_event *ev, const unsigned char sk[32],
+		    struct comb_buf *out);
+
+/* Signs n events in place on up to `threads` threads. */
+int bench_sign_all(struct comb_event *evs, size_t n,
+		   const unsigned char sk[32], int threads);
+
+/* ---- the manifest: what the loader stored, one artifact per line ---- */
+
+struct bench_item {
+	char d[37];
+	char h[37];
+	char id[65];
+	int channel;         /* channel index, or an enum bench_special */
+};
+
+struct bench_manifest {
+	struct bench_item *items;   /* readable ones first, then the grant ones */
+	size_t n;
+	size_t readable;            /* the first `readable` items */
+};
+
+int bench_manifest_write(const char *path, const struct bench_manifest *m);
+int bench_manifest_read(const char *path, struct bench_manifest *m);
+void bench_manifest_release(struct bench_manifest *m);
+/* The item with d, or NULL (items sorted by d are not required). */
+const struct bench_item *bench_manifest_find(const struct bench_manifest *m,
+					     const char *d);
+
+/* ---- small helpers ---- */
+
+double bench_now(void);                    /* CLOCK_MONOTONIC seconds */
+int64_t bench_unix_time(void);
+void bench_random_hex(char *out, size_t bytes); /* 2*bytes hex + NUL */
+uint64_t bench_rand64(uint64_t *state);    /* splitmix64 */
+/* The q-quantile (0..1) of n values (sorted in place). */
+double bench_quantile(double *v, size_t n, double q);
+void bench_sha256_hex(const void *data, size_t len, char out[65]);
+/* Prints obj (stolen) as one line on stdout. */
+void bench_print(json_t *obj);
+/* Logs to stderr with a "comb-bench: " prefix. */
+void bench_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Command-line options: "--name value" pairs after the subcommand. */
+const char *bench_opt(int argc, char **argv, const char *name, const char *def);
+long bench_opt_long(int argc, char **argv, const char *name, long def);
+double bench_opt_double(int argc, char **argv, const char *name, double def);
+/* The layout from --seed, --scale and --community. */
+int bench_layout_from_opts(struct bench_layout *l, int argc, char **argv);
+
+/* Reads the file at path into a NUL-terminated string (caller frees). */
+char *bench_read_file(const char *path, size_t *len);
+int bench_write_file(const char *path, const char *data, size_t len);
+
+/* ---- HTTP/1.1 over one keep-alive connection ---- */
+
+struct bench_http {
+	int fd;
+	char addr[64];       /* 127.0.0.1:PORT, dialled */
+	char host[128];      /* the Host header */
+	struct comb_buf in;
+};
+
+int bench_http_open(struct bench_http *c, const char *addr, const char *host);
+void bench_http_close(struct bench_http *c);
+/*
+ * Sends one request (body may be NULL; auth NULL for none) and reads the
+ * whole answer: *status and the body into resp (reset first). Reconnects
+ * once when the server had closed the connection.
+ */
+int bench_http_request(struct bench_http *c, const char *method,
+		       const char *path, const char *body, size_t blen,
+		       const char *auth, int *status, struct comb_buf *resp);
+/* A NIP-98 header value "Nostr <base64>" for url, method and body, with a
+ * random nonce tag (tokens are single use). Caller frees. */
+char *bench_nip98(const unsigned char sk[32], const char *url,
+		  const char *method, const char *body, size_t blen);
+/* Signs ev with sk and POSTs it to /events; *accepted from the answer,
+ * message (at most msglen) its message. */
+int bench_http_publish(struct bench_http *c, struct comb_event *ev,
+		       const unsigned char sk[32], bool *accepted,
+		       char *message, size_t msglen);
+
+/* ---- WebSocket clients on one epoll loop ---- */
+
+enum bench_ws_state {
+	BENCH_WS_HANDSHAKE,
+	BENCH_WS_OPEN,
+	BENCH_WS_CLOSED,
+};
+
+struct bench_ws;
+struct bench_loop;
+
+/* Called for every text message once the connection is authenticated
+ * (and for AUTH-related ones the loop does not handle itself). */
+typedef void (*bench_ws_message_fn)(struct bench_loop *loop,
+				    struct bench_ws *ws, const char *msg,
+				    size_t len, double t);
+
+struct bench_ws {
+	int fd;
+	int index;               /* in the loop */
+	int node;                /* which relay node (caller's choice) */
+	enum bench_ws_state state;
+	bool authed;
+	char close_reason[160];  /* why it closed, when it did */
+	char host[128];
+	const unsigned char *sk; /* borrowed: authenticates with it */
+	char auth_id[65];
+	char *in;
+	size_t in_len, in_cap;
+	char *frag;              /* a fragmented message so far */
+	size_t frag_len, frag_cap;
+	char *out;
+	size_t out_len, out_off, out_cap;
+	bool want_out;
+	double t_connect, t_authed;
+	void *user;
+};
+
+struct bench_loop {
+	int ep;
+	struct bench_ws **conns;
+	int n, cap;
+	bench_ws_message_fn on_message;
+	void *ctx;
+	int authed, closed;
+	char first_error[200];
+};
+
+int bench_loop_init(struct bench_loop *loop, bench_ws_message_fn fn, void *ctx);
+void bench_loop_release(struct bench_loop *loop);
+/*
+ * Opens a WebSocket to addr (127.0.0.1:PORT) with Host header host and
+ * sends the upgrade; the loop completes the handshake and, with sk set,
+ * answers the relay's AUTH. Returns the connection or NULL (the reason in
+ * loop->first_error).
+ */
+struct bench_ws *bench_ws_connect(struct bench_loop *loop, const char *addr,
+				  const char *host, const unsigned char *sk,
+				  int node);
+/* Queues one text frame (masked) and writes what the socket takes. */
+int bench_ws_send(struct bench_loop *loop, struct bench_ws *ws,
+		  const char *data, size_t len);
+/* Runs the loop until done(ctx) is true or timeout_s passes. Returns 0
+ * when done, COMB_ETIMEOUT otherwise. */
+int bench_loop_run(struct bench_loop *loop, bool (*done)(void *ctx),
+		   double timeout_s);
+/* Closes every connection now. */
+void bench_loop_close_all(struct bench_loop *loop);
+/* The id of the first event in an ["EVENT",sub,{...}] message (65 bytes
+ * with NUL), or false. */
+bool bench_event_id_of(const char *msg, size_t len, char id[65]);
+
+/* ---- /proc ---- */
+
+/* A field of /proc/pid/status in KiB (VmRSS, VmHWM) or a count
+ * (Threads); -1 when unavailable. */
+long bench_proc_status(long pid, const char *field);
+
+/* ---- subcommands ---- */
+
+int bench_cmd_load(int argc, char **argv);
+int bench_cmd_floor_copy(int argc, char **argv);
+int bench_cmd_insert_floor(int argc, char **argv);
+int bench_cmd_incr_initial(int argc, char **argv);
+int bench_cmd_incr_nochange(int argc, char **argv);
+int bench_cmd_incr_delta(int argc, char **argv);
+int bench_cmd_sync_snapshot(int argc, char **argv);
+int bench_cmd_sync_live(int argc, char **argv);
+int bench_cmd_ingest(int argc, char **argv);
+int bench_cmd_conns(int argc, char **argv);
+
+#endif
