@@ -104,12 +104,13 @@ struct bench_manifest {
 	struct bench_item *items;   /* readable ones first, then the grant ones */
 	size_t n;
 	size_t readable;            /* the first `readable` items */
+	struct bench_item *sorted;  /* the same items sorted by d */
 };
 
 int bench_manifest_write(const char *path, const struct bench_manifest *m);
 int bench_manifest_read(const char *path, struct bench_manifest *m);
 void bench_manifest_release(struct bench_manifest *m);
-/* The item with d, or NULL (items sorted by d are not required). */
+/* The item with d, or NULL. */
 const struct bench_item *bench_manifest_find(const struct bench_manifest *m,
 					     const char *d);
 

@@ -537,10 +537,6 @@ static int by_d(const void *a, const void *b)
 		      ((const struct bench_item *)b)->d);
 }
 
-/* An index sorted by d, kept beside the items. */
-static struct bench_item *sorted_index;
-static size_t sorted_n;
-
 int bench_manifest_read(const char *path, struct bench_manifest *m)
 {
 	FILE *f = fopen(path, "r");
@@ -578,15 +574,13 @@ int bench_manifest_read(const char *path, struct bench_manifest *m)
 		}
 		m->n++;
 	}
-	free(sorted_index);
-	sorted_index = malloc((m->n + 1) * sizeof(*sorted_index));
-	if (!sorted_index) {
+	m->sorted = malloc((m->n + 1) * sizeof(*m->sorted));
+	if (!m->sorted) {
 		rc = COMB_ENOMEM;
 		goto out;
 	}
-	memcpy(sorted_index, m->items, m->n * sizeof(*sorted_index));
-	sorted_n = m->n;
-	qsort(sorted_index, sorted_n, sizeof(*sorted_index), by_d);
+	memcpy(m->sorted, m->items, m->n * sizeof(*m->sorted));
+	qsort(m->sorted, m->n, sizeof(*m->sorted), by_d);
 out:
 	fclose(f);
 	return rc;
@@ -595,10 +589,8 @@ out:
 void bench_manifest_release(struct bench_manifest *m)
 {
 	free(m->items);
+	free(m->sorted);
 	memset(m, 0, sizeof(*m));
-	free(sorted_index);
-	sorted_index = NULL;
-	sorted_n = 0;
 }
 
 const struct bench_item *bench_manifest_find(const struct bench_manifest *m,
@@ -606,7 +598,8 @@ const struct bench_item *bench_manifest_find(const struct bench_manifest *m,
 {
 	struct bench_item key;
 
-	(void)m;
+	if (!m->sorted)
+		return NULL;
 	snprintf(key.d, sizeof(key.d), "%s", d);
-	return bsearch(&key, sorted_index, sorted_n, sizeof(key), by_d);
+	return bsearch(&key, m->sorted, m->n, sizeof(key), by_d);
 }
