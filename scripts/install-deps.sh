@@ -13,7 +13,7 @@ packages=(
 	build-essential cmake pkg-config clang libclang-rt-14-dev
 	libcivetweb-dev civetweb libpq-dev postgresql-15 libhiredis-dev redis-server
 	libzmq3-dev libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev
-	libssl-dev python3-yaml
+	libssl-dev python3-yaml iproute2 procps
 )
 
 missing=()

@@ -10,7 +10,8 @@
 # SIGINT or SIGTERM stops the relay, capture, Redis and PostgreSQL, in that
 # order. A later run reuses var/ and its data.
 #
-# Set COMB_SKIP_DEPS=1 or COMB_SKIP_BUILD=1 to skip those steps.
+# Set COMB_SKIP_DEPS=1 or COMB_SKIP_BUILD=1 to skip those steps, and
+# COMB_VAR_DIR to keep the state somewhere other than ./var.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,7 +25,7 @@ case $build in
 *) build_path="$root/$build" ;;
 esac
 bin="$build_path/bin"
-var="$root/var"
+var="${COMB_VAR_DIR:-$root/var}"
 
 say() {
 	printf 'run: %s\n' "$*"

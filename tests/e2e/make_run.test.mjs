@@ -1,0 +1,132 @@
+// `make run` (scripts/run.sh) from the built tree: it brings up NIP-11 on
+// COMB_LISTEN, accepts a signed kind-9 message from the dev owner into a new
+// channel, stops every process it started on SIGINT, and a second run keeps
+// the data. State goes to a temporary COMB_VAR_DIR so ./var is untouched.
+
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+
+import { buildDir, freePort, get, post, signEvent, sourceDir } from './lib/harness.mjs';
+
+const varDir = fs.mkdtempSync(path.join(os.tmpdir(), 'comb-run-'));
+fs.chmodSync(varDir, 0o755);
+
+after(() => {
+	fs.rmSync(varDir, { recursive: true, force: true });
+});
+
+// Starts scripts/run.sh in its own process group; resolves when the relay
+// answers NIP-11.
+async function startRun(port) {
+	const p = spawn('bash', [path.join(sourceDir, 'scripts/run.sh')], {
+		env: {
+			...process.env,
+			COMB_SKIP_DEPS: '1',
+			COMB_SKIP_BUILD: '1',
+			BUILD_DIR: buildDir,
+			COMB_VAR_DIR: varDir,
+			COMB_LISTEN: `127.0.0.1:${port}`,
+			COMB_DATABASE_URL: '',
+			COMB_REDIS_URL: '',
+			COMB_CAPTURE_ENDPOINT: '',
+		},
+		detached: true,
+		stdio: ['ignore', 'pipe', 'pipe'],
+	});
+	let out = '';
+	p.stdout.on('data', (c) => { out += c; });
+	p.stderr.on('data', (c) => { out += c; });
+	p.exitCode = null;
+	const exited = new Promise((resolve) => p.on('exit', (code, signal) => resolve({ code, signal })));
+	for (let i = 0; i < 600; i++) {
+		try {
+			const r = await get(`http://127.0.0.1:${port}`, '/',
+				{ host: 'localhost', headers: { accept: 'application/nostr+json' }, timeoutMs: 1000 });
+			if (r.status === 200)
+				return { p, exited, output: () => out };
+		} catch {
+			// not listening yet
+		}
+		await new Promise((r) => setTimeout(r, 100));
+	}
+	process.kill(-p.pid, 'SIGKILL');
+	throw new Error(`make run did not come up:\n${out}`);
+}
+
+// What still runs of this run: processes naming its state directory, and
+// anything listening on the ports it chose (PostgreSQL, Redis, capture).
+function leftovers() {
+	let found = '';
+	try {
+		found = execFileSync('pgrep', ['-af', varDir], { encoding: 'utf8' }).trim();
+	} catch {
+		// none
+	}
+	for (const name of ['pg', 'redis', 'capture']) {
+		const file = path.join(varDir, `${name}.port`);
+		if (!fs.existsSync(file))
+			continue;
+		const port = fs.readFileSync(file, 'utf8').trim();
+		const listening = execFileSync('bash', ['-c', `ss -Hltn "sport = :${port}"`], { encoding: 'utf8' }).trim();
+		if (listening)
+			found += `\n${name} still listening on ${port}`;
+	}
+	return found.trim();
+}
+
+async function stopRun(run) {
+	process.kill(-run.p.pid, 'SIGINT');
+	const r = await run.exited;
+	for (let i = 0; i < 100 && leftovers(); i++)
+		await new Promise((res) => setTimeout(res, 100));
+	return r;
+}
+
+test('make run: NIP-11, a kind-9 from the dev owner, clean stop, data kept', async () => {
+	const port = await freePort();
+	const base = `http://localhost:${port}`;
+	let run = await startRun(port);
+	let channel;
+	let message;
+	try {
+		const info = await get(base, '/', { headers: { accept: 'application/nostr+json' } });
+		const doc = JSON.parse(info.body);
+		assert.equal(doc.software, 'comb');
+		assert.ok(doc.artifacts.modes.includes('incremental'), 'make run turns incremental reads on');
+		for (const name of ['env', 'dev-owner.key'])
+			assert.ok(fs.existsSync(path.join(varDir, name)), name);
+		const env = fs.readFileSync(path.join(varDir, 'env'), 'utf8');
+		for (const key of ['COMB_DATABASE_URL', 'COMB_REDIS_URL', 'COMB_LISTEN', 'COMB_RELAY_SECRET_KEY'])
+			assert.match(env, new RegExp(`^${key}=`, 'm'));
+		const sk = Buffer.from(fs.readFileSync(path.join(varDir, 'dev-owner.key'), 'utf8').trim(), 'hex');
+		channel = crypto.randomUUID();
+		const create = signEvent(sk, { kind: 9007, tags: [['h', channel], ['name', 'general']] });
+		let r = await post(base, '/events', create, sk);
+		assert.equal(r.status, 200, r.body);
+		message = signEvent(sk, { kind: 9, tags: [['h', channel]], content: 'hello from make run' });
+		r = await post(base, '/events', message, sk);
+		assert.deepEqual(JSON.parse(r.body), { id: message.id, accepted: true, message: '' });
+		r = await post(base, '/query', [{ kinds: [9], '#h': [channel] }], sk);
+		assert.deepEqual(JSON.parse(r.body).map((e) => e.id), [message.id]);
+	} finally {
+		const stopped = await stopRun(run);
+		assert.equal(leftovers(), '', `processes left behind:\n${run.output()}`);
+		assert.notEqual(stopped.code, null, 'run.sh exited');
+	}
+
+	// A second run reuses var/ and its data.
+	run = await startRun(port);
+	try {
+		const sk = Buffer.from(fs.readFileSync(path.join(varDir, 'dev-owner.key'), 'utf8').trim(), 'hex');
+		const r = await post(base, '/query', [{ kinds: [9], '#h': [channel] }], sk);
+		assert.deepEqual(JSON.parse(r.body).map((e) => e.id), [message.id]);
+	} finally {
+		await stopRun(run);
+		assert.equal(leftovers(), '');
+	}
+});
