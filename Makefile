@@ -6,6 +6,12 @@
 #   make test    sanitizer + -Werror build in build-test/, then every CTest entry
 #   make fuzz    clang libFuzzer build in build-fuzz/, each target FUZZ_SECONDS
 #   make lint    refuse banned C functions (scripts/checksrc.sh)
+#   make soak    long runs: 2,000 syncs under load, then the convergence
+#                checker with faults, DURATION seconds each (default 600),
+#                SEED to repeat one (scripts/soak.sh, docs/reliability.md)
+#   make bench   Release build in build-bench/, every benchmark at the
+#                reference scale (scripts/bench.sh, docs/benchmarks.md)
+#   make bench-quick  the same at 1/10 scale, in under two minutes
 #   make deps    install the Debian and npm packages (scripts/install-deps.sh)
 #   make clean   remove the build trees (keeps var/ and node_modules/)
 
@@ -18,7 +24,7 @@ CTEST_JOBS ?= 2
 
 export BUILD_DIR FUZZ_BUILD_DIR FUZZ_SECONDS JOBS
 
-.PHONY: all build run test fuzz lint deps clean distclean
+.PHONY: all build run test fuzz lint soak deps clean distclean bench bench-quick
 
 all: build
 
@@ -44,6 +50,15 @@ fuzz:
 
 lint:
 	scripts/checksrc.sh
+
+soak: node_modules/.package-lock.json
+	SEED=$(SEED) DURATION=$(DURATION) scripts/soak.sh
+
+bench:
+	@scripts/bench.sh
+
+bench-quick:
+	@scripts/bench.sh --quick
 
 deps:
 	scripts/install-deps.sh

@@ -3,6 +3,7 @@
 
 #include "comb/db.h"
 #include "comb/redis.h"
+#include "feed.h"
 #include "http.h"
 #include "metrics.h"
 
@@ -13,10 +14,11 @@ void handle_healthz(struct request *req)
 			     "Content-Length: 2\r\n\r\nok");
 }
 
-/* Ready when PostgreSQL answers and Redis answers a PING. */
+/* Ready when PostgreSQL answers, Redis answers a PING and the capture
+ * feed had a heartbeat within the last three intervals. */
 void handle_readyz(struct request *req)
 {
-	bool db_ok = false, redis_ok;
+	bool db_ok = false, redis_ok, feed_ok;
 	PGconn *db = comb_db_acquire(req->relay->db, 1000);
 
 	if (db) {
@@ -27,12 +29,14 @@ void handle_readyz(struct request *req)
 		comb_db_release(req->relay->db, db, !db_ok);
 	}
 	redis_ok = comb_redis_ping(req->relay->redis);
-	if (db_ok && redis_ok) {
+	feed_ok = feed_alive();
+	if (db_ok && redis_ok && feed_ok) {
 		http_send_json(req, 200, "{\"ready\":true}", "");
 		return;
 	}
-	http_send_error(req, 503, !db_ok ? "error: database unavailable"
-					 : "error: redis unavailable");
+	http_send_error(req, 503, !db_ok ? "error: database unavailable" :
+			!redis_ok ? "error: redis unavailable" :
+			"error: change feed unavailable");
 }
 
 void handle_metrics(struct request *req)

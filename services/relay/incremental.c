@@ -370,6 +370,14 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		snprintf(pos->key, sizeof(pos->key), "%s", c->d);
 		if (c->superseded)
 			continue;
+#ifdef COMB_PLANT_BUG
+		/* A deliberate bug for test builds only (cmake -DCOMB_PLANT_BUG=ON,
+		 * never in a release): `moved` removals are dropped, so a reader
+		 * keeps artifacts that left its view. The convergence checker
+		 * (tests/e2e/convergence.test.mjs) must fail against this build. */
+		if (!strcmp(c->what, "moved"))
+			continue;
+#endif
 		if (!strcmp(c->what, "upsert"))
 			err = put_upsert(rc, PQgetvalue(res, c->row, 5),
 					 (size_t)PQgetlength(res, c->row, 5));

@@ -1,7 +1,8 @@
 /*
  * comb-relay: reads its configuration, loads the relay key and the policy
- * plugins, opens the PostgreSQL and Redis pools and serves HTTP (and
- * WebSocket) with civetweb until SIGINT or SIGTERM.
+ * plugins, opens the PostgreSQL and Redis pools, starts live delivery, the
+ * sync workers and the capture feed, and serves HTTP (and WebSocket) with
+ * civetweb until SIGINT or SIGTERM.
  */
 #include <errno.h>
 #include <limits.h>
@@ -15,8 +16,10 @@
 #include "comb/event.h"
 #include "comb/hex.h"
 #include "comb/log.h"
+#include "feed.h"
 #include "http.h"
 #include "ws.h"
+#include "ws_sync.h"
 
 int http_handler(struct mg_connection *conn, void *cbdata);
 
@@ -149,6 +152,14 @@ int main(void)
 		comb_error("websocket: %s", err);
 		goto out;
 	}
+	if (ws_sync_start(&relay, err, sizeof(err))) {
+		comb_error("sync: %s", err);
+		goto out;
+	}
+	if (feed_start(&relay, err, sizeof(err))) {
+		comb_error("feed: %s", err);
+		goto out;
+	}
 	if (start_http(&relay, err, sizeof(err))) {
 		comb_error("http: %s", err);
 		goto out;
@@ -160,6 +171,8 @@ int main(void)
 	mg_stop(relay.http);
 	rc = 0;
 out:
+	feed_stop();
+	ws_sync_stop();
 	ws_stop();
 	comb_policy_set_free(relay.policy);
 	comb_db_pool_free(relay.db);

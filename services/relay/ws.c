@@ -25,6 +25,7 @@
 
 #include "comb/error.h"
 #include "comb/log.h"
+#include "feed.h"
 #include "http.h"
 #include "metrics.h"
 #include "ws_live.h"
@@ -185,6 +186,8 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 	pthread_mutex_unlock(&ws.mu);
 	atomic_fetch_add(&ws.active, 1);
 	metrics_observe(ROUTE_WEBSOCKET, 101, 0);
+	/* Follow the community's signals before its first REQ arrives. */
+	feed_watch(wc->session->community.id);
 	ws_session_start(wc->session);
 }
 

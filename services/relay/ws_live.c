@@ -424,6 +424,42 @@ static void interrupt_all(const char *reason)
 	pthread_rwlock_unlock(&live.lock);
 }
 
+bool ws_live_wanted(int64_t community_id, const char *channel)
+{
+	bool wanted;
+
+	if (atomic_load(&live.entries) == 0)
+		return false;
+	/* Never wait behind a delivery: when busy, let the loader find out. */
+	if (pthread_rwlock_tryrdlock(&live.lock))
+		return true;
+	wanted = slot_find(community_id, "", false) != NULL ||
+		 (channel && slot_find(community_id, channel, false) != NULL);
+	pthread_rwlock_unlock(&live.lock);
+	return wanted;
+}
+
+void ws_live_interrupt(int64_t community_id, const char *reason)
+{
+	struct slot *s;
+	size_t b, i;
+
+	if (atomic_load(&live.entries) == 0)
+		return;
+	pthread_rwlock_rdlock(&live.lock);
+	for (b = 0; b < BUCKETS; b++) {
+		for (s = live.buckets[b]; s; s = s->next) {
+			if (community_id != 0 && s->community_id != community_id)
+				continue;
+			for (i = 0; i < s->n; i++) {
+				if (s->entries[i]->interrupt)
+					s->entries[i]->interrupt(s->entries[i], reason);
+			}
+		}
+	}
+	pthread_rwlock_unlock(&live.lock);
+}
+
 static void *dispatcher_main(void *arg)
 {
 	struct item *it;

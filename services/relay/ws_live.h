@@ -10,10 +10,11 @@
  * the read keys the policy plugins gave that recipient (access.h); events
  * without a channel go only to their author.
  *
- * Events arrive through ws_live_deliver_event(), which only queues: today
- * from the local write path after commit (ws_live_local_*, called by
- * events.c), later from the capture signal subscriber. The dispatcher
- * keeps their order.
+ * Events arrive through ws_live_deliver_event(), which only queues: from
+ * the capture feed (feed.h), which carries what every relay node wrote,
+ * and, while the feed is down or was never up, from the local write path
+ * after commit (ws_live_local_*, called by events.c). The dispatcher keeps
+ * their order.
  */
 #ifndef COMB_WS_LIVE_H
 #define COMB_WS_LIVE_H
@@ -126,5 +127,21 @@ void ws_live_local_end(const struct community *c, const struct comb_event *ev,
 
 /* Subscriptions registered now (for metrics and tests). */
 long ws_live_entries(void);
+
+/*
+ * True when a subscription may want events of community_id in channel
+ * (NULL for none): some entry covers the channel or the whole community.
+ * Errs towards true when the registry is busy. Lets the capture feed skip
+ * loading events nobody on this node listens to. Any thread.
+ */
+bool ws_live_wanted(int64_t community_id, const char *channel);
+
+/*
+ * Tells every entry of community_id (0: of every community) that events
+ * were lost, through its interrupt callback with reason (`resync: ...` or
+ * `error: ...`). Used by the capture feed on a gap, a new epoch or a lost
+ * link. Any thread that holds no session lock.
+ */
+void ws_live_interrupt(int64_t community_id, const char *reason);
 
 #endif

@@ -87,6 +87,11 @@ int bench_revision(struct comb_event *ev, const char *pubkey, const char *d,
 int bench_sign_json(struct comb_event *ev, const unsigned char sk[32],
 		    struct comb_buf *out);
 
+/* Builds and signs n artifact creates by the admin in the ingest channel,
+ * d from series ("ingest", "floor"), created now. */
+int bench_ingest_events(const struct bench_layout *l, const char *series,
+			struct comb_event *evs, size_t n);
+
 /* Signs n events in place on up to `threads` threads. */
 int bench_sign_all(struct comb_event *evs, size_t n,
 		   const unsigned char sk[32], int threads);
@@ -254,6 +259,7 @@ int bench_cmd_insert_floor(int argc, char **argv);
 int bench_cmd_incr_initial(int argc, char **argv);
 int bench_cmd_incr_nochange(int argc, char **argv);
 int bench_cmd_incr_delta(int argc, char **argv);
+int bench_cmd_incr_read(int argc, char **argv);
 int bench_cmd_sync_snapshot(int argc, char **argv);
 int bench_cmd_sync_live(int argc, char **argv);
 int bench_cmd_ingest(int argc, char **argv);

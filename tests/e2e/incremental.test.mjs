@@ -14,6 +14,7 @@ import {
 	accept, addMember, assertAccepted, createChannel, editChannel, publish,
 	removeMember, uuid,
 } from './lib/artifacts.mjs';
+import { IncrementalStore, currentEvents, tagOf } from './lib/clients.mjs';
 
 let stack;
 let admin;
@@ -45,80 +46,21 @@ async function readOk(sk, filter) {
 	return r.body;
 }
 
-// A client's local store kept by incremental reads: d -> event.
-class Store {
+// A client's local store kept by incremental reads (d -> event), bound to
+// this file's stack; sync() first waits for the horizon (settle() in
+// lib/clients.mjs): no sleeps, no timing assumption.
+class Store extends IncrementalStore {
 	constructor(sk, scope = {}) {
-		this.sk = sk;
-		this.scope = scope;
-		this.cursor = undefined;
-		this.items = new Map();
-		this.log = [];
+		super([stack.url], sk, scope, { keepLog: true });
 	}
 
-	apply(changes) {
-		for (const c of changes) {
-			this.log.push(c);
-			if (c.op === 'upsert')
-				this.items.set(c.event.tags.find((t) => t[0] === 'd')[1], c.event);
-			else
-				this.items.delete(c.d);
-		}
+	sync(limit) {
+		return super.sync(stack, limit);
 	}
-
-	// Reads until `more` is false; returns every change seen. Waits first
-	// until every transaction begun so far has finished (see settle()).
-	async sync(limit) {
-		await settle();
-		const seen = [];
-		for (let i = 0; i < 10000; i++) {
-			const filter = { ...this.scope };
-			if (this.cursor)
-				filter.cursor = this.cursor;
-			if (limit)
-				filter.limit = limit;
-			const body = await readOk(this.sk, filter);
-			this.apply(body.changes);
-			seen.push(...body.changes);
-			this.cursor = body.cursor;
-			if (!body.more)
-				return seen;
-		}
-		throw new Error('incremental read never finished');
-	}
-
-	ids() {
-		return [...this.items.keys()].sort();
-	}
-}
-
-// A read returns only changes below the horizon of every transaction still
-// running (autovacuum's included). To assert on what a test just wrote, wait
-// until the horizon has passed a transaction id taken now: no sleeps, no
-// timing assumption.
-async function settle() {
-	const [[x]] = await stack.query('SELECT pg_current_xact_id()::text');
-	for (let i = 0; i < 2000; i++) {
-		const [[ok]] = await stack.query(
-			`SELECT pg_snapshot_xmin(pg_current_snapshot()) > '${x}'::xid8`);
-		if (ok === 't')
-			return;
-		await new Promise((r) => setTimeout(r, 5));
-	}
-	throw new Error('the horizon never passed the last write');
 }
 
 async function currentIds(sk, extra = {}) {
-	const ids = [];
-	for (let offset = 0; ; offset += 1000) {
-		const r = await post(stack.url, '/query',
-			[{ artifact: 'current', limit: 1000, offset, ...extra }], sk, nonce());
-		assert.equal(r.status, 200, r.body);
-		const page = JSON.parse(r.body);
-		for (const ev of page)
-			ids.push(ev.tags.find((t) => t[0] === 'd')[1]);
-		if (page.length < 1000)
-			return ids.sort();
-	}
+	return (await currentEvents(stack.url, sk, extra)).map((ev) => tagOf(ev, 'd')).sort();
 }
 
 function removals(changes, reason) {

@@ -621,6 +621,8 @@ export async function runAdmin(dbUrl, args) {
  *   capture      start comb-capture (default: when build/bin/comb-capture exists)
  *   captureEnv   extra environment for capture
  *   ready        wait for /readyz 200 on every node (default: when capture runs)
+ *   relayBin     the comb-relay binary (default BUILD/bin/comb-relay), for
+ *                example a build with a planted bug
  *
  * Resolves to the stack:
  *   url, urls[], port, ports[], wsUrl, wsUrls[]  (http://localhost:PORT...)
@@ -634,7 +636,7 @@ export async function runAdmin(dbUrl, args) {
  */
 export async function startRelay(opts = {}) {
 	const stackEnv = readStackEnv();
-	const relayBin = path.join(buildDir, 'bin', 'comb-relay');
+	const relayBin = opts.relayBin ?? path.join(buildDir, 'bin', 'comb-relay');
 	const captureBin = path.join(buildDir, 'bin', 'comb-capture');
 	const nodes = opts.nodes ?? 1;
 	const dbName = `t_${crypto.randomBytes(6).toString('hex')}`;

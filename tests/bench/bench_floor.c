@@ -1,0 +1,299 @@
+/*
+ * The PostgreSQL floors the scenarios are compared with, measured in the
+ * same run on the same machine:
+ *
+ * `comb-bench floor-copy`: the stored JSON of the reader's current
+ * artifacts (all of them, or those of the first --channels channels),
+ * fetched with one COPY (SELECT raw ...) TO STDOUT through libpq, ordered
+ * by d like the relay's pages and snapshots, with the same membership
+ * join. Median of --runs runs.
+ *
+ * `comb-bench insert-floor`: the ingest scenario's signed events stored
+ * with plain multi-row INSERTs (--batch rows per statement, one commit
+ * each) over --conns connections into a scratch copy of the events table
+ * (same columns, defaults and indexes), dropped afterwards.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "bench.h"
+#include "comb/error.h"
+
+static PGconn *connect_db(const char *url)
+{
+	PGconn *db = PQconnectdb(url);
+
+	if (PQstatus(db) != CONNECTION_OK) {
+		bench_log("%s", PQerrorMessage(db));
+		PQfinish(db);
+		return NULL;
+	}
+	return db;
+}
+
+/* Builds the floor query for the first nchannels channels (0: all). */
+static int floor_query(const struct bench_layout *l, int nchannels,
+		       struct comb_buf *q)
+{
+	char id[37];
+	int i, rc;
+
+	rc = comb_buf_printf(q,
+		"COPY (SELECT e.raw FROM artifact_heads h"
+		" JOIN members m ON m.community_id = h.community_id"
+		"  AND m.channel_id = h.channel_id AND m.pubkey = '%s' AND m.active"
+		" JOIN events e ON e.community_id = h.community_id AND e.id = h.revision_id"
+		" WHERE h.community_id = %ld AND NOT h.deleted AND NOT h.redacted",
+		l->reader_pk, l->community);
+	if (rc == 0 && nchannels > 0) {
+		rc = comb_buf_puts(q, " AND h.channel_id = ANY('{");
+		for (i = 0; i < nchannels && rc == 0; i++) {
+			bench_channel_id(l, i, id);
+			rc = comb_buf_printf(q, "%s%s", i ? "," : "", id);
+		}
+		if (rc == 0)
+			rc = comb_buf_puts(q, "}'::uuid[])");
+	}
+	return rc ? rc : comb_buf_puts(q, " ORDER BY h.d) TO STDOUT");
+}
+
+/* One COPY run: rows and bytes received, seconds taken. */
+static int copy_once(PGconn *db, const char *sql, long *rows, long *bytes,
+		     double *seconds)
+{
+	double t0 = bench_now();
+	PGresult *res = PQexec(db, sql);
+	char *buf;
+	int n, rc = 0;
+
+	*rows = *bytes = 0;
+	if (PQresultStatus(res) != PGRES_COPY_OUT) {
+		bench_log("floor: %s", PQresultErrorMessage(res));
+		PQclear(res);
+		return COMB_EUNAVAIL;
+	}
+	PQclear(res);
+	while ((n = PQgetCopyData(db, &buf, 0)) > 0) {
+		(*rows)++;
+		*bytes += n;
+		PQfreemem(buf);
+	}
+	*seconds = bench_now() - t0;
+	if (n != -1)
+		rc = COMB_EUNAVAIL;
+	while ((res = PQgetResult(db))) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			rc = COMB_EUNAVAIL;
+		PQclear(res);
+	}
+	return rc;
+}
+
+int bench_cmd_floor_copy(int argc, char **argv)
+{
+	const char *url = bench_opt(argc, argv, "--db", NULL);
+	int nchannels = (int)bench_opt_long(argc, argv, "--channels", 0);
+	int runs = (int)bench_opt_long(argc, argv, "--runs", 3), i, expected;
+	struct bench_layout l;
+	struct comb_buf q;
+	double secs[16];
+	long rows = 0, bytes = 0;
+	PGconn *db = NULL;
+	json_t *all;
+	int rc;
+
+	comb_buf_init(&q, 1 << 20);
+	if (runs < 1 || runs > 16)
+		runs = 3;
+	rc = bench_layout_from_opts(&l, argc, argv);
+	if (rc == 0 && !(db = url ? connect_db(url) : NULL))
+		rc = COMB_EUNAVAIL;
+	if (rc == 0)
+		rc = floor_query(&l, nchannels, &q);
+	all = json_array();
+	for (i = 0; i < runs && rc == 0; i++) {
+		rc = copy_once(db, q.data, &rows, &bytes, &secs[i]);
+		json_array_append_new(all, json_real(secs[i]));
+	}
+	expected = nchannels > 0 ? bench_artifacts_in(&l, nchannels) : l.artifacts;
+	if (rc == 0)
+		bench_print(json_pack("{s:s,s:f,s:o,s:i,s:i,s:I,s:b}",
+			"command", "floor-copy",
+			"seconds", bench_quantile(secs, (size_t)runs, 0.5),
+			"runs", all, "rows", (int)rows, "expected_rows", expected,
+			"bytes", (json_int_t)bytes, "ok", rows == expected));
+	else
+		json_decref(all);
+	PQfinish(db);
+	comb_buf_release(&q);
+	return rc ? 1 : 0;
+}
+
+/* ---- insert-floor ---- */
+
+struct insert_job {
+	const char *url;
+	const struct bench_layout *l;
+	struct comb_event *evs;
+	size_t from, to;
+	int batch;
+	int rc;
+};
+
+static void *insert_main(void *arg)
+{
+	struct insert_job *job = arg;
+	PGconn *db = connect_db(job->url);
+	const char **params = NULL;
+	char (*created)[24] = NULL, community[24];
+	struct comb_buf sql, *raws = NULL;
+	size_t i, k;
+
+	comb_buf_init(&sql, 1 << 20);
+	if (!db) {
+		job->rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	params = calloc((size_t)job->batch * 7, sizeof(*params));
+	created = calloc((size_t)job->batch, sizeof(*created));
+	raws = calloc((size_t)job->batch, sizeof(*raws));
+	if (!params || !created || !raws) {
+		job->rc = COMB_ENOMEM;
+		goto out;
+	}
+	for (k = 0; k < (size_t)job->batch; k++)
+		comb_buf_init(&raws[k], 1 << 20);
+	snprintf(community, sizeof(community), "%ld", job->l->community);
+	for (i = job->from; i < job->to && job->rc == 0; i += (size_t)job->batch) {
+		size_t n = job->to - i < (size_t)job->batch ? job->to - i : (size_t)job->batch;
+		PGresult *res;
+
+		comb_buf_reset(&sql);
+		comb_buf_puts(&sql, "INSERT INTO bench_ingest_floor (community_id, id,"
+				    " pubkey, created_at, kind, channel_id, raw) VALUES ");
+		for (k = 0; k < n; k++) {
+			struct comb_event *ev = &job->evs[i + k];
+			size_t p = 7 * k;
+
+			comb_buf_printf(&sql, "%s($%zu,$%zu,$%zu,$%zu,$%zu,$%zu::uuid,$%zu)",
+					k ? "," : "", p + 1, p + 2, p + 3, p + 4, p + 5,
+					p + 6, p + 7);
+			comb_buf_reset(&raws[k]);
+			comb_event_to_json(ev, &raws[k]);
+			snprintf(created[k], sizeof(created[k]), "%lld",
+				 (long long)ev->created_at);
+			params[p] = community;
+			params[p + 1] = ev->id;
+			params[p + 2] = ev->pubkey;
+			params[p + 3] = created[k];
+			params[p + 4] = "45010";
+			params[p + 5] = comb_event_tag_value(ev, "h");
+			params[p + 6] = raws[k].data;
+		}
+		res = PQexecParams(db, sql.data, (int)(7 * n), NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			bench_log("insert-floor: %s", PQresultErrorMessage(res));
+			job->rc = COMB_EUNAVAIL;
+		}
+		PQclear(res);
+	}
+out:
+	for (k = 0; raws && k < (size_t)job->batch; k++)
+		comb_buf_release(&raws[k]);
+	free(raws);
+	free(created);
+	free(params);
+	comb_buf_release(&sql);
+	PQfinish(db);
+	return NULL;
+}
+
+static int exec_sql(PGconn *db, const char *sql)
+{
+	PGresult *res = PQexec(db, sql);
+	int ok = PQresultStatus(res) == PGRES_COMMAND_OK ||
+		 PQresultStatus(res) == PGRES_TUPLES_OK;
+
+	if (!ok)
+		bench_log("%s: %s", sql, PQresultErrorMessage(res));
+	PQclear(res);
+	return ok ? 0 : COMB_EUNAVAIL;
+}
+
+int bench_cmd_insert_floor(int argc, char **argv)
+{
+	const char *url = bench_opt(argc, argv, "--db", NULL);
+	int conns = (int)bench_opt_long(argc, argv, "--conns", 4);
+	int batch = (int)bench_opt_long(argc, argv, "--batch", 64);
+	struct insert_job jobs[16];
+	pthread_t tids[16];
+	struct bench_layout l;
+	struct comb_event *evs = NULL;
+	PGconn *db = NULL;
+	PGresult *res;
+	long stored = -1;
+	size_t n = 0, i;
+	double t0, t1 = 0;
+	int rc, k;
+
+	if (conns < 1 || conns > 16)
+		conns = 4;
+	if (batch < 1 || batch > 1000)
+		batch = 64;
+	rc = bench_layout_from_opts(&l, argc, argv);
+	n = (size_t)bench_opt_long(argc, argv, "--events", l.artifacts);
+	evs = calloc(n ? n : 1, sizeof(*evs));
+	if (rc == 0 && !evs)
+		rc = COMB_ENOMEM;
+	if (rc == 0)
+		rc = bench_ingest_events(&l, "floor", evs, n);
+	if (rc == 0 && !(db = url ? connect_db(url) : NULL))
+		rc = COMB_EUNAVAIL;
+	if (rc == 0)
+		rc = exec_sql(db, "SET client_min_messages = warning");
+	if (rc == 0)
+		rc = exec_sql(db, "DROP TABLE IF EXISTS bench_ingest_floor");
+	if (rc == 0)
+		rc = exec_sql(db, "CREATE TABLE bench_ingest_floor (LIKE events INCLUDING ALL)");
+	if (rc)
+		goto out;
+	t0 = bench_now();
+	for (k = 0; k < conns; k++) {
+		jobs[k] = (struct insert_job){
+			.url = url, .l = &l, .evs = evs, .batch = batch,
+			.from = n * (size_t)k / (size_t)conns,
+			.to = n * (size_t)(k + 1) / (size_t)conns,
+		};
+		if (pthread_create(&tids[k], NULL, insert_main, &jobs[k])) {
+			rc = COMB_EIO;
+			conns = k;
+			break;
+		}
+	}
+	for (k = 0; k < conns; k++) {
+		pthread_join(tids[k], NULL);
+		if (jobs[k].rc)
+			rc = jobs[k].rc;
+	}
+	t1 = bench_now() - t0;
+	res = PQexec(db, "SELECT count(*) FROM bench_ingest_floor");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		stored = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	exec_sql(db, "DROP TABLE IF EXISTS bench_ingest_floor");
+	if (rc == 0)
+		bench_print(json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:i,s:b}",
+			"command", "insert-floor", "events", (int)n, "conns", conns,
+			"batch", batch, "seconds", t1, "events_per_s", (double)n / t1,
+			"stored", (int)stored, "ok", stored == (long)n));
+out:
+	PQfinish(db);
+	for (i = 0; evs && i < n; i++)
+		comb_event_release(&evs[i]);
+	free(evs);
+	return rc ? 1 : 0;
+}

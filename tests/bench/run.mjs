@@ -1,0 +1,677 @@
+// The driver of `make bench` / `make bench-quick` (docs/benchmarks.md),
+// started by scripts/bench.sh once the private PostgreSQL and Redis run.
+// It creates and migrates the database, loads the fixtures with
+// `comb-bench load`, starts comb-capture and two relay nodes, runs every
+// scenario of BENCHMARKS.md through comb-bench (tests/bench/*.c) and prints
+// ONE JSON object per scenario on stdout: the figures, the floor, the
+// ratio, the target and whether it was met, whether what was read was
+// correct, the relays' peak RSS, the PostgreSQL time per statement
+// (pg_stat_statements) and the machine. Everything else goes to stderr.
+//
+// Exit status: 1 when a scenario read something wrong or could not run;
+// with BENCH_ENFORCE=1 (full mode) also when a target was missed.
+//
+// usage: node tests/bench/run.mjs --mode full|quick [--only a,b]
+// Environment (set by scripts/bench.sh): BENCH_PGPORT, BENCH_PG_LOG,
+// BENCH_REDIS_URL, BENCH_BUILD_DIR, BENCH_OUT, BENCH_STACK, BENCH_SEED.
+
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const args = process.argv.slice(2);
+const argOf = (name, def) => {
+	const i = args.indexOf(name);
+	return i >= 0 && i + 1 < args.length ? args[i + 1] : def;
+};
+const mode = argOf('--mode', 'full');
+const only = argOf('--only', '') ? argOf('--only', '').split(',') : null;
+const quick = mode === 'quick';
+
+const env = process.env;
+const buildDir = env.BENCH_BUILD_DIR;
+const outDir = env.BENCH_OUT;
+const pgPort = env.BENCH_PGPORT;
+const redisUrl = env.BENCH_REDIS_URL;
+const seed = env.BENCH_SEED || 'comb-bench-1';
+if (!buildDir || !outDir || !pgPort || !redisUrl) {
+	console.error('run.mjs: start it through scripts/bench.sh (make bench)');
+	process.exit(2);
+}
+const benchBin = path.join(buildDir, 'bench-tools', 'comb-bench');
+const relayBin = path.join(buildDir, 'bin', 'comb-relay');
+const captureBin = path.join(buildDir, 'bin', 'comb-capture');
+const adminBin = path.join(buildDir, 'bin', 'comb-admin');
+const logDir = path.join(outDir, 'logs');
+fs.mkdirSync(logDir, { recursive: true });
+
+// What each mode runs. The quick mode is the reference layout at 1/10
+// scale with fewer clients; its targets are reported, not enforced.
+const P = quick ? {
+	scale: 0.1, runs: 2, reads: 200, liveSubs: 100, liveEdits: 20,
+	conns: 500, hold: 1, settle: 11, explain: false,
+} : {
+	scale: 1, runs: 3, reads: 1000, liveSubs: 1000, liveEdits: 200,
+	conns: 5000, hold: 5, settle: 12, explain: true,
+};
+// BENCH_EXPLAIN=1 or 0 overrides whether plans are captured.
+if (env.BENCH_EXPLAIN)
+	P.explain = env.BENCH_EXPLAIN === '1';
+const dbName = 'comb_bench';
+const dbUrl = `postgresql://postgres@127.0.0.1:${pgPort}/${dbName}`;
+const common = ['--seed', seed, '--scale', String(P.scale)];
+
+const log = (...m) => console.error('bench:', ...m);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------
+// processes
+
+function runCapture(bin, argv, opts = {}) {
+	return new Promise((resolve, reject) => {
+		const child = spawn(bin, argv, { env: opts.env ?? env, stdio: ['ignore', 'pipe', 'pipe'] });
+		const out = [];
+		const err = [];
+		child.stdout.on('data', (c) => out.push(c));
+		child.stderr.on('data', (c) => {
+			err.push(c);
+			if (opts.echo !== false)
+				process.stderr.write(c);
+		});
+		child.on('error', reject);
+		child.on('close', (code) => resolve({
+			code,
+			stdout: Buffer.concat(out).toString('utf8'),
+			stderr: Buffer.concat(err).toString('utf8'),
+		}));
+	});
+}
+
+// Runs a comb-bench subcommand; resolves to its JSON (with exit status).
+async function bench(cmd, extra = []) {
+	const r = await runCapture(benchBin, [cmd, ...common, '--community', String(state.community), ...extra]);
+	const line = r.stdout.trim().split('\n').filter(Boolean).pop();
+	let json = null;
+	try {
+		json = JSON.parse(line);
+	} catch {
+		json = { ok: false, errors: [`comb-bench ${cmd} printed no result (exit ${r.code})`] };
+	}
+	json.exit = r.code;
+	return json;
+}
+
+async function psql(sql, db = dbName) {
+	const r = await runCapture('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+		'-h', '127.0.0.1', '-p', pgPort, '-U', 'postgres', '-d', db, '-F', '\t', '-c', sql],
+	{ echo: false });
+	if (r.code !== 0)
+		throw new Error(`psql failed: ${r.stderr}\n${sql}`);
+	return r.stdout.replace(/\n$/, '');
+}
+
+function freePort() {
+	return new Promise((resolve, reject) => {
+		const srv = net.createServer();
+		srv.on('error', reject);
+		srv.listen(0, '127.0.0.1', () => {
+			const { port } = srv.address();
+			srv.close(() => resolve(port));
+		});
+	});
+}
+
+function httpGet(port, urlPath) {
+	return new Promise((resolve) => {
+		const req = http.request({ host: '127.0.0.1', port, path: urlPath,
+			headers: { host: `localhost:${port}` }, timeout: 2000 }, (res) => {
+			res.resume();
+			res.on('end', () => resolve(res.statusCode));
+		});
+		req.on('error', () => resolve(0));
+		req.on('timeout', () => req.destroy());
+		req.end();
+	});
+}
+
+const services = [];
+
+function startService(name, bin, extraEnv) {
+	const file = path.join(logDir, `${name}.log`);
+	const fd = fs.openSync(file, 'w');
+	const child = spawn(bin, [], { env: { PATH: env.PATH, ...extraEnv }, stdio: ['ignore', fd, fd] });
+	fs.closeSync(fd);
+	const svc = { name, child, file, exited: null };
+	svc.done = new Promise((resolve) => child.on('exit', (code, sig) => {
+		svc.exited = { code, sig };
+		resolve();
+	}));
+	services.push(svc);
+	return svc;
+}
+
+async function stopService(svc) {
+	if (svc.exited)
+		return;
+	svc.child.kill('SIGTERM');
+	const t = setTimeout(() => svc.child.kill('SIGKILL'), 10000);
+	await svc.done;
+	clearTimeout(t);
+}
+
+process.on('exit', () => {
+	for (const s of services) {
+		if (!s.exited)
+			try { s.child.kill('SIGKILL'); } catch { /* gone */ }
+	}
+});
+for (const sig of ['SIGINT', 'SIGTERM']) {
+	process.once(sig, () => process.exit(130));
+}
+
+async function startRelay(i, extraEnv = {}) {
+	const port = await freePort();
+	const svc = startService(`relay${i}`, relayBin, {
+		COMB_DATABASE_URL: dbUrl,
+		COMB_REDIS_URL: redisUrl,
+		COMB_RELAY_SECRET_KEY: state.relayKey,
+		COMB_LISTEN: `127.0.0.1:${port}`,
+		COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
+		COMB_INCREMENTAL_ENABLED: 'true',
+		COMB_CAPTURE_ENDPOINT: state.captureEndpoint,
+		COMB_WRITE_RATE: '0',
+		COMB_LOG_LEVEL: 'warn',
+		COMB_NUM_THREADS: '640',
+		...extraEnv,
+	});
+	const deadline = Date.now() + 30000;
+	while (await httpGet(port, '/readyz') !== 200) {
+		if (svc.exited || Date.now() > deadline)
+			throw new Error(`relay ${i} did not become ready; see ${svc.file}`);
+		await sleep(100);
+	}
+	return { svc, port, pid: svc.child.pid, addr: `127.0.0.1:${port}`, host: `localhost:${port}` };
+}
+
+// ---------------------------------------------------------------------------
+// measurements around each scenario
+
+function procStatus(pid, field) {
+	try {
+		const text = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+		const m = new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(text);
+		return m ? Number(m[1]) : null;
+	} catch {
+		return null;
+	}
+}
+
+// Resets VmHWM to the current RSS (Linux clear_refs 5), so that each
+// scenario reports its own peak.
+function resetPeak(pid) {
+	try {
+		fs.writeFileSync(`/proc/${pid}/clear_refs`, '5');
+		return true;
+	} catch {
+		return false;
+	}
+}
+
+async function pgReset() {
+	await psql('SELECT pg_stat_statements_reset()');
+}
+
+// The statements that took the most PostgreSQL time during a scenario
+// (the first n, with queries cut at `width` characters).
+async function pgTop(n = 4, width = 140) {
+	const rows = await psql(
+		'SELECT calls, round(total_exec_time::numeric, 2), round(mean_exec_time::numeric, 3),' +
+		` left(regexp_replace(query, '\\s+', ' ', 'g'), ${width})` +
+		' FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())' +
+		" AND query NOT ILIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT " + n);
+	return rows === '' ? [] : rows.split('\n').map((r) => {
+		const [calls, total, mean, query] = r.split('\t');
+		return { query, calls: Number(calls), total_ms: Number(total), mean_ms: Number(mean) };
+	});
+}
+
+const results = [];
+let machine = null;
+
+async function scenario(name, relays, fn) {
+	if (only && !only.includes(name))
+		return null;
+	log(`scenario ${name}`);
+	for (const r of relays)
+		resetPeak(r.pid);
+	await pgReset();
+	// Other work on the machine shows here (these machines are shared).
+	const load0 = round(os.loadavg()[0], 2);
+	const t0 = Date.now();
+	let res;
+	try {
+		res = await fn();
+	} catch (err) {
+		res = { ok: false, pass: false, errors: [String(err.stack || err)] };
+	}
+	const peak = {};
+	for (const r of relays)
+		peak[r.svc.name] = procStatus(r.pid, 'VmHWM');
+	// Every statement of the scenario, kept beside the results.
+	const all = await pgTop(40, 2000).catch(() => []);
+	fs.writeFileSync(path.join(outDir, `pg-${name}.txt`), all.map((q) =>
+		`calls ${q.calls}  total ${q.total_ms} ms  mean ${q.mean_ms} ms\n  ${q.query}`).join('\n\n') + '\n');
+	const out = {
+		scenario: name,
+		mode,
+		...res,
+		relay_peak_rss_kib: peak,
+		pg_top_statements: await pgTop().catch(() => []),
+		wall_s: (Date.now() - t0) / 1000,
+		load_avg_1m_before: load0,
+		machine,
+	};
+	if (quick)
+		out.note = 'quick mode: 1/10 scale; targets are those of the reference scale, reported not enforced';
+	results.push(out);
+	process.stdout.write(`${JSON.stringify(out)}\n`);
+	return out;
+}
+
+const round = (x, d = 3) => (x === null || x === undefined ? null : Number(x.toFixed(d)));
+
+// ---------------------------------------------------------------------------
+// auto_explain: plans of the relay's own queries with their real parameters
+
+async function explainOn() {
+	for (const s of ['log_min_duration_statement = 0',
+		'auto_explain.log_min_duration = 0', 'auto_explain.log_analyze = on',
+		'auto_explain.log_buffers = on', 'auto_explain.log_timing = on',
+		'auto_explain.log_nested_statements = on', 'auto_explain.log_verbose = off'])
+		await psql(`ALTER SYSTEM SET ${s}`);
+	await psql('SELECT pg_reload_conf()');
+	await sleep(500);
+}
+
+async function explainOff() {
+	await psql('ALTER SYSTEM RESET auto_explain.log_min_duration');
+	await psql('ALTER SYSTEM RESET log_min_duration_statement');
+	await psql('SELECT pg_reload_conf()');
+	await sleep(300);
+}
+
+function logSize() {
+	try {
+		return fs.statSync(env.BENCH_PG_LOG).size;
+	} catch {
+		return 0;
+	}
+}
+
+function logSince(from) {
+	try {
+		const fd = fs.openSync(env.BENCH_PG_LOG, 'r');
+		const size = fs.fstatSync(fd).size;
+		const buf = Buffer.alloc(Math.max(0, size - from));
+		fs.readSync(fd, buf, 0, buf.length, from);
+		fs.closeSync(fd);
+		return buf.toString('utf8');
+	} catch {
+		return '';
+	}
+}
+
+// Re-runs, with EXPLAIN (ANALYZE, BUFFERS), the first statement logged
+// since `from` whose text contains `needle`, with the parameters the relay
+// sent (log_min_duration_statement logs them), prepared the way the relay's
+// unnamed statements are (parameter types inferred). Appends the plan to
+// explain-plans.txt.
+async function explainStatement(title, from, needle) {
+	const lines = logSince(from).split('\n');
+	for (let i = 0; i < lines.length; i++) {
+		const m = /execute <unnamed>: (.*)$/.exec(lines[i]);
+		if (!m || !m[1].includes(needle))
+			continue;
+		const detail = /DETAIL: {2}parameters: (.*)$/.exec(lines[i + 1] ?? '');
+		const params = [];
+		if (detail) {
+			const re = /\$(\d+) = ('(?:[^']|'')*'|NULL)/g;
+			let p;
+			while ((p = re.exec(detail[1])))
+				params[Number(p[1]) - 1] = p[2];
+		}
+		const exec = params.length ? `EXECUTE q(${params.join(', ')})` : 'EXECUTE q';
+		const sql = `PREPARE q AS ${m[1]};\n` +
+			`EXPLAIN (ANALYZE, BUFFERS) ${exec};\n` +
+			`EXPLAIN (ANALYZE, BUFFERS) ${exec};\n`;
+		const file = path.join(outDir, 'explain.sql');
+		fs.writeFileSync(file, sql);
+		const r = await runCapture('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', '127.0.0.1',
+			'-p', pgPort, '-U', 'postgres', '-d', dbName, '-f', file], { echo: false });
+		// The second run's plan: caches warm, as in the scenario.
+		const plans = r.stdout.split(/\n(?= +QUERY PLAN)/);
+		const text = `== ${title}\n-- ${m[1]}\n-- parameters: ${detail ? detail[1] : '(none)'}\n` +
+			`${plans[plans.length - 1] || r.stderr}\n\n`;
+		fs.appendFileSync(path.join(outDir, 'explain-plans.txt'), text);
+		return;
+	}
+	fs.appendFileSync(path.join(outDir, 'explain-plans.txt'),
+		`== ${title}\n(no statement containing ${JSON.stringify(needle)} was logged)\n\n`);
+}
+
+// Saves the plans auto_explain logged since `from` to explain-<name>.txt.
+function savePlans(name, from) {
+	const text = logSince(from);
+	if (!text)
+		return;
+	// Blocks: a "duration: ... plan:" line and its indented continuation.
+	const blocks = [];
+	let cur = null;
+	for (const line of text.split('\n')) {
+		if (/LOG: {2}duration: [\d.]+ ms {2}plan:/.test(line)) {
+			cur = { head: line, lines: [] };
+			blocks.push(cur);
+		} else if (cur && /^\s/.test(line)) {
+			cur.lines.push(line);
+		} else {
+			cur = null;
+		}
+	}
+	const body = blocks.map((b) => `${b.head}\n${b.lines.join('\n')}`).join('\n\n');
+	fs.writeFileSync(path.join(outDir, `explain-${name}.txt`), body);
+	log(`saved ${blocks.length} plans to ${path.join(outDir, `explain-${name}.txt`)}`);
+}
+
+// ---------------------------------------------------------------------------
+// the run
+
+const state = { community: 1, relayKey: null, captureEndpoint: null };
+
+async function main() {
+	const started = Date.now();
+	const keys = JSON.parse((await runCapture(benchBin, ['keys', ...common])).stdout);
+	state.keys = keys;
+	state.relayKey = crypto.randomBytes(32).toString('hex');
+	const manifest = path.join(outDir, 'manifest.tsv');
+	const cursor0 = path.join(outDir, 'cursor-initial.txt');
+	const cursorX = path.join(outDir, 'cursor-explain.txt');
+
+	await psql(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`, 'postgres');
+	await psql(`CREATE DATABASE ${dbName}`, 'postgres');
+	const mig = await runCapture(adminBin, ['migrate'], { env: { PATH: env.PATH, COMB_DATABASE_URL: dbUrl } });
+	if (mig.code !== 0)
+		throw new Error(`comb-admin migrate failed: ${mig.stderr}`);
+	await psql('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+	const cc = await runCapture(adminBin, ['community', 'create', '--host', 'localhost',
+		'--host', '127.0.0.1', '--owner', keys.admin, '--name', 'bench'],
+	{ env: { PATH: env.PATH, COMB_DATABASE_URL: dbUrl } });
+	if (cc.code !== 0)
+		throw new Error(`comb-admin community create failed: ${cc.stderr}`);
+	state.community = Number(cc.stdout.trim().split('\n').pop());
+
+	const pgVersion = await psql('SHOW server_version');
+	const cpus = os.cpus();
+	machine = {
+		cores: cpus.length,
+		cpu: cpus[0]?.model ?? null,
+		memory_gib: round(os.totalmem() / 2 ** 30, 1),
+		kernel: os.release(),
+		postgresql: pgVersion,
+		date: new Date().toISOString(),
+	};
+
+	log(`loading fixtures (scale ${P.scale}: ${keys.artifacts} artifacts, ${keys.memberships} memberships)`);
+	const load = await bench('load', ['--db', dbUrl, '--manifest', manifest]);
+	if (load.exit !== 0)
+		throw new Error('fixture load failed');
+	log(`fixtures: ${JSON.stringify(load)}`);
+	state.load = load;
+
+	state.captureEndpoint = `tcp://127.0.0.1:${await freePort()}`;
+	const capture = startService('capture', captureBin, {
+		COMB_DATABASE_URL: dbUrl,
+		COMB_REDIS_URL: redisUrl,
+		COMB_CAPTURE_ENDPOINT: state.captureEndpoint,
+		COMB_LOG_LEVEL: 'warn',
+	});
+	await sleep(300);
+	if (capture.exited)
+		throw new Error(`comb-capture exited; see ${capture.file}`);
+	// Node 0 may serve a sync of every artifact (max_events raised for the
+	// run); node 1 keeps the default.
+	const node0 = await startRelay(0, { COMB_SYNC_MAX_EVENTS: String(Math.max(4096, keys.artifacts + 1000)) });
+	const node1 = await startRelay(1);
+	const nodes = [node0, node1];
+	const at = (n) => ['--addr', n.addr, '--host', n.host];
+
+	// incremental_floor
+	let floor = null;
+	await scenario('incremental_floor', nodes, async () => {
+		floor = await bench('floor-copy', ['--db', dbUrl, '--runs', String(P.runs)]);
+		return {
+			seconds: round(floor.seconds, 4), runs: floor.runs?.map((x) => round(x, 4)),
+			rows: floor.rows, expected_rows: floor.expected_rows, bytes: floor.bytes,
+			target: 'the floor of incremental_initial (one COPY of the same rows through libpq)',
+			ok: floor.ok === true && floor.exit === 0, pass: floor.ok === true,
+		};
+	});
+
+	// incremental_initial
+	const initial = async () => bench('incr-initial', [...at(node0), '--manifest', manifest,
+		'--cursor-out', cursor0, '--limit', '100', '--runs', String(P.runs)]);
+	let haveCursor = false;
+	await scenario('incremental_initial', nodes, async () => {
+		const r = await initial();
+		haveCursor = r.ok === true;
+		if (!floor)
+			floor = await bench('floor-copy', ['--db', dbUrl, '--runs', String(P.runs)]);
+		const ratio = r.seconds && floor.seconds ? r.seconds / floor.seconds : null;
+		return {
+			seconds: round(r.seconds, 4), runs: r.runs?.map((x) => round(x, 4)),
+			pages: r.pages, items: r.items, distinct_artifacts: r.distinct,
+			expected_artifacts: keys.artifacts, bytes: r.bytes,
+			page_ms_p50: round(r.page_ms_p50), page_ms_max: round(r.page_ms_max),
+			client_sign_ms: round(r.client_sign_ms),
+			floor_s: round(floor.seconds, 4), ratio: round(ratio, 2),
+			target: 'at most 0.5 s in all and at most 2x the floor',
+			ok: r.ok === true, pass: r.ok === true && r.seconds <= 0.5 && ratio <= 2,
+			errors: r.errors,
+		};
+	});
+	const needCursor = async () => {
+		if (!haveCursor) {
+			const r = await bench('incr-initial', [...at(node0), '--manifest', manifest,
+				'--cursor-out', cursor0, '--limit', '100', '--runs', '1']);
+			haveCursor = r.ok === true;
+		}
+	};
+
+	// incremental_nochange
+	await scenario('incremental_nochange', nodes, async () => {
+		await needCursor();
+		const r = await bench('incr-nochange', [...at(node0), '--cursor-file', cursor0,
+			'--reads', String(P.reads)]);
+		return {
+			reads: r.reads, median_ms: round(r.median_ms), p90_ms: round(r.p90_ms),
+			p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
+			floor: 'GET /healthz on the same connection',
+			floor_median_ms: round(r.floor_healthz_median_ms),
+			ratio: round(r.median_ms / r.floor_healthz_median_ms, 2),
+			wrong_answers: r.wrong_answers, first_wrong: r.first_wrong || undefined,
+			target: 'median at most 1 ms',
+			ok: r.ok === true, pass: r.ok === true && r.median_ms <= 1,
+		};
+	});
+
+	// sync_snapshot: the small set and every artifact, each with its floor
+	await scenario('sync_snapshot', nodes, async () => {
+		const small = await bench('sync-snapshot', [...at(node0), '--manifest', manifest,
+			'--channels', String(keys.small_channels), '--runs', String(P.runs)]);
+		const all = await bench('sync-snapshot', [...at(node0), '--manifest', manifest,
+			'--channels', String(keys.art_channels), '--runs', String(P.runs)]);
+		const fSmall = await bench('floor-copy', ['--db', dbUrl, '--channels', String(keys.small_channels), '--runs', String(P.runs)]);
+		const fAll = await bench('floor-copy', ['--db', dbUrl, '--channels', String(keys.art_channels), '--runs', String(P.runs)]);
+		const ok = small.ok === true && all.ok === true;
+		const part = (r, f) => ({
+			events: r.events, expected_events: r.expected_events, channels: r.channels,
+			seconds: round(r.seconds, 4), runs: r.runs?.map((x) => round(x, 4)), bytes: r.bytes,
+			floor_s: round(f.seconds, 4),
+			ratio: r.seconds && f.seconds ? round(r.seconds / f.seconds, 2) : null,
+			errors: r.errors?.length ? r.errors : undefined,
+		});
+		return {
+			small: part(small, fSmall), all: part(all, fAll),
+			max_events_node0: Math.max(4096, keys.artifacts + 1000),
+			floor: 'one COPY of the same rows ordered by d',
+			target: `${BENCHMARK.smallSync} within 50 ms; ${BENCHMARK.allSync} within 100 ms`,
+			ok,
+			pass: ok && small.seconds <= 0.05 && all.seconds <= 0.1,
+		};
+	});
+
+	// plans of the read queries, captured with auto_explain
+	if (P.explain && !only) {
+		await needCursor();
+		fs.writeFileSync(path.join(outDir, 'explain-plans.txt'),
+			`EXPLAIN (ANALYZE, BUFFERS) of the relay's statements, re-run by run.mjs with the\n` +
+			`parameters the relay sent (${new Date().toISOString()}, ${mode} scale)\n\n`);
+		await explainOn();
+		const f1 = logSize();
+		await bench('incr-initial', [...at(node0), '--manifest', manifest, '--cursor-out', cursorX,
+			'--limit', '100', '--runs', '1']);
+		savePlans('incremental-initial', f1);
+		const f2 = logSize();
+		await bench('incr-nochange', [...at(node0), '--cursor-file', cursor0, '--reads', '3']);
+		savePlans('incremental-nochange', f2);
+		const f3 = logSize();
+		await bench('sync-snapshot', [...at(node0), '--manifest', manifest,
+			'--channels', String(keys.small_channels), '--runs', '1']);
+		savePlans('sync-snapshot', f3);
+		await explainOff();
+		await explainStatement('incremental first read: the first page query', f1, 'ORDER BY h.d LIMIT');
+		await explainStatement('incremental read with no change: comb_incremental_changes', f2,
+			'comb_incremental_changes(');
+		await explainStatement(`sync snapshot of ${keys.small_artifacts} artifacts`, f3, 'ORDER BY h.d');
+	}
+
+	// incremental_delta
+	await scenario('incremental_delta', nodes, async () => {
+		await needCursor();
+		const r = await bench('incr-delta', [...at(node0), '--manifest', manifest,
+			'--cursor-file', cursor0]);
+		return {
+			seconds: round(r.seconds, 4), ms: round(r.seconds * 1e3, 2), pages: r.pages,
+			items: r.items, expected_items: r.expected_items, missing: r.missing,
+			edits: r.edits, moves: r.moves, deletes: r.deletes,
+			grant_artifacts: r.grant_artifacts, revoked_artifacts: 64,
+			writes: r.writes, refused_writes: r.refused_writes, writes_s: round(r.writes_s, 2),
+			target: 'every expected item; at most 20 ms',
+			ok: r.ok === true, pass: r.ok === true && r.seconds <= 0.02,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+	if (P.explain && !only) {
+		await explainOn();
+		const from = logSize();
+		await bench('incr-read', [...at(node0), '--cursor-file', cursor0, '--limit', '1000']);
+		savePlans('incremental-delta', from);
+		await explainOff();
+		await explainStatement('incremental catch-up read after the delta: comb_incremental_changes',
+			from, 'comb_incremental_changes(');
+	}
+
+	// sync_live_latency
+	await scenario('sync_live_latency', nodes, async () => {
+		const r = await bench('sync-live', ['--addrs', nodes.map((n) => n.addr).join(','),
+			'--hosts', nodes.map((n) => n.host).join(','), '--manifest', manifest,
+			'--subs', String(P.liveSubs), '--edits', String(P.liveEdits)]);
+		return {
+			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
+			edits_delivered: r.edits_completed, snapshot_events: r.snapshot_events,
+			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
+			min_ms: round(r.min_ms), frames_before_ok: r.frames_before_ok,
+			per_node: r.per_node, setup_s: round(r.setup_s, 2),
+			from_send_p50_ms: round(r.from_send_p50_ms), from_send_p99_ms: round(r.from_send_p99_ms),
+			target: 'p50 at most 5 ms, p99 at most 25 ms',
+			ok: r.ok === true,
+			pass: r.ok === true && r.p50_ms <= 5 && r.p99_ms <= 25,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+
+	// ingest, with its plain INSERT floor
+	await scenario('ingest', nodes, async () => {
+		const f = await bench('insert-floor', ['--db', dbUrl, '--events', String(keys.artifacts),
+			'--conns', '4', '--batch', '64']);
+		const r = await bench('ingest', [...at(node0), '--db', dbUrl, '--events',
+			String(keys.artifacts), '--conns', '4', '--window', '64']);
+		const ratio = r.events_per_s && f.events_per_s ? f.events_per_s / r.events_per_s : null;
+		return {
+			events: r.events, acknowledged: r.acknowledged, refused: r.refused, stored: r.stored,
+			seconds: round(r.seconds, 3), events_per_s: round(r.events_per_s, 0),
+			ok_latency_p50_ms: round(r.ok_latency_p50_ms, 2),
+			ok_latency_p99_ms: round(r.ok_latency_p99_ms, 2),
+			floor: 'plain multi-row INSERT of the same events (64 rows per statement, 4 connections)',
+			floor_events_per_s: round(f.events_per_s, 0), floor_s: round(f.seconds, 3),
+			ratio: round(ratio, 2),
+			first_refusal: r.first_refusal || undefined,
+			target: 'at least 7,000 events/s and within 2x of the floor',
+			ok: r.ok === true && f.ok === true,
+			pass: r.ok === true && r.events_per_s >= 7000 && ratio <= 2,
+		};
+	});
+
+	// connections: a node of its own, sized for them
+	await stopService(node1.svc);
+	const threads = Math.ceil((P.conns + 64) * 8 / 7) + 16;
+	const node2 = await startRelay(2, { COMB_NUM_THREADS: String(threads) });
+	await sleep(500);
+	await scenario('connections', [node2], async () => {
+		const r = await bench('conns', [...at(node2), '--pid', String(node2.pid),
+			'--count', String(P.conns), '--hold', String(P.hold), '--settle', String(P.settle)]);
+		return {
+			target_connections: r.target, authenticated: r.authenticated, dropped: r.dropped,
+			first_error: r.first_error || undefined, connect_s: round(r.connect_s, 2),
+			kib_per_conn: round(r.kib_per_conn, 1),
+			kib_per_conn_while_connecting: round(r.kib_per_conn_connected, 1),
+			kib_per_conn_whole_process: round(r.kib_per_conn_whole_process, 1),
+			rss_before_kib: r.rss_before_kib, rss_connected_kib: r.rss_connected_kib,
+			rss_settled_kib: r.rss_settled_kib,
+			relay_threads: { before: r.threads_before, connected: r.threads_connected, settled: r.threads_settled },
+			num_threads: threads, ulimit_nofile: Number((await runCapture('bash', ['-c', 'ulimit -n'], { echo: false })).stdout.trim()),
+			probes_answered: `${r.probes_answered}/${r.probes}`,
+			target: 'at least 5,000 connections, at most 100 KiB each',
+			ok: r.ok === true,
+			pass: r.ok === true && r.authenticated >= 5000 && r.kib_per_conn <= 100,
+		};
+	});
+
+	for (const s of services)
+		await stopService(s);
+	const crashed = services.filter((s) => s.exited && s.exited.code !== 0 && s.exited.sig !== 'SIGTERM');
+	for (const s of crashed)
+		log(`${s.name} exited with ${JSON.stringify(s.exited)}; see ${s.file}`);
+	const wrong = results.filter((r) => !r.ok).map((r) => r.scenario);
+	const missed = results.filter((r) => !r.pass).map((r) => r.scenario);
+	log(`done in ${((Date.now() - started) / 1000).toFixed(1)} s: ${results.length} scenarios, ` +
+		`${wrong.length ? `WRONG or failed: ${wrong.join(', ')}` : 'all read correctly'}; ` +
+		`${missed.length ? `targets missed: ${missed.join(', ')}` : 'all targets met'}`);
+	fs.writeFileSync(path.join(outDir, `results-${mode}.jsonl`),
+		results.map((r) => JSON.stringify(r)).join('\n') + '\n');
+	if (wrong.length || crashed.length)
+		return 1;
+	if (!quick && env.BENCH_ENFORCE === '1' && missed.length)
+		return 1;
+	return 0;
+}
+
+const BENCHMARK = { smallSync: '4,096', allSync: '10,050' };
+
+main().then((code) => process.exit(code), (err) => {
+	log(`failed: ${err.stack || err}`);
+	process.exit(1);
+});

@@ -1,0 +1,130 @@
+// `make soak` (scripts/soak.sh runs this with a private PostgreSQL and
+// Redis named by COMB_TEST_STACK): the long runs of issue 7.
+//
+//   load     one relay node holding SOAK_SYNCS syncs (default 2000) under
+//            a steady write load (SOAK_RATE writes per second, default
+//            10) for DURATION seconds: relay RSS over time (no growth
+//            after warm-up), p99 delivery latency, errors, and every
+//            sync equal to its channel at the end (tests/soak/load.mjs);
+//   checker  the convergence checker (tests/e2e/lib/checker.mjs) for
+//            DURATION seconds on two relay nodes, with faults at random
+//            points: capture and relay nodes killed with SIGKILL, writing
+//            transactions held open, PostgreSQL and Redis restarted.
+//
+// Environment: SEED (default random; printed, and in every failure),
+// DURATION (seconds per part, default 600), SOAK_PARTS (default
+// "load,checker"), SOAK_SYNCS, SOAK_RATE, SOAK_REPORT (a JSON file for
+// the full report). Exits 1 when any part fails.
+
+import { execFile } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+import { buildDir, readStackEnv, sourceDir, stackDir, startRelay } from '../e2e/lib/harness.mjs';
+import { runChecker, summarize } from '../e2e/lib/checker.mjs';
+import { runLoad } from './load.mjs';
+
+const execFileP = promisify(execFile);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const seed = Number(process.env.SEED || crypto.randomInt(1, 2 ** 31));
+const durationMs = Number(process.env.DURATION || 600) * 1000;
+const parts = (process.env.SOAK_PARTS || 'load,checker').split(',').map((x) => x.trim()).filter(Boolean);
+const nSyncs = Number(process.env.SOAK_SYNCS || 2000);
+const rate = Number(process.env.SOAK_RATE || 10);
+const reportFile = process.env.SOAK_REPORT || path.join(buildDir, 'soak-report.json');
+
+const log = (line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+
+// Restarts of the soak stack's own servers (scripts/servers.sh).
+function serverHooks() {
+	const env = readStackEnv();
+	const servers = (fn, ...args) => execFileP('bash', ['-c',
+		`. "${path.join(sourceDir, 'scripts', 'servers.sh')}" && ${fn} "$@"`, 'servers', ...args]);
+	const pgDir = fs.realpathSync(path.join(stackDir, 'pg'));
+	return {
+		async pg(random) {
+			await servers('comb_pg_stop', pgDir);
+			await sleep(500 + Math.floor(random() * 2500));
+			await servers('comb_pg_start', pgDir, env.PGPORT, '0');
+		},
+		async redis(random) {
+			await servers('comb_redis_stop', path.join(stackDir, 'redis'));
+			await sleep(500 + Math.floor(random() * 2500));
+			await servers('comb_redis_start', path.join(stackDir, 'redis'), env.COMB_TEST_REDIS_PORT, '0');
+		},
+	};
+}
+
+async function loadPart() {
+	// civetweb keeps an eighth of its threads for plain HTTP
+	const threads = Math.ceil((nSyncs + 64) * 8 / 7) + 16;
+	const stack = await startRelay({
+		nodes: 1,
+		env: { COMB_WRITE_RATE: '0', COMB_NUM_THREADS: String(threads), COMB_DB_POOL_SIZE: '16' },
+	});
+	try {
+		log(`load: ${nSyncs} syncs, ${rate} writes/s for ${durationMs / 1000} s (relay num_threads ${threads})`);
+		const report = await runLoad(stack, { seed, syncs: nSyncs, rate, durationMs, log });
+		const l = report.latency;
+		log(`load: ${report.ok ? 'passed' : 'FAILED'}: ${report.syncs.opened} syncs opened in ${report.syncs.openMs} ms, ` +
+			`${report.syncs.live} live at the end, ${report.syncs.divergent} divergent; ` +
+			`${report.writes.ok} writes (${report.writes.perSecond}/s), ${report.writes.failed} failed; ` +
+			`${report.deliveries} deliveries, latency p50 ${l.all.p50} ms, p99 ${l.all.p99} ms, max ${l.all.max} ms ` +
+			`(after warm-up p99 ${l.afterWarmup.p99} ms); RSS ${report.rss?.warmupKb} kB after warm-up, ` +
+			`${report.rss?.endKb} kB at the end (growth ${report.rss?.growthKb} kB, allowed ${report.rss?.allowedKb}); ` +
+			`resyncs ${JSON.stringify(report.resyncs)}, drops ${report.drops}`);
+		for (const f of report.failures)
+			log(`FAIL load: ${f}`);
+		return report;
+	} finally {
+		await stack.stop();
+	}
+}
+
+async function checkerPart() {
+	const stack = await startRelay({ nodes: 2, env: { COMB_WRITE_RATE: '0' } });
+	try {
+		log(`checker: seed ${seed} for ${durationMs / 1000} s with faults`);
+		const report = await runChecker(stack, {
+			seed,
+			durationMs,
+			readers: 4,
+			channels: 8,
+			writeGapMs: 30,
+			faults: ['capture', 'node', 'hold', 'pg', 'redis'],
+			faultGapMs: [4000, 12000],
+			holdMs: durationMs >= 300000 ? 30000 : undefined,
+			faultHooks: serverHooks(),
+			log,
+		});
+		console.log(summarize(report));
+		return report;
+	} finally {
+		await stack.stop();
+	}
+}
+
+const results = { seed, durationMs, parts: {}, buildDir, started: new Date().toISOString() };
+let ok = true;
+log(`soak: seed ${seed}, ${durationMs / 1000} s per part, parts ${parts.join(', ')}`);
+for (const part of parts) {
+	let report;
+	try {
+		report = part === 'load' ? await loadPart() : part === 'checker' ? await checkerPart() : null;
+		if (!report)
+			throw new Error(`unknown part ${part}`);
+	} catch (err) {
+		report = { ok: false, failures: [err.stack ?? err.message] };
+		log(`FAIL ${part}: ${err.stack ?? err.message}`);
+	}
+	results.parts[part] = report;
+	ok = ok && report.ok && !(report.faultErrors?.length);
+	if (report.faultErrors?.length)
+		log(`FAIL ${part}: fault errors ${JSON.stringify(report.faultErrors)}`);
+}
+fs.writeFileSync(reportFile, JSON.stringify(results, null, 1));
+log(`soak: ${ok ? 'passed' : `FAILED (seed ${seed}; make soak SEED=${seed} DURATION=${durationMs / 1000})`}; report in ${reportFile}`);
+process.exit(ok ? 0 : 1);
