@@ -71,6 +71,9 @@ CREATE TABLE events (
 	redacted boolean NOT NULL DEFAULT false,  -- by a kind 9005
 	PRIMARY KEY (community_id, id)
 );
+-- Events are served far more often than written: keep raw uncompressed so
+-- that reads never pay for decompression.
+ALTER TABLE events ALTER COLUMN raw SET STORAGE EXTERNAL;
 CREATE UNIQUE INDEX events_seq ON events (seq);
 CREATE INDEX events_by_channel ON events (community_id, channel_id, created_at DESC);
 CREATE INDEX events_by_author ON events (community_id, pubkey, created_at DESC);

@@ -136,12 +136,18 @@ $$;
 -- order. Sources: 1 head changes in channels in view; 2 moves out of view;
 -- 3 the reader's membership changes; 4 channel policy changes. `what` is
 -- 'upsert' or a removal reason. Access is decided here, before the limit.
+-- PL/pgSQL so that each connection plans the statement once and reuses the
+-- plan: planning it costs ten times more than running it when nothing
+-- changed.
 CREATE FUNCTION comb_incremental_changes(
 	p_community bigint, p_reader text, p_keys integer[], p_named uuid[],
 	p_scoped boolean, p_types text[], p_after_xid xid8, p_after_src integer,
 	p_after_d uuid, p_horizon xid8, p_limit integer)
 RETURNS TABLE (xid xid8, src integer, d uuid, channel uuid, what text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
 WITH
 heads AS (
 	SELECT h.changed_xid AS xid, 1 AS src, h.d, h.channel_id AS channel,
@@ -235,6 +241,7 @@ lost AS (
 SELECT * FROM (
 	SELECT * FROM heads UNION ALL SELECT * FROM moves
 	UNION ALL SELECT * FROM gained UNION ALL SELECT * FROM lost) page
-ORDER BY xid, src, d
-LIMIT p_limit
+ORDER BY page.xid, page.src, page.d
+LIMIT p_limit;
+END
 $$;

@@ -45,9 +45,11 @@ static bool read_set(const json_t *arr, const char **out, size_t max,
 	    json_array_size(arr) > max)
 		return false;
 	for (i = 0; i < json_array_size(arr); i++) {
-		const char *s = json_string_value(json_array_get(arr, i));
+		const json_t *v = json_array_get(arr, i);
+		const char *s = json_string_value(v);
 
-		if (!s || !check(s))
+		/* a NUL inside a value would silently shorten it */
+		if (!s || strlen(s) != json_string_length(v) || !check(s))
 			return false;
 		out[i] = s;
 	}
@@ -87,7 +89,8 @@ int inc_request_parse(const json_t *filter, struct inc_request *req,
 					    "#d must hold 1 to 1000 canonical artifact uuids");
 		} else if (!strcmp(key, "cursor")) {
 			req->cursor = json_string_value(value);
-			if (!req->cursor || !*req->cursor)
+			if (!req->cursor || !*req->cursor ||
+			    strlen(req->cursor) != json_string_length(value))
 				return fail(errbuf, errlen, INC_BAD_CURSOR,
 					    "cursor must be a non-empty string");
 		} else if (!strcmp(key, "limit")) {

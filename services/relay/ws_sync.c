@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "artifact_filter.h"
 #include "comb/error.h"
@@ -480,11 +481,157 @@ static PGresult *run(PGconn *db, const char *sql, const char *const *params,
 	" AND ($3::text[] IS NULL OR h.type = ANY ($3::text[]))" \
 	" AND ($4::uuid[] IS NULL OR h.d = ANY ($4::uuid[]))"
 
+/* A snapshot frame that did not fit in the outbox yet. */
+struct held_frame {
+	struct held_frame *next;
+	size_t len;
+	char data[];
+};
+
 /*
- * Reads sub's set in one snapshot into *rows (d, accepted_seq, raw; by d).
+ * Frames of the snapshot on their way out. Rows are turned into frames as
+ * the database sends them, and each frame is pushed at once when the
+ * outbox has room (so the client reads while the database still sends);
+ * otherwise, and behind it every later frame, it waits in memory until
+ * the database connection has been given back. No connection or snapshot
+ * is ever held while the client is slow.
+ */
+struct stream {
+	struct sync_sub *sub;
+	struct comb_buf frame;
+	struct held_frame *head, *tail;
+	int rows;
+};
+
+static void stream_release(struct stream *st)
+{
+	struct held_frame *f, *next;
+
+	for (f = st->head; f; f = next) {
+		next = f->next;
+		free(f);
+	}
+	st->head = st->tail = NULL;
+	comb_buf_release(&st->frame);
+}
+
+/* Pushes held frames in order without waiting; true when none is left. */
+static bool stream_flush_nowait(struct stream *st)
+{
+	struct ws_outbox *ob = st->sub->session->outbox;
+	struct held_frame *f;
+
+	while ((f = st->head)) {
+		if (ws_outbox_push(ob, WS_OP_TEXT, f->data, f->len, 0))
+			return false;
+		st->head = f->next;
+		if (!st->head)
+			st->tail = NULL;
+		free(f);
+	}
+	return true;
+}
+
+/* Pushes what is held, waiting for the client (the connection's own
+ * thread may). Returns 0 or what the push returned. */
+static int stream_flush_wait(struct stream *st)
+{
+	struct ws_outbox *ob = st->sub->session->outbox;
+	struct held_frame *f;
+	int rc;
+
+	while ((f = st->head)) {
+		rc = ws_outbox_push(ob, WS_OP_TEXT, f->data, f->len, WS_PUSH_WAIT);
+		if (rc)
+			return rc;
+		st->head = f->next;
+		if (!st->head)
+			st->tail = NULL;
+		free(f);
+	}
+	return 0;
+}
+
+/* One row (d, accepted_seq, raw): remembered, framed, pushed or held. */
+static int stream_row(struct stream *st, const PGresult *res, int row)
+{
+	struct sync_sub *sub = st->sub;
+	struct held_frame *f;
+	uint8_t d[16];
+	int rc;
+
+	if (uuid_parse(PQgetvalue(res, row, 0), d))
+		return 0;
+	rc = dmap_put(&sub->known, d, strtoll(PQgetvalue(res, row, 1), NULL, 10));
+	if (rc)
+		return rc == COMB_ETOOBIG ? COMB_ENOMEM : rc;
+	comb_buf_reset(&st->frame);
+	rc = ws_format_event(&st->frame, sub->base.id, PQgetvalue(res, row, 2),
+			     (size_t)PQgetlength(res, row, 2));
+	if (rc)
+		return COMB_ENOMEM;
+	st->rows++;
+	if (stream_flush_nowait(st) &&
+	    ws_outbox_push(sub->session->outbox, WS_OP_TEXT, st->frame.data,
+			   st->frame.len, 0) == 0)
+		return 0;
+	f = malloc(sizeof(*f) + st->frame.len);
+	if (!f)
+		return COMB_ENOMEM;
+	f->next = NULL;
+	f->len = st->frame.len;
+	memcpy(f->data, st->frame.data, st->frame.len);
+	if (st->tail)
+		st->tail->next = f;
+	else
+		st->head = f;
+	st->tail = f;
+	return 0;
+}
+
+/* Runs the set's rows query in single-row mode, streaming every row. */
+static int stream_rows(PGconn *db, struct stream *st, const char *const *params,
+		       char *why, size_t whylen)
+{
+	PGresult *res;
+	bool failed = false;
+	int rc = 0, n;
+
+	if (!PQsendQueryParams(db, "SELECT h.d, h.accepted_seq, e.raw FROM artifact_heads h"
+			       " JOIN events e ON e.seq = h.accepted_seq" SET_WHERE
+			       " ORDER BY h.d", 4, NULL, params, NULL, NULL, 0) ||
+	    !PQsetSingleRowMode(db)) {
+		snprintf(why, whylen, "error: database unavailable");
+		return COMB_EUNAVAIL;
+	}
+	while ((res = PQgetResult(db))) {
+		switch (PQresultStatus(res)) {
+		case PGRES_SINGLE_TUPLE:
+		case PGRES_TUPLES_OK:
+			for (n = 0; n < PQntuples(res) && rc == 0 && !failed; n++)
+				rc = stream_row(st, res, n);
+			if (rc && !failed) {
+				snprintf(why, whylen, "error: out of memory");
+				failed = true;
+			}
+			break;
+		default:
+			if (!failed)
+				set_failure(res, why, whylen);
+			failed = true;
+			rc = COMB_EUNAVAIL;
+			break;
+		}
+		PQclear(res);
+	}
+	return failed ? (rc ? rc : COMB_EUNAVAIL) : 0;
+}
+
+/*
+ * Reads sub's set in one snapshot, streaming it into st (ordered by d).
  * Returns 0, or a negative COMB_E* with the CLOSED message in why.
  */
-static int snapshot(struct sync_sub *sub, PGresult **rows, char *why,
+static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 		    size_t whylen)
 {
 	struct ws_session *s = sub->session;
@@ -498,7 +645,6 @@ static int snapshot(struct sync_sub *sub, PGresult **rows, char *why,
 	size_t i;
 	int rc = 0;
 
-	*rows = NULL;
 	comb_buf_init(&channels, sub->nchannels * 40 + 8);
 	comb_buf_init(&types, 4 * COMB_MAX_TAG_BYTES + 8 * COMB_MAX_VALUES + 8);
 	comb_buf_init(&ds, sub->dfilter.count * 40 + 8);
@@ -562,13 +708,9 @@ static int snapshot(struct sync_sub *sub, PGresult **rows, char *why,
 		rc = COMB_ETOOBIG;
 		goto out;
 	}
-	*rows = run(db, "SELECT h.d, h.accepted_seq, e.raw FROM artifact_heads h"
-		    " JOIN events e ON e.seq = h.accepted_seq" SET_WHERE
-		    " ORDER BY h.d", params, PGRES_TUPLES_OK, why, whylen);
-	if (!*rows) {
-		rc = COMB_EUNAVAIL;
+	rc = stream_rows(db, st, params, why, whylen);
+	if (rc)
 		goto out;
-	}
 	res = run(db, "COMMIT", NULL, PGRES_COMMAND_OK, why, whylen);
 	if (!res) {
 		rc = COMB_EUNAVAIL;
@@ -579,33 +721,10 @@ out:
 	broken = rc && comb_db_conn_lost(db);
 	comb_db_release(s->relay->db, db, broken);
 out_nodb:
-	if (rc) {
-		PQclear(*rows);
-		*rows = NULL;
-	}
 	free(probes);
 	comb_buf_release(&channels);
 	comb_buf_release(&types);
 	comb_buf_release(&ds);
-	return rc;
-}
-
-/* Sends the snapshot's rows, remembering what each d is at. The
- * connection's own thread may wait for its client. */
-static int send_rows(struct sync_sub *sub, PGresult *rows)
-{
-	uint8_t d[16];
-	int row, rc = 0;
-
-	for (row = 0; row < PQntuples(rows) && rc == 0; row++) {
-		if (uuid_parse(PQgetvalue(rows, row, 0), d))
-			continue;
-		rc = dmap_put(&sub->known, d, strtoll(PQgetvalue(rows, row, 1), NULL, 10));
-		if (rc == 0)
-			rc = ws_send_event(sub->session, sub->base.id,
-					   PQgetvalue(rows, row, 2),
-					   (size_t)PQgetlength(rows, row, 2), WS_PUSH_WAIT);
-	}
 	return rc;
 }
 
@@ -656,13 +775,22 @@ static void finish(struct ws_session *s, struct sync_sub *sub, uint64_t generati
 	sync_make_runnable(sub);
 }
 
+static double ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 void ws_sync_open(struct ws_session *s, const char *sub_id,
 		  const json_t *filter)
 {
-	PGresult *rows = NULL;
+	struct stream st = {0};
 	struct sync_sub *sub;
 	uint64_t generation;
 	char why[300];
+	double t0 = ms_now(), t1, t2;
 	int wait_ms, rc;
 
 	if (!atomic_load(&reg.started)) {
@@ -688,19 +816,25 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	pthread_mutex_lock(&s->mu);
 	sub->started = true;
 	pthread_mutex_unlock(&s->mu);
-	rc = snapshot(sub, &rows, why, sizeof(why));
+	t1 = ms_now();
+	comb_buf_init(&st.frame, 4 * (size_t)s->relay->cfg.max_message_length + 4096);
+	st.sub = sub;
+	rc = snapshot(sub, &st, why, sizeof(why));
+	t2 = ms_now();
+	if (rc == 0) {
+		rc = stream_flush_wait(&st);
+		if (rc && rc != COMB_EIO)
+			snprintf(why, sizeof(why), "error: out of memory");
+	}
+	comb_debug("sync %s: %d artifacts; feed wait %.1f ms, snapshot %.1f ms, rest queued %.1f ms",
+		   sub->base.id, st.rows, t1 - t0, t2 - t1, ms_now() - t2);
+	stream_release(&st);
+	if (rc == COMB_EIO) {
+		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
+		return;
+	}
 	if (rc) {
 		refuse(s, sub, why);
-		return;
-	}
-	rc = send_rows(sub, rows);
-	PQclear(rows);
-	if (rc == COMB_ENOMEM || rc == COMB_ETOOBIG) {
-		refuse(s, sub, "error: out of memory");
-		return;
-	}
-	if (rc) {
-		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
 		return;
 	}
 	finish(s, sub, generation);

@@ -400,7 +400,7 @@ static int decode_field(const msgpack_object *key, const msgpack_object *val,
 			struct comb_signal *out, unsigned int *seen)
 {
 	unsigned int bit;
-	uint64_t v;
+	uint64_t v = 0;
 	int rc = 0;
 
 	if (key->type != MSGPACK_OBJECT_STR || key->via.str.size != 1)
@@ -572,7 +572,7 @@ int comb_signal_parse_notify(const char *text, struct comb_signal *out,
 	size_t flen[8], total, i;
 	struct comb_signal s;
 	unsigned int type;
-	uint64_t v;
+	uint64_t v = 0;
 	const char *p;
 	int rc;
 
@@ -632,7 +632,7 @@ int comb_signal_parse_ephemeral(const void *msg, size_t len,
 {
 	const char *p = msg, *colon;
 	struct comb_signal s;
-	uint64_t v;
+	uint64_t v = 0;
 
 	memset(out, 0, sizeof(*out));
 	memset(&s, 0, sizeof(s));

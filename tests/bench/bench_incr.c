@@ -261,8 +261,8 @@ int bench_cmd_incr_initial(int argc, char **argv)
 		ok = false;
 	if (r > 0) {
 		double med = bench_quantile(secs, (size_t)r, 0.5);
-		double p50 = bench_quantile(page_s, (size_t)(npages > 1 ? npages - 1 : 1), 0.5);
-		double pmax = bench_quantile(page_s, (size_t)(npages > 1 ? npages - 1 : 1), 1.0);
+		double p50 = bench_quantile(page_s, (size_t)(npages > 0 ? npages : 1), 0.5);
+		double pmax = bench_quantile(page_s, (size_t)(npages > 0 ? npages : 1), 1.0);
 
 		bench_print(json_pack("{s:s,s:f,s:o,s:i,s:i,s:I,s:I,s:I,s:f,s:f,s:f,s:b,s:o}",
 			"command", "incr-initial", "seconds", med, "runs", all,

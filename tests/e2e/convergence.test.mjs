@@ -7,7 +7,8 @@
 // The checker must also find a planted bug: the relay built with
 // -DCOMB_PLANT_BUG=ON drops `moved` removals from incremental reads (one
 // #ifdef in services/relay/incremental.c). The second test builds that
-// relay in BUILD/planted (a small Debug build of comb-relay alone) and
+// relay in BUILD/planted (a small Debug build of comb-relay and the
+// default policy plugin, without sanitizers) and
 // asserts that the same history fails against it and passes against the
 // real relay.
 //
@@ -58,10 +59,15 @@ test('the checker finds a planted bug: a relay dropping `moved` removals fails i
 	const t0 = Date.now();
 	await execFileP('cmake', ['-S', sourceDir, '-B', planted, '-DCMAKE_BUILD_TYPE=Debug',
 		'-DCOMB_PLANT_BUG=ON', '-DCOMB_SANITIZE=OFF'], { maxBuffer: 16 << 20 });
-	await execFileP('cmake', ['--build', planted, '--target', 'comb-relay', '-j2'], { maxBuffer: 64 << 20 });
+	// the policy plugin too: the main build's may carry sanitizers
+	await execFileP('cmake', ['--build', planted, '--target', 'comb-relay', 'comb_policy_default', '-j2'],
+		{ maxBuffer: 64 << 20 });
 	t.diagnostic(`planted relay built in ${Date.now() - t0} ms`);
 	const opts = { ops: 300, syncs: false };
-	const bad = await check(t, { relayBin: path.join(planted, 'bin', 'comb-relay') }, opts);
+	const bad = await check(t, {
+		relayBin: path.join(planted, 'bin', 'comb-relay'),
+		env: { ...RELAY_ENV, COMB_POLICY_PLUGIN: path.join(planted, 'lib', 'policy_default.so') },
+	}, opts);
 	assert.equal(bad.ok, false, 'the checker must fail against the planted bug');
 	assert.ok(bad.failures.some((f) => /incremental|broad|scoped/.test(f) && /differs from the truth/.test(f) &&
 		/"extra":\[\s*"/.test(f)), 'a store kept artifacts that moved away');

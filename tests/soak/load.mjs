@@ -9,8 +9,8 @@
 // between channels (10%). Every sync covers one channel. At the end each
 // sync must equal a fresh `current` read of its channel.
 
-import { newKey } from '../e2e/lib/harness.mjs';
-import { publish, revisionTags, uuid } from '../e2e/lib/artifacts.mjs';
+import { newKey, signEvent } from '../e2e/lib/harness.mjs';
+import { publish, publishSigned, revisionTags, uuid } from '../e2e/lib/artifacts.mjs';
 import { SyncStore, diffStores, pidListeningOn, rssKb, truthFor } from '../e2e/lib/clients.mjs';
 import { rng } from '../e2e/lib/checker.mjs';
 
@@ -138,15 +138,17 @@ export async function runLoad(stack, opts = {}) {
 		const h = move ? pick(channels.filter((x) => x !== a.h)) : a.h;
 		const spec = { d: a.d, h, op: move ? 'move' : 'update', prev: a.id, title: `load ${++n}` };
 		const tags = revisionTags(spec);
-		const begin = Date.now();
-		const r = await publish({ url }, admin, { kind: 45010, tags, content: 'y'.repeat(300) },
-			{ timeoutMs: 30000 }).catch((err) => ({ status: 0, raw: err.message, body: null }));
+		// signed first, so that a frame arriving before the answer counts
+		const event = signEvent(admin, { kind: 45010, tags, content: 'y'.repeat(300) });
+		sent.set(event.id, Date.now());
+		const r = await publishSigned({ url }, admin, event, { timeoutMs: 30000 })
+			.catch((err) => ({ status: 0, raw: err.message, body: null }));
 		if (r.status === 200 && r.body?.accepted) {
-			sent.set(r.event.id, begin);
 			report.writes.ok++;
 			a.id = r.event.id;
 			a.h = h;
 		} else {
+			sent.delete(event.id);
 			report.writes.failed++;
 			const why = `${r.status} ${r.body?.message ?? r.raw?.slice(0, 80)}`;
 			report.writes.errors[why] = (report.writes.errors[why] ?? 0) + 1;

@@ -189,6 +189,7 @@ export async function runChecker(stack, opts = {}) {
 
 	// --- the model (a guide for choosing operations) -------------------
 	const channels = [];          // {h, visibility, ttl, deleted}
+	const byId = new Map();       // h -> channel
 	const artifacts = new Map();  // d -> {h, id, deleted, type, older: []}
 	const members = new Map();    // `${h}:${pk}` -> true when active
 
@@ -264,11 +265,15 @@ export async function runChecker(stack, opts = {}) {
 		if (note('channelCreate', r) || r.status === 0 || r.status >= 500) {
 			const c = { h, visibility, ttl: ttl ?? 0, deleted: false };
 			channels.push(c);
+			byId.set(h, c);
 			if (!isAccepted(r)) {
 				await refreshChannel(c);
 				const rows = await sqlRetry(stack, `SELECT 1 FROM channels WHERE id = '${h}'`).catch(() => []);
-				if (rows.length === 0)
-					channels.pop();
+				if (rows.length === 0) {
+					channels.splice(channels.indexOf(c), 1);
+					byId.delete(h);
+					return null;
+				}
 			}
 			return c;
 		}
@@ -295,7 +300,12 @@ export async function runChecker(stack, opts = {}) {
 		const live = liveChannels();
 		const c = pick(random, live);
 		const n = ++seq;
-		const items = [...artifacts.entries()].filter(([, a]) => channels.find((x) => x.h === a.h && !x.deleted));
+		// artifacts of deleted channels can never be written again
+		if (n % 200 === 0)
+			for (const [d, a] of artifacts)
+				if (byId.get(a.h)?.deleted)
+					artifacts.delete(d);
+		const items = [...artifacts.entries()].filter(([, a]) => !byId.get(a.h)?.deleted);
 		const item = items.length ? pick(random, items) : null;
 		const reader = pick(random, readers);
 		switch (op) {
@@ -520,7 +530,7 @@ export async function runChecker(stack, opts = {}) {
 			if (random() < 0.1) {
 				for (const y of syncStores) {
 					if (y.state === 'refused' &&
-					    y.channels.some((h) => channels.find((c) => c.h === h)?.deleted))
+					    y.channels.some((h) => byId.get(h)?.deleted))
 						y.channels = syncTargets(random, y.reader, y.channels.length);
 					y.refresh();
 				}
@@ -648,8 +658,8 @@ export async function runChecker(stack, opts = {}) {
 			fail(v);
 
 	// nothing the relay accepted may be lost
-	for (let i = 0; i < accepted.length; i += 2000) {
-		const chunk = accepted.slice(i, i + 2000);
+	for (let i = 0; i < accepted.length; i += 1000) {
+		const chunk = accepted.slice(i, i + 1000);   // one psql argument
 		const rows = await stack.query(
 			`SELECT a.id FROM unnest(ARRAY['${chunk.join("','")}']) a(id)` +
 			' WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = a.id)');
