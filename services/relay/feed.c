@@ -9,7 +9,9 @@
  * sync can wait for its community to become trusted.
  *
  * A community becomes trusted on the first mark (or the signal with seq 1)
- * of the current epoch. While trusted, a signal whose seq is not the last
+ * of the current epoch. Messages of an epoch followed before and left
+ * (a late message of a former leader) are dropped: leaving that epoch
+ * interrupted everything already. While trusted, a signal whose seq is not the last
  * plus one, or a mark ahead of the last seq, interrupts the community: its
  * generation goes up and its syncs and live subscriptions are closed; the
  * count then goes on from the new seq, since every change whose signal was
@@ -48,6 +50,10 @@
 /* Messages handled per poll round before timers are looked at again. */
 #define ROUND_MESSAGES 4096
 #define INTERRUPTED "resync: change feed interrupted"
+/* Epochs left behind that are remembered, so that a late message of an old
+ * leader (another connection, another order) does not count as one more
+ * change of epoch. */
+#define PAST_EPOCHS 8
 
 struct fcomm {
 	struct fcomm *next;        /* bucket chain */
@@ -73,14 +79,14 @@ static struct {
 	atomic_bool started;
 	pthread_t thread;
 	int wake;                  /* eventfd */
-	struct relay *relay;
 	void *zctx, *sub;
 	int interval_ms;
 	atomic_llong last_beat_ms; /* 0: none yet */
 
 	/* the thread's own */
 	uint64_t epoch;            /* 0 before the first message */
-	uint64_t received, refused;
+	uint64_t left[PAST_EPOCHS]; /* epochs followed before, newest first */
+	uint64_t received, refused, stale;
 } feed = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.wake = -1,
@@ -414,11 +420,29 @@ static void dispatch(const struct comb_signal *s)
 	}
 }
 
+/* True when epoch was followed before and left: its messages are stale. */
+static bool left_behind(uint64_t epoch)
+{
+	size_t i;
+
+	for (i = 0; i < PAST_EPOCHS; i++) {
+		if (feed.left[i] == epoch)
+			return true;
+	}
+	return false;
+}
+
 static void handle(const struct comb_signal *s, int64_t now)
 {
+	if (s->epoch != feed.epoch && left_behind(s->epoch)) {
+		feed.stale++;
+		return;
+	}
 	if (s->epoch != feed.epoch) {
 		uint64_t old = feed.epoch;
 
+		memmove(feed.left + 1, feed.left, sizeof(feed.left) - sizeof(feed.left[0]));
+		feed.left[0] = old;
 		feed.epoch = s->epoch;
 		if (old != 0) {
 			char why[96];
@@ -575,7 +599,6 @@ int feed_start(struct relay *relay, char *errbuf, size_t errlen)
 	pthread_attr_t tattr;
 	int hwm = FEED_RCVHWM, zero = 0, ivl = 100, ivl_max = 1000, err, rc;
 
-	feed.relay = relay;
 	feed.interval_ms = relay->cfg.capture_heartbeat_ms;
 	atomic_store(&feed.stop, false);
 	atomic_store(&feed.last_beat_ms, 0);
@@ -662,6 +685,6 @@ void feed_stop(void)
 	feed.count = 0;
 	pthread_mutex_unlock(&feed.mu);
 	pthread_cond_destroy(&feed.trust);
-	comb_info("feed: stopped after %" PRIu64 " messages (%" PRIu64 " refused)",
-		  feed.received, feed.refused);
+	comb_info("feed: stopped after %" PRIu64 " messages (%" PRIu64 " refused, %" PRIu64
+		  " of epochs left behind)", feed.received, feed.refused, feed.stale);
 }

@@ -6,11 +6,13 @@
  * under each of its channels, so that from then on every signal of those
  * channels is held for it; the community's feed must be trusted (feed.h);
  * then one REPEATABLE READ READ ONLY transaction checks that the reader
- * may read every channel, counts the set and reads it ordered by d; the
- * rows go out (the connection's own thread may wait for its client here),
- * remembering per d the accepted_seq sent; if the feed stayed trusted and
- * nothing overflowed, EOSE; then the workers (ws_sync_apply.c) apply what
- * was held and whatever comes. A change committed after the snapshot began
+ * may read every channel, counts the set and reads it ordered by d,
+ * streaming the rows out as they arrive (those the outbox has no room for
+ * wait in memory until the database connection is given back; only then
+ * may the connection's own thread wait for its client) and remembering
+ * per d the accepted_seq sent; if the feed stayed trusted and nothing
+ * overflowed, EOSE; then the workers (ws_sync_apply.c) apply what was
+ * held and whatever comes. A change committed after the snapshot began
  * reaches the sync as a signal (or the feed is interrupted and the sync
  * closed), and re-reading an artifact sends it only when it is newer than
  * what the client holds, so the client's set stays exact.
@@ -35,6 +37,8 @@
 
 #define BUCKETS 4096
 #define INTERRUPTED "resync: change feed interrupted"
+/* The largest frame built (a stored event, with the frame around it). */
+#define MAX_FRAME (16 * 1024 * 1024 + 4096)
 
 struct slot {
 	struct slot *next;
@@ -175,7 +179,7 @@ void ws_sync_signal(const struct comb_signal *s)
 	case COMB_SIGNAL_HEAD:
 	case COMB_SIGNAL_MOVE:
 	case COMB_SIGNAL_REDACTION:
-		if (uuid_parse(s->d, d))
+		if (sync_uuid_parse(s->d, d))
 			return;
 		has_d = true;
 		break;
@@ -187,6 +191,8 @@ void ws_sync_signal(const struct comb_signal *s)
 	}
 	pthread_rwlock_rdlock(&reg.lock);
 	slot = slot_find(s->community, s->channel, false);
+	if (slot)
+		sync_note_begin();
 	for (i = 0; slot && i < slot->n; i++) {
 		struct sync_sub *sub = slot->subs[i];
 
@@ -199,6 +205,8 @@ void ws_sync_signal(const struct comb_signal *s)
 			sync_note_change(sub, NULL);
 		}
 	}
+	if (slot)
+		sync_note_end();
 	pthread_rwlock_unlock(&reg.lock);
 }
 
@@ -239,10 +247,15 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-bool sync_has_channel(const struct sync_sub *sub, const char *channel)
+const char *sync_find_channel(const struct sync_sub *sub, const char *channel)
 {
 	return bsearch(channel, sub->channels, sub->nchannels,
-		       sizeof(sub->channels[0]), cmp_channel) != NULL;
+		       sizeof(sub->channels[0]), cmp_channel);
+}
+
+bool sync_has_channel(const struct sync_sub *sub, const char *channel)
+{
+	return sync_find_channel(sub, channel) != NULL;
 }
 
 bool sync_has_type(const struct sync_sub *sub, const char *type)
@@ -356,7 +369,7 @@ static int copy_filter(struct sync_sub *sub, const struct artifact_filter *f)
 		dmap_init(&sub->dfilter, n);
 		sub->has_dfilter = true;
 		for (i = 0; i < n; i++) {
-			if (uuid_parse(json_string_value(json_array_get(f->d, i)), d) ||
+			if (sync_uuid_parse(json_string_value(json_array_get(f->d, i)), d) ||
 			    dmap_put(&sub->dfilter, d, 0))
 				return COMB_ENOMEM;
 		}
@@ -445,7 +458,7 @@ static int d_literal(struct comb_buf *b, const struct dmap *m)
 	for (i = 0; i < m->cap && rc == 0; i++) {
 		if (!m->slots[i].used)
 			continue;
-		uuid_format(m->slots[i].d, text);
+		sync_uuid_format(m->slots[i].d, text);
 		rc = comb_buf_printf(b, "%s%s", k++ ? "," : "", text);
 	}
 	return rc ? rc : comb_buf_putc(b, '}');
@@ -560,7 +573,7 @@ static int stream_row(struct stream *st, const PGresult *res, int row)
 	uint8_t d[16];
 	int rc;
 
-	if (uuid_parse(PQgetvalue(res, row, 0), d))
+	if (sync_uuid_parse(PQgetvalue(res, row, 0), d))
 		return 0;
 	rc = dmap_put(&sub->known, d, strtoll(PQgetvalue(res, row, 1), NULL, 10));
 	if (rc)
@@ -817,7 +830,7 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	sub->started = true;
 	pthread_mutex_unlock(&s->mu);
 	t1 = ms_now();
-	comb_buf_init(&st.frame, 4 * (size_t)s->relay->cfg.max_message_length + 4096);
+	comb_buf_init(&st.frame, MAX_FRAME);
 	st.sub = sub;
 	rc = snapshot(sub, &st, why, sizeof(why));
 	t2 = ms_now();

@@ -48,9 +48,10 @@
 struct work {
 	struct sync_sub *sub;
 	struct dmap pending;
+	bool access;               /* check every channel */
 	bool overflow;
 	bool skip;                 /* dead, or closed during this batch */
-	size_t probe_first;
+	size_t probe_first, probe_count;
 };
 
 /* One artifact to re-read, shared by every sync of the batch holding it. */
@@ -96,8 +97,9 @@ void sync_sched_init(struct sync_sub *sub)
 	dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
 }
 
-/* Appends sub to the run queue; the caller holds mu. */
-static void schedule_locked(struct sync_sub *sub)
+/* Appends sub to the run queue; the caller holds mu and wakes a worker
+ * (at once, or once for a whole series in sync_note_end). */
+static void enqueue_locked(struct sync_sub *sub)
 {
 	sub->scheduled = true;
 	sub->rq_next = NULL;
@@ -107,6 +109,11 @@ static void schedule_locked(struct sync_sub *sub)
 	else
 		pool.head = sub;
 	pool.tail = sub;
+}
+
+static void schedule_locked(struct sync_sub *sub)
+{
+	enqueue_locked(sub);
 	pthread_cond_signal(&pool.work);
 }
 
@@ -129,17 +136,36 @@ static bool has_work_locked(const struct sync_sub *sub)
 	return sub->pending.count || sub->access_check || sub->overflow;
 }
 
-void sync_note_change(struct sync_sub *sub, const uint8_t *d)
+/* Syncs queued since sync_note_begin: one wake-up for all of them, so
+ * that a worker finds the whole series and serves it with one batch. */
+static size_t noted;
+
+void sync_note_begin(void)
 {
 	pthread_mutex_lock(&pool.mu);
-	if (!sub->released && !sub->quiet && !sub->overflow) {
-		if (!d)
-			sub->access_check = true;
-		else if (dmap_put(&sub->pending, d, 0))
-			sub->overflow = true;
-		if (sub->runnable && !sub->scheduled && !sub->running)
-			schedule_locked(sub);
+	noted = 0;
+}
+
+void sync_note_change(struct sync_sub *sub, const uint8_t *d)
+{
+	if (sub->released || sub->quiet || sub->overflow)
+		return;
+	if (!d)
+		sub->access_check = true;
+	else if (dmap_put(&sub->pending, d, 0))
+		sub->overflow = true;
+	if (sub->runnable && !sub->scheduled && !sub->running) {
+		enqueue_locked(sub);
+		noted++;
 	}
+}
+
+void sync_note_end(void)
+{
+	if (noted > BATCH)
+		pthread_cond_broadcast(&pool.work);
+	else if (noted)
+		pthread_cond_signal(&pool.work);
 	pthread_mutex_unlock(&pool.mu);
 }
 
@@ -307,11 +333,18 @@ static int add_key(struct batch *b, int64_t community, const uint8_t d[16])
 	return 0;
 }
 
-static int add_probe(struct batch *b, const struct sync_sub *sub, size_t i)
+/* Adds the probe "may sub's reader read channel" (borrowed from sub)
+ * unless w has it already. */
+static int add_probe(struct batch *b, struct work *w, const char *channel)
 {
+	const struct sync_sub *sub = w->sub;
 	struct sync_probe *grown;
-	size_t cap;
+	size_t cap, i;
 
+	for (i = w->probe_first; i < b->nprobes; i++) {
+		if (b->probes[i].channel == channel)
+			return 0;
+	}
 	if (b->nprobes == b->capprobes) {
 		cap = b->capprobes ? 2 * b->capprobes : 256;
 		grown = realloc(b->probes, cap * sizeof(*grown));
@@ -322,7 +355,7 @@ static int add_probe(struct batch *b, const struct sync_sub *sub, size_t i)
 	}
 	b->probes[b->nprobes++] = (struct sync_probe){
 		.community = sub->community,
-		.channel = sub->channels[i],
+		.channel = channel,
 		.reader = sub->session->pubkey,
 		.read_keys = sub->session->read_keys,
 	};
@@ -342,7 +375,7 @@ static void kill_all(struct batch *b, const char *reason)
 }
 
 /* Skips dead syncs, closes overflowed ones, and gathers the artifacts to
- * re-read (sorted, distinct) and the access probes. */
+ * re-read (sorted, distinct). */
 static int collect(struct batch *b)
 {
 	size_t i, j, k;
@@ -365,9 +398,6 @@ static int collect(struct batch *b)
 			if (w->pending.slots[j].used)
 				rc = add_key(b, sub->community, w->pending.slots[j].d);
 		}
-		w->probe_first = b->nprobes;
-		for (j = 0; j < sub->nchannels && rc == 0; j++)
-			rc = add_probe(b, sub, j);
 	}
 	if (rc)
 		return rc;
@@ -396,7 +426,7 @@ static int key_arrays(struct batch *b, bool moves_only, struct comb_buf *cids,
 	for (i = 0; i < b->nkeys && rc == 0; i++) {
 		if (moves_only && !b->keys[i].want_moves)
 			continue;
-		uuid_format(b->keys[i].d, text);
+		sync_uuid_format(b->keys[i].d, text);
 		rc = comb_buf_printf(cids, "%s%" PRId64, n ? "," : "", b->keys[i].community);
 		rc = rc ? rc : comb_buf_printf(ds, "%s%s", n ? "," : "", text);
 		index[n++] = i;
@@ -424,11 +454,64 @@ static bool probes_readable(const struct batch *b, const struct work *w)
 {
 	size_t i;
 
-	for (i = 0; i < w->sub->nchannels; i++) {
+	for (i = 0; i < w->probe_count; i++) {
 		if (!b->probes[w->probe_first + i].readable)
 			return false;
 	}
 	return true;
+}
+
+/* The row of the moves result holding the latest move of k out of one of
+ * sub's channels, or -1. */
+static int move_row(const struct batch *b, const struct sync_sub *sub,
+		    const struct head_key *k)
+{
+	int row;
+
+	for (row = k->move_first; k->move_first >= 0 &&
+	     row < k->move_first + k->move_count; row++) {
+		if (sync_has_channel(sub, PQgetvalue(b->moves, row, 1)))
+			return row;
+	}
+	return -1;
+}
+
+/*
+ * The channels whose readability decides what w may be sent now: every
+ * channel of its sync when membership or policy changed, else the synced
+ * channels its changed artifacts are in, or left (their markers live
+ * there). A channel that became unreadable otherwise has a signal of its
+ * own coming, which checks every channel.
+ */
+static int gather_probes(struct batch *b, struct work *w)
+{
+	struct sync_sub *sub = w->sub;
+	const struct head_key *k;
+	const char *ch;
+	size_t j;
+	int rc = 0, row;
+
+	w->probe_first = b->nprobes;
+	if (w->access) {
+		for (j = 0; j < sub->nchannels && rc == 0; j++)
+			rc = add_probe(b, w, sub->channels[j]);
+	}
+	for (j = 0; j < w->pending.cap && rc == 0 && !w->access; j++) {
+		if (!w->pending.slots[j].used)
+			continue;
+		k = find_key(b, sub->community, w->pending.slots[j].d);
+		if (!k || (k->row < 0 && k->move_first < 0))
+			continue;
+		ch = NULL;
+		if (k->row >= 0)
+			ch = sync_find_channel(sub, head_channel(b, k));
+		if (!ch && (row = move_row(b, sub, k)) >= 0)
+			ch = sync_find_channel(sub, PQgetvalue(b->moves, row, 1));
+		if (ch)
+			rc = add_probe(b, w, ch);
+	}
+	w->probe_count = b->nprobes - w->probe_first;
+	return rc;
 }
 
 /* Marks the artifacts some sync knows but whose head left its channels. */
@@ -441,7 +524,7 @@ static bool mark_moves(struct batch *b)
 	for (i = 0; i < b->n; i++) {
 		struct work *w = &b->works[i];
 
-		if (w->skip || !probes_readable(b, w))
+		if (w->skip)
 			continue;
 		for (j = 0; j < w->pending.cap; j++) {
 			if (!w->pending.slots[j].used ||
@@ -505,6 +588,7 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 	PGconn *db;
 	bool ok = true, budget = false;
 	int rc = 0, row;
+	size_t i;
 
 	index = calloc(b->nkeys ? b->nkeys : 1, sizeof(*index));
 	if (!index) {
@@ -525,30 +609,36 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		b->heads = query_keys(db, b, false, index, &ok);
 		res = ok ? NULL : b->heads;
 		for (row = 0; ok && row < PQntuples(b->heads); row++) {
-			long i = strtol(PQgetvalue(b->heads, row, 0), NULL, 10);
+			long o = strtol(PQgetvalue(b->heads, row, 0), NULL, 10);
 
-			if (i >= 1 && (size_t)i <= b->nkeys)
-				b->keys[index[i - 1]].row = row;
+			if (o >= 1 && (size_t)o <= b->nkeys)
+				b->keys[index[o - 1]].row = row;
 		}
-	}
-	if (ok) {
-		rc = sync_probe_access(db, b->probes, b->nprobes, &budget);
-		ok = rc == 0;
 	}
 	if (ok && mark_moves(b)) {
 		b->moves = query_keys(db, b, true, index, &ok);
 		res = ok ? NULL : b->moves;
 		for (row = 0; ok && row < PQntuples(b->moves); row++) {
-			long i = strtol(PQgetvalue(b->moves, row, 0), NULL, 10);
+			long o = strtol(PQgetvalue(b->moves, row, 0), NULL, 10);
 			struct head_key *k;
 
-			if (i < 1 || (size_t)i > b->nkeys)
+			if (o < 1 || (size_t)o > b->nkeys)
 				continue;
-			k = &b->keys[index[i - 1]];
+			k = &b->keys[index[o - 1]];
 			if (k->move_first < 0)
 				k->move_first = row;
 			k->move_count++;
 		}
+	}
+	for (i = 0; ok && i < b->n; i++) {
+		if (!b->works[i].skip && gather_probes(b, &b->works[i])) {
+			rc = COMB_ENOMEM;
+			ok = false;
+		}
+	}
+	if (ok) {
+		rc = sync_probe_access(db, b->probes, b->nprobes, &budget);
+		ok = rc == 0;
 	}
 	if (ok) {
 		PGresult *c = PQexec(db, "COMMIT");
@@ -601,16 +691,12 @@ static int push(struct batch *b, struct work *w, const char *json, size_t len)
 static const char *move_marker(const struct batch *b, const struct sync_sub *sub,
 			       const struct head_key *k, size_t *len)
 {
-	int row;
+	int row = move_row(b, sub, k);
 
-	for (row = k->move_first; k->move_first >= 0 &&
-	     row < k->move_first + k->move_count; row++) {
-		if (sync_has_channel(sub, PQgetvalue(b->moves, row, 1))) {
-			*len = (size_t)PQgetlength(b->moves, row, 2);
-			return PQgetvalue(b->moves, row, 2);
-		}
-	}
-	return NULL;
+	if (row < 0)
+		return NULL;
+	*len = (size_t)PQgetlength(b->moves, row, 2);
+	return PQgetvalue(b->moves, row, 2);
 }
 
 /* Applies one changed artifact d to w's sync. Returns 0, or non-zero
@@ -749,6 +835,7 @@ static void *worker_main(void *arg)
 			w->sub = sub;
 			w->pending = sub->pending;
 			dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
+			w->access = sub->access_check;
 			w->overflow = sub->overflow;
 			w->skip = false;
 			sub->access_check = false;

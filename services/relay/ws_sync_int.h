@@ -57,9 +57,9 @@ void dmap_del(struct dmap *m, const uint8_t d[16]);
 
 /* Parses a canonical uuid (36 characters) into 16 bytes. Returns 0 or
  * COMB_EINVAL. */
-int uuid_parse(const char *text, uint8_t out[16]);
+int sync_uuid_parse(const char *text, uint8_t out[16]);
 /* Writes the canonical text of d (37 bytes with the NUL). */
-void uuid_format(const uint8_t d[16], char out[37]);
+void sync_uuid_format(const uint8_t d[16], char out[37]);
 
 /* ------------------------------------------------------------------ */
 /* one sync */
@@ -96,6 +96,10 @@ struct sync_sub {
 
 /* True when channel (canonical text) is one of sub's channels. */
 bool sync_has_channel(const struct sync_sub *sub, const char *channel);
+
+/* sub's own copy of channel (canonical text), or NULL when it is not one
+ * of sub's channels. */
+const char *sync_find_channel(const struct sync_sub *sub, const char *channel);
 
 /* True when type is allowed by sub's #type (always without one). */
 bool sync_has_type(const struct sync_sub *sub, const char *type);
@@ -141,10 +145,17 @@ void sync_workers_stop(void);
 /* Prepares the scheduling fields of a new sync. */
 void sync_sched_init(struct sync_sub *sub);
 
-/* Records that artifact d (NULL: the reader's access) of sub changed; the
+/*
+ * Records that artifact d (NULL: the reader's access) of sub changed; the
  * change is held until sync_make_runnable and applied afterwards by a
- * worker. Called by the feed thread under the registry's read lock. */
+ * worker. The feed thread calls it under the registry's read lock, for
+ * every sync a signal concerns, between sync_note_begin (which takes the
+ * pool's mu) and sync_note_end (which wakes the workers once and releases
+ * it).
+ */
+void sync_note_begin(void);
 void sync_note_change(struct sync_sub *sub, const uint8_t *d);
+void sync_note_end(void);
 
 /* True when sub's held changes overflowed. */
 bool sync_overflowed(struct sync_sub *sub);

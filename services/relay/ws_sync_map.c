@@ -130,7 +130,7 @@ static int hexval(char c)
 	return -1;
 }
 
-int uuid_parse(const char *text, uint8_t out[16])
+int sync_uuid_parse(const char *text, uint8_t out[16])
 {
 	size_t i, k = 0;
 	int hi, lo;
@@ -150,7 +150,7 @@ int uuid_parse(const char *text, uint8_t out[16])
 	return k == 16 ? 0 : COMB_EINVAL;
 }
 
-void uuid_format(const uint8_t d[16], char out[37])
+void sync_uuid_format(const uint8_t d[16], char out[37])
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t i, k = 0;

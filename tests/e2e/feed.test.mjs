@@ -6,10 +6,12 @@
 // readiness follows heartbeats; the relay subscribes to `hb` and, lazily,
 // to the communities of its connections; a sync waits for the first mark
 // (or the signal with seq 1) of the epoch; signals drive re-reads, access
-// checks and plain live delivery; a seq gap or a mark ahead interrupts one
-// community, a new epoch or lost heartbeats every community; afterwards
-// reopened syncs work. The data itself is real: a relay, PostgreSQL and
-// Redis, with writes through the relay's HTTP API.
+// checks (in the same snapshot as the data) and plain live delivery; held
+// changes are bounded; a seq gap or a mark ahead interrupts one community,
+// a new epoch or lost heartbeats every community, and late messages of an
+// epoch left behind are ignored; afterwards reopened syncs work. The data
+// itself is real: a relay, PostgreSQL and Redis, with writes through the
+// relay's HTTP API.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -210,6 +212,26 @@ describe('the feed', () => {
 		autoMark = true;
 	});
 
+	test('more held changes than a sync may hold close it before EOSE', async () => {
+		autoMark = false;
+		// Changes of n distinct artifacts arrive while the sync waits for
+		// the community's trust (seq 1 of the epoch "lost", no mark yet).
+		const held = async (n) => {
+			newEpoch(false);
+			seqs.set(cid, 1);
+			const c = await client(reader.sk);
+			c.send(['REQ', 'held', { artifact: 'current', '#h': [X] }]);
+			await quiet(c, 'held', 200);
+			for (let i = 0; i < n; i++)
+				signal(cid, { type: 'head', channel: X, d: uuid(), id: '0'.repeat(64) });
+			fake.mark(epoch, cid, seqs.get(cid));
+			return c.next(isFor('held'));
+		};
+		assert.deepEqual(await held(1025), ['CLOSED', 'held', 'resync: too many held changes']);
+		assert.deepEqual(await held(1024), ['EOSE', 'held']);
+		autoMark = true;
+	});
+
 	test('signals drive re-reads and access checks', async () => {
 		const rev = await accept(stack, admin, { d: uuid(), h: P, op: 'create', title: 'first' });
 		const c = await client(reader.sk);
@@ -231,6 +253,19 @@ describe('the feed', () => {
 		// the reader's own member signal: the reader cannot read P now
 		signal(cid, { type: 'member', channel: P, pubkey: reader.pk });
 		assert.equal(await closedReason(c, 's'), 'resync: access changed');
+		await addMember(stack, admin, P, reader.pk);
+	});
+
+	test('nothing written after the reader lost a channel is sent, whatever the signal order', async () => {
+		const rev = await accept(stack, admin, { d: uuid(), h: P, op: 'create', title: 'before' });
+		const c = await client(reader.sk);
+		await openSync(c, 'late', { artifact: 'current', '#h': [P] });
+		await removeMember(stack, admin, P, reader.pk);
+		const after = await accept(stack, admin, { d: tagValue(rev, 'd'), h: P, op: 'update', prev: rev.id,
+			title: 'after the removal' });
+		// the head signal arrives first: the re-read finds P unreadable
+		signal(cid, { type: 'head', channel: P, d: tagValue(rev, 'd'), id: after.id });
+		assert.equal(await closedReason(c, 'late'), 'resync: access changed');
 		await addMember(stack, admin, P, reader.pk);
 	});
 
@@ -293,11 +328,19 @@ describe('the feed', () => {
 		const other = await client(admin2, 2);
 		await openSync(c, 'e', { artifact: 'current', '#h': [X] });
 		await openSync(other, 'e2', { artifact: 'current', '#h': [X2] });
+		const before = epoch;
 		newEpoch(true);
 		assert.equal(await closedReason(c, 'e'), 'resync: change feed interrupted');
 		assert.equal(await closedReason(other, 'e2'), 'resync: change feed interrupted');
 		await openSync(c, 'e', { artifact: 'current', '#h': [X] });
 		await openSync(other, 'e2', { artifact: 'current', '#h': [X2] });
+		// a late message of the epoch left behind (a former leader) is stale
+		fake.heartbeat(before);
+		fake.signal({ epoch: before, community: cid, seq: 99, type: 'channel', channel: uuid(), xid: 1 });
+		await quiet(c, 'e');
+		await quiet(other, 'e2');
+		signal(cid, { type: 'channel', channel: uuid() });
+		await quiet(c, 'e');
 	});
 
 	test('missed heartbeats interrupt everything; the relay recovers when they return', async () => {
