@@ -58,8 +58,13 @@ CREATE INDEX members_by_reader ON members (community_id, pubkey, channel_id)
 CREATE INDEX members_changes ON members (community_id, pubkey, changed_xid);
 
 -- Stored events. raw is the event exactly as served (JSON.stringify form).
+-- community_id has no foreign key: every writer takes it from the
+-- community_hosts lookup of the same request and communities are never
+-- deleted, while the check would lock the community's single row (FOR KEY
+-- SHARE) in every writing transaction, all of which contend for it. The
+-- artifact tables of 0002 omit it for the same reason.
 CREATE TABLE events (
-	community_id bigint NOT NULL REFERENCES communities,
+	community_id bigint NOT NULL,
 	seq bigserial NOT NULL,
 	id text NOT NULL CHECK (id ~ '^[0-9a-f]{64}$'),
 	pubkey text NOT NULL,
@@ -89,6 +94,32 @@ CREATE TABLE event_tags (
 );
 CREATE INDEX event_tags_lookup ON event_tags (community_id, name, value, event_seq);
 CREATE INDEX event_tags_by_event ON event_tags (event_seq);
+
+-- Stores one event and its single-letter tags (name, first value; p_tags is
+-- the event's tags array) in one call, so that writers pay one round trip
+-- and the statements are planned once per connection. An event id the
+-- community already has is left as it is: seq is then the stored event's
+-- and inserted is false.
+CREATE FUNCTION comb_store_event(p_community bigint, p_id text, p_pubkey text,
+				 p_created_at bigint, p_kind integer,
+				 p_channel uuid, p_raw text, p_tags json,
+				 OUT seq bigint, OUT inserted boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO events (community_id, id, pubkey, created_at, kind, channel_id, raw)
+	VALUES (p_community, p_id, p_pubkey, p_created_at, p_kind, p_channel, p_raw)
+	ON CONFLICT (community_id, id) DO NOTHING
+	RETURNING events.seq INTO seq;
+	inserted := FOUND;
+	IF NOT inserted THEN
+		SELECT e.seq INTO seq FROM events e
+		 WHERE e.community_id = p_community AND e.id = p_id;
+		RETURN;
+	END IF;
+	INSERT INTO event_tags (community_id, event_seq, name, value)
+	SELECT p_community, seq, t->>0, t->>1 FROM json_array_elements(p_tags) t
+	 WHERE json_array_length(t) >= 2 AND octet_length(t->>0) = 1;
+END $$;
 
 -- The read key of comb/policy_set.h: the channel facts a policy decides on,
 -- as one number. Readable channels are those whose key is in the list the

@@ -18,16 +18,16 @@ ALTER TABLE artifact_heads ADD COLUMN home_since_xid xid8 NOT NULL
 	DEFAULT pg_current_xact_id();
 ALTER TABLE artifact_moves ADD COLUMN from_since_xid xid8;
 
+-- A created head is stamped by the column default, a moved one here.
 CREATE FUNCTION comb_stamp_artifact_home() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-	IF TG_OP = 'INSERT' OR NEW.channel_id IS DISTINCT FROM OLD.channel_id THEN
-		NEW.home_since_xid := pg_current_xact_id();
-	END IF;
+	NEW.home_since_xid := pg_current_xact_id();
 	RETURN NEW;
 END $$;
-CREATE TRIGGER artifact_heads_home_stamp BEFORE INSERT OR UPDATE ON artifact_heads
-	FOR EACH ROW EXECUTE FUNCTION comb_stamp_artifact_home();
+CREATE TRIGGER artifact_heads_home_stamp BEFORE UPDATE ON artifact_heads
+	FOR EACH ROW WHEN (NEW.channel_id IS DISTINCT FROM OLD.channel_id)
+	EXECUTE FUNCTION comb_stamp_artifact_home();
 
 -- The artifact entered the source by its latest earlier move into it, or
 -- by its creation there.

@@ -94,6 +94,52 @@ bool access_allows(const struct relay *relay, const struct actor *actor,
 	return comb_policy_allows(relay->policy, &req);
 }
 
+/* At most 96 named fact sets, 2 admin and 2 creator states, 4 digits and
+ * a comma each. */
+_Static_assert(96 * 2 * 2 * 5 + 2 < ACCESS_ACTION_KEYS_LITERAL,
+	       "action keys literal too small");
+
+void access_action_keys_literal(const struct relay *relay, const char *pubkey,
+				enum comb_action action,
+				char out[ACCESS_ACTION_KEYS_LITERAL])
+{
+	int flags = action == COMB_ACT_DELETE_ARTIFACT ? 2 : 1;
+	struct comb_policy_request extra = {0};
+	struct channel_row ch = {.exists = true};
+	struct actor actor;
+	size_t used = 0;
+	int admin, creator, k;
+
+	snprintf(actor.pubkey, sizeof(actor.pubkey), "%s", pubkey);
+	out[used++] = '{';
+	for (admin = 0; admin < 2; admin++) {
+		actor.community_admin = admin;
+		for (creator = 0; creator < flags; creator++) {
+			extra.actor_is_creator = creator;
+			for (k = 0; k < COMB_POLICY_READ_KEYS; k++) {
+				/* Writes name their channel; visibility 3
+				 * is no channel at all. */
+				if (!((k >> 7) & 1) || (k & 3) > COMB_VIS_PRIVATE)
+					continue;
+				ch.facts.visibility = (enum comb_visibility)(k & 3);
+				ch.facts.is_dm = (k >> 2) & 1;
+				ch.facts.deleted = (k >> 3) & 1;
+				ch.facts.archived = (k >> 4) & 1;
+				ch.facts.role = (enum comb_role)((k >> 5) & 3);
+				ch.facts.named = 1;
+				if (!access_allows(relay, &actor, action, &ch, &extra))
+					continue;
+				used += (size_t)snprintf(out + used,
+					ACCESS_ACTION_KEYS_LITERAL - used, "%s%d",
+					used > 1 ? "," : "",
+					k + admin * ACCESS_KEY_ADMIN +
+					creator * ACCESS_KEY_CREATOR);
+			}
+		}
+	}
+	snprintf(out + used, ACCESS_ACTION_KEYS_LITERAL - used, "}");
+}
+
 void access_read_keys_literal(const struct relay *relay,
 			      const struct actor *actor,
 			      char out[ACCESS_KEYS_LITERAL])

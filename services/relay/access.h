@@ -15,6 +15,11 @@
 
 /* Large enough for every read key as a PostgreSQL array literal. */
 #define ACCESS_KEYS_LITERAL 1200
+/* Large enough for every action key as a PostgreSQL array literal. */
+#define ACCESS_ACTION_KEYS_LITERAL 2048
+/* Added to a channel's read key in an action key (see below). */
+#define ACCESS_KEY_ADMIN (1 << 8)
+#define ACCESS_KEY_CREATOR (1 << 9)
 
 struct actor {
 	char pubkey[65];
@@ -62,6 +67,21 @@ int access_load_channel(PGconn *db, const struct community *c,
 bool access_allows(const struct relay *relay, const struct actor *actor,
 		   enum comb_action action, const struct channel_row *channel,
 		   const struct comb_policy_request *extra);
+
+/*
+ * Writes as a PostgreSQL int[] literal ("{130,...}") every action key for
+ * which the policy plugins let pubkey do action on a channel its request
+ * names. An action key is the channel's read key (comb_policy_read_key of
+ * its facts, with the actor's role and named set) plus ACCESS_KEY_ADMIN
+ * when the actor is a community admin and, for COMB_ACT_DELETE_ARTIFACT
+ * only, ACCESS_KEY_CREATOR when the actor created the artifact. Both
+ * states of each flag are asked, so that the database, which learns them
+ * only inside the write's transaction, can decide with the plugins'
+ * answers (SQL comb_write_key() computes a channel's key).
+ */
+void access_action_keys_literal(const struct relay *relay, const char *pubkey,
+				enum comb_action action,
+				char out[ACCESS_ACTION_KEYS_LITERAL]);
 
 /* Writes actor's read keys as a PostgreSQL int[] literal ("{0,1,...}"). */
 void access_read_keys_literal(const struct relay *relay,

@@ -13,9 +13,10 @@
 
 /*
  * Takes the transaction-scoped lock that serializes every write on artifact
- * d of w's community (creates of a not yet existing d included). Must run
- * inside the caller's transaction and before the head is read. Returns 0
- * or COMB_EUNAVAIL.
+ * d of w's community (creates of a not yet existing d included): the lock
+ * comb_artifact_write (migrations/0002_artifacts.sql) takes for the write
+ * path. Must run inside the caller's transaction and before the head is
+ * read. Returns 0 or COMB_EUNAVAIL.
  */
 int artifact_lock(struct writer *w, const char *d);
 

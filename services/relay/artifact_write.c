@@ -1,10 +1,14 @@
 /*
- * The kind-45010 write path (PROTOCOL.md sections 5 and 10): the envelope,
- * idempotent resubmission of an accepted id, freshness, then one short
- * transaction that serializes on (community, d), checks permission where
- * the artifact lives, identity and prev, the lifecycle rules and the root
- * anchor, and stores the revision with its head, ledger and tag rows (and,
- * for a move, the removal marker in the source channel).
+ * The kind-45010 write path (PROTOCOL.md sections 5 and 10): the envelope
+ * and the signer's permissions as the policy plugins decide them are
+ * worked out here, then one call of comb_artifact_write
+ * (migrations/0002_artifacts.sql) does the rest in one round trip:
+ * idempotent resubmission of an accepted id, freshness, the lock on
+ * (community, d), permission where the artifact lives, identity and prev,
+ * the lifecycle rules and the root anchor, and the revision with its
+ * head, ledger and tag rows. A move also needs the relay-signed removal
+ * marker in the source channel, so it runs in an explicit transaction
+ * that stores the marker and the move record after the call.
  *
  * Every denial about a non-create's current home is the one answer
  * `conflict: artifact head unavailable`, given before anything else about
@@ -20,54 +24,68 @@
 #include "artifact.h"
 #include "artifact_envelope.h"
 #include "artifact_int.h"
+#include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
+#include "ws_live.h"
 
-#define HEAD_UNAVAILABLE "conflict: artifact head unavailable"
-
-/* Outcomes of the transactional part. */
+/* The outcomes of comb_artifact_write, numbered as there. */
 enum outcome {
-	OUTCOME_COMMIT = 0,    /* stored: commit and accept */
-	OUTCOME_REFUSED = 1,   /* out holds the refusal: roll back */
-	OUTCOME_DUPLICATE = 2, /* accepted meanwhile: roll back, accept */
+	OUTCOME_STORED = 0,
+	OUTCOME_ACCEPTED_BEFORE = 1,  /* nothing changes; accepted again */
+	OUTCOME_DUPLICATE = 2,        /* a copy won the lock: accepted */
+	OUTCOME_STALE = 3,
+	OUTCOME_NOT_MEMBER = 4,
+	OUTCOME_IDENTITY_TAKEN = 5,
+	OUTCOME_HEAD_UNAVAILABLE = 6,
+	OUTCOME_HEAD_CHANGED = 7,
+	OUTCOME_TYPE_IMMUTABLE = 8,
+	OUTCOME_DELETED = 9,
+	OUTCOME_HOME_CHANGED = 10,
+	OUTCOME_DELETE_DENIED = 11,
+	OUTCOME_ROOT = 12,
+	OUTCOME_COUNT = 13,
 };
 
-/* The current head of an artifact as the rules compare it. */
-struct head {
-	bool exists;
-	char revision_id[65];
-	char channel_id[37];
-	char type[160];
-	char creator[65];
-	bool deleted;
-	char root[65];          /* "" when none */
+/* The answer to each refusal. */
+static const struct {
+	int status;
+	const char *message;
+} refusals[OUTCOME_COUNT] = {
+	[OUTCOME_STALE] = {400, "invalid: created_at is too far from the relay's clock"},
+	[OUTCOME_NOT_MEMBER] = {403, "restricted: not a channel member"},
+	[OUTCOME_IDENTITY_TAKEN] = {409, "conflict: artifact identity is taken"},
+	[OUTCOME_HEAD_UNAVAILABLE] = {409, "conflict: artifact head unavailable"},
+	[OUTCOME_HEAD_CHANGED] = {409, "conflict: artifact head changed"},
+	[OUTCOME_TYPE_IMMUTABLE] = {400, "invalid: artifact type is immutable"},
+	[OUTCOME_DELETED] = {400, "invalid: deleted artifacts accept only restore"},
+	[OUTCOME_HOME_CHANGED] = {400, "invalid: only move changes the home channel"},
+	[OUTCOME_DELETE_DENIED] = {403, "restricted: only the creator or a channel admin may delete or restore"},
+	[OUTCOME_ROOT] = {400, "invalid: root must be a message in the home channel"},
 };
 
-/* Runs a statement with text parameters; NULL (logged) on failure. */
-static PGresult *run(struct writer *w, const char *sql, int n,
-		     const char *const *params, ExecStatusType want)
-{
-	PGresult *res = PQexecParams(w->db, sql, n, NULL, params, NULL, NULL, 0);
-
-	if (PQresultStatus(res) != want) {
-		comb_warn("artifact statement failed: %s", PQresultErrorMessage(res));
-		PQclear(res);
-		return NULL;
-	}
-	return res;
-}
+/* What comb_artifact_write answered. */
+struct written {
+	int outcome;
+	bool inserted;          /* the revision's event was new */
+	char source[37];        /* a move: the home it left */
+	char replaced[65];      /* a move: the revision it replaced */
+};
 
 int artifact_lock(struct writer *w, const char *d)
 {
 	const char *params[2] = {w->community->id_text, d};
-	PGresult *res = run(w,
+	PGresult *res = PQexecParams(w->db,
 		"SELECT pg_advisory_xact_lock(hashtextextended('comb.artifact:' || $1 || ':' || $2, 0))",
-		2, params, PGRES_TUPLES_OK);
+		2, NULL, params, NULL, NULL, 0);
+	int rc = 0;
 
-	if (!res)
-		return COMB_EUNAVAIL;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		comb_warn("artifact lock failed: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
+	}
 	PQclear(res);
-	return 0;
+	return rc;
 }
 
 int artifact_store_marker(struct writer *w, json_t *tags, int64_t created_at,
@@ -91,210 +109,10 @@ int artifact_store_marker(struct writer *w, json_t *tags, int64_t created_at,
 	return rc;
 }
 
-/* 1 when id is in the ledger, 0 when not, COMB_EUNAVAIL on failure. */
-static int ledger_has(struct writer *w, const char *id)
-{
-	const char *params[2] = {w->community->id_text, id};
-	PGresult *res = run(w,
-		"SELECT 1 FROM artifact_revisions WHERE community_id = $1 AND id = $2",
-		2, params, PGRES_TUPLES_OK);
-	int found;
-
-	if (!res)
-		return COMB_EUNAVAIL;
-	found = PQntuples(res) > 0;
-	PQclear(res);
-	return found;
-}
-
-static void copy_field(char *dst, size_t dstlen, PGresult *res, int col)
-{
-	snprintf(dst, dstlen, "%s", PQgetvalue(res, 0, col));
-}
-
-/* Reads the head of d, locked for the rest of the transaction. */
-static int load_head(struct writer *w, const char *d, struct head *out)
-{
-	const char *params[2] = {w->community->id_text, d};
-	PGresult *res = run(w,
-		"SELECT revision_id, channel_id, type, creator, deleted, coalesce(root, '')"
-		" FROM artifact_heads WHERE community_id = $1 AND d = $2::uuid FOR UPDATE",
-		2, params, PGRES_TUPLES_OK);
-
-	memset(out, 0, sizeof(*out));
-	if (!res)
-		return COMB_EUNAVAIL;
-	if (PQntuples(res) == 1) {
-		out->exists = true;
-		copy_field(out->revision_id, sizeof(out->revision_id), res, 0);
-		copy_field(out->channel_id, sizeof(out->channel_id), res, 1);
-		copy_field(out->type, sizeof(out->type), res, 2);
-		copy_field(out->creator, sizeof(out->creator), res, 3);
-		out->deleted = PQgetvalue(res, 0, 4)[0] == 't';
-		copy_field(out->root, sizeof(out->root), res, 5);
-	}
-	PQclear(res);
-	return 0;
-}
-
-/* 1 when root is an undeleted, unredacted kind-9 message in channel_id. */
-static int root_is_message(struct writer *w, const char *root,
-			   const char *channel_id)
-{
-	const char *params[3] = {w->community->id_text, root, channel_id};
-	PGresult *res = run(w,
-		"SELECT 1 FROM events WHERE community_id = $1 AND id = $2 AND kind = 9"
-		" AND channel_id = $3::uuid AND NOT deleted AND NOT redacted",
-		3, params, PGRES_TUPLES_OK);
-	int found;
-
-	if (!res)
-		return COMB_EUNAVAIL;
-	found = PQntuples(res) > 0;
-	PQclear(res);
-	return found;
-}
-
-/* Whether the signer may write channel_id; <0 on failure. */
-static int may_write(struct writer *w, const struct actor *actor,
-		     const char *channel_id, struct channel_row *channel)
-{
-	if (access_load_channel(w->db, w->community, channel_id, actor, true,
-				ACCESS_LOCK_SHARE, channel))
-		return COMB_EUNAVAIL;
-	return access_allows(w->relay, actor, COMB_ACT_WRITE, channel, NULL);
-}
-
-/*
- * The rules of a non-create against its head, in the order of section 10.
- * Returns OUTCOME_COMMIT to go on, OUTCOME_REFUSED with out set, or
- * COMB_EUNAVAIL.
- */
-static int check_edit(struct writer *w, const struct comb_event *ev,
-		      const struct artifact_envelope *env,
-		      const struct actor *actor, const struct head *head,
-		      struct write_result *out)
-{
-	struct channel_row home, dest;
-	int ok;
-
-	if (!head->exists) {
-		write_refuse(out, 409, HEAD_UNAVAILABLE);
-		return OUTCOME_REFUSED;
-	}
-	ok = may_write(w, actor, head->channel_id, &home);
-	if (ok < 0)
-		return ok;
-	if (!ok) {
-		write_refuse(out, 409, HEAD_UNAVAILABLE);
-		return OUTCOME_REFUSED;
-	}
-	if (strcmp(env->prev, head->revision_id)) {
-		write_refuse(out, 409, "conflict: artifact head changed");
-		return OUTCOME_REFUSED;
-	}
-	if (strcmp(env->type, head->type)) {
-		write_refuse(out, 400, "invalid: artifact type is immutable");
-		return OUTCOME_REFUSED;
-	}
-	if ((env->op == ARTIFACT_RESTORE) != head->deleted) {
-		write_refuse(out, 400, "invalid: deleted artifacts accept only restore");
-		return OUTCOME_REFUSED;
-	}
-	if ((env->op == ARTIFACT_MOVE) == !strcmp(env->h, head->channel_id)) {
-		write_refuse(out, 400, "invalid: only move changes the home channel");
-		return OUTCOME_REFUSED;
-	}
-	if (env->op == ARTIFACT_MOVE) {
-		ok = may_write(w, actor, env->h, &dest);
-		if (ok < 0)
-			return ok;
-		if (!ok) {
-			write_refuse(out, 403, "restricted: not a channel member");
-			return OUTCOME_REFUSED;
-		}
-	}
-	if (env->op == ARTIFACT_DELETE || env->op == ARTIFACT_RESTORE) {
-		struct comb_policy_request extra = {
-			.actor_is_creator = !strcmp(ev->pubkey, head->creator),
-		};
-
-		if (!access_allows(w->relay, actor, COMB_ACT_DELETE_ARTIFACT,
-				   &home, &extra)) {
-			write_refuse(out, 403,
-				     "restricted: only the creator or a channel admin may delete or restore");
-			return OUTCOME_REFUSED;
-		}
-	}
-	return OUTCOME_COMMIT;
-}
-
-/* The root rule: a new or changed root must be a message in h (for a
- * move, in the destination, whether changed or not); a delete may only
- * repeat the stored root, which it keeps. */
-static int check_root(struct writer *w, const struct artifact_envelope *env,
-		      const struct head *head, struct write_result *out)
-{
-	bool check;
-	int ok;
-
-	if (!env->root)
-		return OUTCOME_COMMIT;
-	if (env->op == ARTIFACT_DELETE) {
-		if (!strcmp(env->root, head->root))
-			return OUTCOME_COMMIT;
-		write_refuse(out, 400, "invalid: root must be a message in the home channel");
-		return OUTCOME_REFUSED;
-	}
-	check = env->op == ARTIFACT_CREATE || env->op == ARTIFACT_MOVE ||
-		strcmp(env->root, head->root);
-	if (!check)
-		return OUTCOME_COMMIT;
-	ok = root_is_message(w, env->root, env->h);
-	if (ok < 0)
-		return ok;
-	if (!ok) {
-		write_refuse(out, 400, "invalid: root must be a message in the home channel");
-		return OUTCOME_REFUSED;
-	}
-	return OUTCOME_COMMIT;
-}
-
-/* Replaces the head's tag rows with the (name, first value) pairs of ev. */
-static int store_head_tags(struct writer *w, const struct comb_event *ev,
-			   const char *d)
-{
-	const char *params[3] = {w->community->id_text, d, NULL};
-	PGresult *res;
-	char *tags;
-	int rc = 0;
-
-	res = run(w, "DELETE FROM artifact_head_tags WHERE community_id = $1 AND d = $2::uuid",
-		  2, params, PGRES_COMMAND_OK);
-	if (!res)
-		return COMB_EUNAVAIL;
-	PQclear(res);
-	tags = json_dumps(ev->tags, JSON_COMPACT);
-	if (!tags)
-		return COMB_ENOMEM;
-	params[2] = tags;
-	res = run(w,
-		"INSERT INTO artifact_head_tags (community_id, d, name, value)"
-		" SELECT $1, $2::uuid, t->>0, t->>1 FROM json_array_elements($3::json) t"
-		" WHERE json_array_length(t) >= 2 AND t->>0 NOT IN ('d', 'h', 'type')"
-		" ON CONFLICT DO NOTHING",
-		3, params, PGRES_COMMAND_OK);
-	if (!res)
-		rc = COMB_EUNAVAIL;
-	PQclear(res);
-	free(tags);
-	return rc;
-}
-
 /* For a move: the marker in the source channel and the move record. */
 static int store_move(struct writer *w, const struct comb_event *ev,
 		      const struct artifact_envelope *env,
-		      const struct head *head)
+		      const struct written *wr)
 {
 	char marker_id[65];
 	const char *params[7];
@@ -303,252 +121,134 @@ static int store_move(struct writer *w, const struct comb_event *ev,
 	int rc;
 
 	tags = json_pack("[[ss][ss][ss][ss][ss]]", "ar", "1", "d", env->d,
-			 "h", head->channel_id, "reason", "moved",
-			 "prev", head->revision_id);
+			 "h", wr->source, "reason", "moved",
+			 "prev", wr->replaced);
 	if (!tags)
 		return COMB_ENOMEM;
-	rc = artifact_store_marker(w, tags, (int64_t)time(NULL),
-				   head->channel_id, marker_id);
+	rc = artifact_store_marker(w, tags, (int64_t)time(NULL), wr->source,
+				   marker_id);
 	json_decref(tags);
 	if (rc)
 		return rc;
 	params[0] = w->community->id_text;
 	params[1] = env->d;
-	params[2] = head->channel_id;
+	params[2] = wr->source;
 	params[3] = env->h;
-	params[4] = head->revision_id;
+	params[4] = wr->replaced;
 	params[5] = ev->id;
 	params[6] = marker_id;
-	res = run(w,
+	res = PQexecParams(w->db,
 		"INSERT INTO artifact_moves (community_id, d, from_channel, to_channel,"
 		" replaced_revision, revision_id, marker_id)"
 		" VALUES ($1, $2::uuid, $3::uuid, $4::uuid, $5, $6, $7)",
-		7, params, PGRES_COMMAND_OK);
-	if (!res)
-		return COMB_EUNAVAIL;
-	PQclear(res);
-	return 0;
-}
-
-/* Stores the accepted revision: event, ledger row, head and head tags. */
-static int store_revision(struct writer *w, const struct comb_event *ev,
-			  const struct artifact_envelope *env,
-			  const struct head *head)
-{
-	const char *root = env->op == ARTIFACT_DELETE ?
-		(head->root[0] ? head->root : NULL) : env->root;
-	const char *params[10];
-	char seq[24];
-	PGresult *res;
-	bool inserted;
-	int rc;
-
-	rc = write_store_event(w, ev, env->h, &inserted);
-	if (rc)
-		return rc;
-	params[0] = w->community->id_text;
-	params[1] = ev->id;
-	params[2] = env->d;
-	params[3] = env->h;
-	params[4] = env->type;
-	params[5] = artifact_op_name(env->op);
-	params[6] = env->prev;
-	res = run(w,
-		"INSERT INTO artifact_revisions (community_id, id, d, seq, channel_id, type, op, prev)"
-		" SELECT $1, $2, $3::uuid, e.seq, $4::uuid, $5, $6, $7"
-		" FROM events e WHERE e.community_id = $1 AND e.id = $2 RETURNING seq",
-		7, params, PGRES_TUPLES_OK);
-	if (!res)
-		return COMB_EUNAVAIL;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return COMB_EUNAVAIL;
+		7, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		comb_warn("storing a move failed: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
 	}
-	snprintf(seq, sizeof(seq), "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
-
-	params[0] = w->community->id_text;
-	params[1] = env->d;
-	params[2] = ev->id;
-	params[3] = seq;
-	params[4] = env->h;
-	params[5] = env->type;
-	params[6] = ev->pubkey;
-	params[7] = env->op == ARTIFACT_DELETE ? "t" : "f";
-	params[8] = root;
-	res = run(w,
-		"INSERT INTO artifact_heads AS h (community_id, d, revision_id, accepted_seq,"
-		" channel_id, type, creator, deleted, root, redacted)"
-		" VALUES ($1, $2::uuid, $3, $4, $5::uuid, $6, $7, $8, $9, false)"
-		" ON CONFLICT (community_id, d) DO UPDATE SET revision_id = EXCLUDED.revision_id,"
-		" accepted_seq = EXCLUDED.accepted_seq, channel_id = EXCLUDED.channel_id,"
-		" deleted = EXCLUDED.deleted, root = EXCLUDED.root, redacted = false",
-		9, params, PGRES_COMMAND_OK);
-	if (!res)
-		return COMB_EUNAVAIL;
-	PQclear(res);
-	rc = store_head_tags(w, ev, env->d);
-	if (rc == 0 && env->op == ARTIFACT_MOVE)
-		rc = store_move(w, ev, env, head);
 	return rc;
-}
-
-/* Share-locks channel_id's row (nothing when it does not exist). */
-static int lock_channel(struct writer *w, const char *channel_id)
-{
-	const char *params[2] = {w->community->id_text, channel_id};
-	PGresult *res = run(w,
-		"SELECT 1 FROM channels WHERE community_id = $1 AND id = $2::uuid FOR SHARE",
-		2, params, PGRES_TUPLES_OK);
-
-	if (!res)
-		return COMB_EUNAVAIL;
-	PQclear(res);
-	return 0;
-}
-
-/* The home of d as last committed, without locking; "" when none. */
-static int peek_home(struct writer *w, const char *d, char home[37])
-{
-	const char *params[2] = {w->community->id_text, d};
-	PGresult *res = run(w,
-		"SELECT channel_id FROM artifact_heads WHERE community_id = $1 AND d = $2::uuid",
-		2, params, PGRES_TUPLES_OK);
-
-	if (!res)
-		return COMB_EUNAVAIL;
-	snprintf(home, 37, "%s", PQntuples(res) ? PQgetvalue(res, 0, 0) : "");
-	PQclear(res);
-	return 0;
 }
 
 /*
- * A write that brings an artifact into a channel or takes it out (create,
- * move) share-locks the channel rows first, so that against membership and
- * policy changes (which lock them FOR UPDATE) xid order is commit order
- * (see migrations/0004_incremental.sql). The locks are taken before the
- * artifact lock, in the order moderation takes its own (channel, then
- * artifact), so the two never wait on each other in a cycle. A move's
- * source is read before the artifact lock and checked after it.
+ * Calls comb_artifact_write for ev with the plugins' keys and fills wr.
+ * Returns 0, COMB_ENOMEM or COMB_EUNAVAIL.
  */
-static int lock_homes(struct writer *w, const struct artifact_envelope *env,
-		      char source[37])
+static int call_write(struct writer *w, const struct comb_event *ev,
+		      const struct artifact_envelope *env, struct written *wr)
 {
-	int rc;
+	static struct comb_db_stmt write = COMB_DB_STMT(
+		"SELECT outcome, inserted, coalesce(source::text, ''),"
+		" coalesce(replaced, '')"
+		" FROM comb_artifact_write($1::bigint, $2, $3, $4::bigint, $5,"
+		" $6::json, $7::uuid, $8::uuid, $9, $10, $11, $12, $13::boolean,"
+		" $14::integer[], $15::integer[])", 15);
+	char write_keys[ACCESS_ACTION_KEYS_LITERAL];
+	char delete_keys[ACCESS_ACTION_KEYS_LITERAL];
+	bool deletes = env->op == ARTIFACT_DELETE || env->op == ARTIFACT_RESTORE;
+	char created_at[24];
+	char *tags = NULL;
+	struct comb_buf raw;
+	PGresult *res;
+	int rc = 0;
 
-	source[0] = '\0';
-	if (env->op != ARTIFACT_CREATE && env->op != ARTIFACT_MOVE)
-		return 0;
-	if (env->op == ARTIFACT_MOVE) {
-		rc = peek_home(w, env->d, source);
-		if (rc)
-			return rc;
-		if (source[0] && strcmp(source, env->h) < 0) {
-			rc = lock_channel(w, source);
-			if (rc)
-				return rc;
-		}
+	comb_buf_init(&raw, 4 * (size_t)w->relay->cfg.max_message_length + 4096);
+	tags = json_dumps(ev->tags, JSON_COMPACT);
+	if (!tags || comb_event_to_json(ev, &raw)) {
+		rc = COMB_ENOMEM;
+		goto out;
 	}
-	rc = lock_channel(w, env->h);
-	if (rc == 0 && source[0] && strcmp(source, env->h) > 0)
-		rc = lock_channel(w, source);
-	return rc;
-}
-
-/* Everything between BEGIN and COMMIT. */
-static int apply(struct writer *w, const struct comb_event *ev,
-		 const struct artifact_envelope *env, struct write_result *out)
-{
-	struct channel_row target;
-	struct actor actor;
-	struct head head;
-	char source[37];
-	int rc;
-
-	rc = lock_homes(w, env, source);
-	if (rc)
-		return rc;
-	rc = artifact_lock(w, env->d);
-	if (rc)
-		return rc;
-	/* A concurrent copy of this very event may have won the lock. */
-	rc = ledger_has(w, ev->id);
-	if (rc)
-		return rc < 0 ? rc : OUTCOME_DUPLICATE;
-	if (access_load_actor(w->db, w->community, ev->pubkey, &actor) ||
-	    load_head(w, env->d, &head))
-		return COMB_EUNAVAIL;
-	/* Moved meanwhile: lock the source it has now (rare, and a cycle
-	 * with moderation would only cost this write a retry). */
-	if (env->op == ARTIFACT_MOVE && head.exists &&
-	    strcmp(head.channel_id, source) && lock_channel(w, head.channel_id))
-		return COMB_EUNAVAIL;
-	if (env->op == ARTIFACT_CREATE) {
-		rc = may_write(w, &actor, env->h, &target);
-		if (rc < 0)
-			return rc;
-		if (!rc) {
-			write_refuse(out, 403, "restricted: not a channel member");
-			return OUTCOME_REFUSED;
-		}
-		if (head.exists) {
-			write_refuse(out, 409, "conflict: artifact identity is taken");
-			return OUTCOME_REFUSED;
-		}
+	snprintf(created_at, sizeof(created_at), "%lld", (long long)ev->created_at);
+	access_action_keys_literal(w->relay, ev->pubkey, COMB_ACT_WRITE, write_keys);
+	if (deletes)
+		access_action_keys_literal(w->relay, ev->pubkey,
+					   COMB_ACT_DELETE_ARTIFACT, delete_keys);
+	res = comb_db_exec_stmt(w->relay->db, w->db, &write,
+		(const char *const[]){w->community->id_text, ev->id, ev->pubkey,
+				      created_at, raw.data, tags, env->d, env->h,
+				      env->type, artifact_op_name(env->op),
+				      env->prev, env->root,
+				      write_is_fresh(w, ev) ? "t" : "f",
+				      write_keys, deletes ? delete_keys : NULL});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		comb_warn("artifact write failed: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
 	} else {
-		rc = check_edit(w, ev, env, &actor, &head, out);
-		if (rc)
-			return rc;
+		wr->outcome = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+		wr->inserted = PQgetvalue(res, 0, 1)[0] == 't';
+		snprintf(wr->source, sizeof(wr->source), "%s", PQgetvalue(res, 0, 2));
+		snprintf(wr->replaced, sizeof(wr->replaced), "%s",
+			 PQgetvalue(res, 0, 3));
 	}
-	rc = check_root(w, env, &head, out);
-	if (rc)
-		return rc;
-	rc = store_revision(w, ev, env, &head);
-	return rc ? rc : OUTCOME_COMMIT;
+	PQclear(res);
+out:
+	free(tags);
+	comb_buf_release(&raw);
+	return rc;
 }
 
 void write_artifact(struct writer *w, const struct comb_event *ev,
 		    struct write_result *out)
 {
 	struct artifact_envelope env;
+	struct written wr;
 	char err[256];
-	int rc;
+	bool move;
 
 	if (artifact_envelope_check(ev, &env, err, sizeof(err))) {
 		write_refuse(out, 400, "invalid: %s", err);
 		return;
 	}
-	rc = ledger_has(w, ev->id);
-	if (rc < 0) {
+	move = env.op == ARTIFACT_MOVE;
+	if (move && !write_exec(w, "BEGIN")) {
 		write_db_failed(w, out);
 		return;
 	}
-	if (rc)
-		return; /* accepted before: accepted again, nothing changes */
-	if (!write_is_fresh(w, ev)) {
-		write_refuse(out, 400, "invalid: created_at is too far from the relay's clock");
-		return;
-	}
-	if (!write_exec(w, "BEGIN")) {
+	if (call_write(w, ev, &env, &wr)) {
 		write_db_failed(w, out);
 		return;
 	}
-	rc = apply(w, ev, &env, out);
-	if (rc < 0) {
-		write_db_failed(w, out);
-		return;
-	}
-	if (rc == OUTCOME_COMMIT) {
-		if (!write_exec(w, "COMMIT"))
+	if (wr.outcome == OUTCOME_STORED) {
+		if (wr.inserted)
+			ws_live_local_stored(w->community, ev, env.h);
+		if (move && (store_move(w, ev, &env, &wr) ||
+			     !write_exec(w, "COMMIT")))
 			write_db_failed(w, out);
 		return;
 	}
-	if (!write_exec(w, "ROLLBACK")) {
+	if (move && !write_exec(w, "ROLLBACK")) {
 		write_db_failed(w, out);
 		return;
 	}
-	if (rc == OUTCOME_DUPLICATE) {
-		out->status = 200;
-		out->message[0] = '\0';
+	if (wr.outcome == OUTCOME_ACCEPTED_BEFORE ||
+	    wr.outcome == OUTCOME_DUPLICATE)
+		return;
+	if (wr.outcome < 0 || wr.outcome >= OUTCOME_COUNT ||
+	    !refusals[wr.outcome].message) {
+		comb_warn("artifact write: unknown outcome %d", wr.outcome);
+		write_db_failed(w, out);
+		return;
 	}
+	write_refuse(out, refusals[wr.outcome].status, "%s",
+		     refusals[wr.outcome].message);
 }

@@ -5,10 +5,12 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "artifact.h"
+#include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
 #include "http.h"
@@ -58,58 +60,40 @@ bool write_exec(struct writer *w, const char *sql)
 int write_store_event(struct writer *w, const struct comb_event *ev,
 		      const char *channel_id, bool *inserted)
 {
+	static struct comb_db_stmt store = COMB_DB_STMT(
+		"SELECT seq, inserted FROM comb_store_event($1, $2, $3, $4, $5,"
+		" $6::uuid, $7, $8::json)", 8);
 	char created_at[24], kind[16];
+	char *tags = NULL;
 	struct comb_buf raw;
 	PGresult *res;
-	size_t i;
 	int rc = 0;
 
+	*inserted = false;
 	comb_buf_init(&raw, 4 * (size_t)w->relay->cfg.max_message_length + 4096);
-	if (comb_event_to_json(ev, &raw))
-		return COMB_ENOMEM;
+	tags = json_dumps(ev->tags, JSON_COMPACT);
+	if (!tags || comb_event_to_json(ev, &raw)) {
+		rc = COMB_ENOMEM;
+		goto out;
+	}
 	snprintf(created_at, sizeof(created_at), "%lld", (long long)ev->created_at);
 	snprintf(kind, sizeof(kind), "%d", ev->kind);
-	res = PQexecParams(w->db,
-		"INSERT INTO events (community_id, id, pubkey, created_at, kind, channel_id, raw)"
-		" VALUES ($1, $2, $3, $4, $5, $6::uuid, $7)"
-		" ON CONFLICT (community_id, id) DO NOTHING RETURNING seq",
-		7, NULL,
+	res = comb_db_exec_stmt(w->relay->db, w->db, &store,
 		(const char *const[]){w->community->id_text, ev->id, ev->pubkey,
-				      created_at, kind, channel_id, raw.data},
-		NULL, NULL, 0);
-	comb_buf_release(&raw);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+				      created_at, kind, channel_id, raw.data,
+				      tags});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		comb_warn("storing event failed: %s", PQresultErrorMessage(res));
-		PQclear(res);
-		return COMB_EUNAVAIL;
+		rc = COMB_EUNAVAIL;
+	} else {
+		*inserted = PQgetvalue(res, 0, 1)[0] == 't';
 	}
-	*inserted = PQntuples(res) == 1;
-	if (*inserted) {
-		char seq[24];
-
-		snprintf(seq, sizeof(seq), "%s", PQgetvalue(res, 0, 0));
-		for (i = 0; i < json_array_size(ev->tags) && rc == 0; i++) {
-			json_t *tag = json_array_get(ev->tags, i);
-			const char *name = json_string_value(json_array_get(tag, 0));
-			const char *value = json_string_value(json_array_get(tag, 1));
-			PGresult *tr;
-
-			if (!name || strlen(name) != 1 || !value)
-				continue;
-			tr = PQexecParams(w->db,
-				"INSERT INTO event_tags (community_id, event_seq, name, value)"
-				" VALUES ($1, $2, $3, $4)",
-				4, NULL,
-				(const char *const[]){w->community->id_text, seq, name, value},
-				NULL, NULL, 0);
-			if (PQresultStatus(tr) != PGRES_COMMAND_OK)
-				rc = COMB_EUNAVAIL;
-			PQclear(tr);
-		}
-	}
-	if (*inserted && rc == 0)
-		ws_live_local_stored(w->community, ev, channel_id);
 	PQclear(res);
+	if (rc == 0 && *inserted)
+		ws_live_local_stored(w->community, ev, channel_id);
+out:
+	free(tags);
+	comb_buf_release(&raw);
 	return rc;
 }
 

@@ -2,10 +2,13 @@
  * The PostgreSQL connection pool: a fixed array of slots, a mutex and a
  * condition variable. Connections are opened lazily and checked on
  * release; a connection whose socket is gone is closed and reopened by the
- * next borrower.
+ * next borrower. Each slot also remembers which comb_db_stmt statements
+ * its connection has prepared, one bit per statement number.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,12 @@
 struct slot {
 	PGconn *conn;
 	bool busy;
+	uint64_t prepared;  /* bit n-1: statement n is prepared on conn */
 };
+
+/* Statement numbers are handed out once per process, under this lock. */
+static pthread_mutex_t stmt_ids_lock = PTHREAD_MUTEX_INITIALIZER;
+static int stmt_ids_used;
 
 struct comb_db_pool {
 	pthread_mutex_t lock;
@@ -139,6 +147,8 @@ PGconn *comb_db_acquire(struct comb_db_pool *pool, int wait_ms)
 		conn = connect_db(pool);
 
 	pthread_mutex_lock(&pool->lock);
+	if (slot->conn != conn)
+		slot->prepared = 0;
 	slot->conn = conn;
 	if (!conn) {
 		slot->busy = false;
@@ -171,6 +181,7 @@ void comb_db_release(struct comb_db_pool *pool, PGconn *conn, bool broken)
 		if (broken) {
 			PQfinish(conn);
 			pool->slots[i].conn = NULL;
+			pool->slots[i].prepared = 0;
 		}
 		pool->slots[i].busy = false;
 		break;
@@ -220,4 +231,77 @@ bool comb_db_is_error(const PGresult *res, const char *sqlstate)
 	const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 
 	return code && !strcmp(code, sqlstate);
+}
+
+/* The statement's number (1...COMB_DB_MAX_STMTS), given on first use; 0
+ * when every number is taken. */
+static int stmt_id(struct comb_db_stmt *stmt)
+{
+	int id = atomic_load(&stmt->id);
+
+	if (id)
+		return id;
+	pthread_mutex_lock(&stmt_ids_lock);
+	id = atomic_load(&stmt->id);
+	if (!id && stmt_ids_used < COMB_DB_MAX_STMTS) {
+		id = ++stmt_ids_used;
+		atomic_store(&stmt->id, id);
+	}
+	pthread_mutex_unlock(&stmt_ids_lock);
+	if (!id)
+		comb_warn("database: more than %d prepared statements, running unprepared",
+			  COMB_DB_MAX_STMTS);
+	return id;
+}
+
+/* The slot that holds conn, or NULL. Call with pool->lock held. */
+static struct slot *slot_of(struct comb_db_pool *pool, const PGconn *conn)
+{
+	int i;
+
+	for (i = 0; i < pool->size; i++)
+		if (pool->slots[i].conn == conn)
+			return &pool->slots[i];
+	return NULL;
+}
+
+PGresult *comb_db_exec_stmt(struct comb_db_pool *pool, PGconn *conn,
+			    struct comb_db_stmt *stmt,
+			    const char *const *params)
+{
+	uint64_t bit;
+	struct slot *slot;
+	PGresult *res;
+	char name[32];
+	bool known;
+	int id = stmt_id(stmt);
+
+	if (!id)
+		return PQexecParams(conn, stmt->sql, stmt->nparams, NULL, params,
+				    NULL, NULL, 0);
+	bit = UINT64_C(1) << (id - 1);
+	pthread_mutex_lock(&pool->lock);
+	slot = slot_of(pool, conn);
+	known = slot && (slot->prepared & bit);
+	pthread_mutex_unlock(&pool->lock);
+	if (!slot)
+		return PQexecParams(conn, stmt->sql, stmt->nparams, NULL, params,
+				    NULL, NULL, 0);
+	snprintf(name, sizeof(name), "comb_stmt_%d", id);
+	if (!known) {
+		res = PQprepare(conn, name, stmt->sql, stmt->nparams, NULL);
+		/* 42P05: conn has it already (the pool lost track): note it.
+		 * Inside a transaction that error has aborted it, which the
+		 * execution below then reports. */
+		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+		    !comb_db_is_error(res, "42P05"))
+			return res;
+		PQclear(res);
+		/* Only the borrower touches its slot's bits, but other slots
+		 * share the lock. */
+		pthread_mutex_lock(&pool->lock);
+		slot->prepared |= bit;
+		pthread_mutex_unlock(&pool->lock);
+	}
+	return PQexecPrepared(conn, name, stmt->nparams, params, NULL, NULL, 0);
 }

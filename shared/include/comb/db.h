@@ -56,4 +56,41 @@ bool comb_db_conn_lost(PGconn *conn);
 /* True when res failed with SQLSTATE code (five characters). */
 bool comb_db_is_error(const PGresult *res, const char *sqlstate);
 
+/* How many distinct statements comb_db_exec_stmt can prepare per process. */
+#define COMB_DB_MAX_STMTS 64
+
+/*
+ * A statement that pooled connections prepare once and then run by name,
+ * so that PostgreSQL parses and plans it once per connection rather than
+ * on every call. Declare one static instance per statement text:
+ *
+ *     static struct comb_db_stmt stmt = COMB_DB_STMT("SELECT ...", 2);
+ *
+ * sql takes nparams text parameters ($1...). The pool numbers each
+ * statement on its first use (at most COMB_DB_MAX_STMTS per process) and
+ * remembers, per connection, which ones that connection has prepared; a
+ * connection that is reopened starts with none. Nothing may DEALLOCATE
+ * these statements (or DISCARD ALL) behind the pool's back.
+ */
+struct comb_db_stmt {
+	const char *sql;
+	int nparams;
+	_Atomic int id; /* 0 until first used; the pool's to set */
+};
+
+#define COMB_DB_STMT(sql, nparams) { (sql), (nparams), 0 }
+
+/*
+ * Runs stmt on conn, which the caller borrowed from pool, with params
+ * (stmt->nparams text values, NULL for SQL NULL; borrowed), preparing it
+ * on conn first when this connection has not yet. Works inside or outside
+ * a transaction: a prepared statement outlives a rollback. Returns the
+ * result, which the caller PQclear()s; when preparing fails, the failed
+ * result of the prepare. A connection the pool does not hold runs the
+ * statement unprepared.
+ */
+PGresult *comb_db_exec_stmt(struct comb_db_pool *pool, PGconn *conn,
+			    struct comb_db_stmt *stmt,
+			    const char *const *params);
+
 #endif

@@ -521,6 +521,9 @@ export async function runChecker(stack, opts = {}) {
 		const random = rng((seed ^ Math.imul(i + 1, 0x5bd1e995)) >>> 0);
 		while (running) {
 			const s = pick(random, incStores);
+			// a view whose channels were all deleted is replaced by another
+			if (s.scope['#h']?.every((h) => byId.get(h)?.deleted))
+				s.rescope({ ...s.scope, '#h': [...new Set([pick(random, liveChannels()).h, pick(random, liveChannels()).h])] });
 			try {
 				await s.pull(1 + Math.floor(random() * 60));
 			} catch (err) {

@@ -260,6 +260,14 @@ export class IncrementalStore {
 		return this.pull(limit);
 	}
 
+	/** Starts over with another scope: no cursor, an empty store. */
+	rescope(scope) {
+		this.scope = scope;
+		this.cursor = undefined;
+		this.items.clear();
+		this.stats.rescopes = (this.stats.rescopes ?? 0) + 1;
+	}
+
 	/** d -> revision id. */
 	revisions() {
 		const m = new Map();
