@@ -27,6 +27,12 @@
 #include "query.h"
 #include "ws_sync.h"
 
+/* A set of event ids, for sending each event once. */
+struct idset {
+	char (*ids)[65];
+	size_t cap;                      /* a power of two */
+};
+
 /* An event that arrived while the stored events were being sent. */
 struct held {
 	struct held *next;
@@ -50,13 +56,11 @@ struct plain_sub {
 	size_t nheld;
 	bool held_overflow;
 	char dead_reason[160];           /* the CLOSED owed while pending */
+	/* the events sent as stored ones: a live copy of one of them (its
+	 * signal may come after EOSE) is not sent again */
+	struct idset stored;
 };
 
-/* A set of event ids, for sending each event once. */
-struct idset {
-	char (*ids)[65];
-	size_t cap;                      /* a power of two */
-};
 
 static struct plain_sub *sub_of(struct ws_live_entry *e)
 {
@@ -162,6 +166,8 @@ static bool live_match(struct ws_live_entry *e, const struct ws_live_event *ev,
 	return any;
 }
 
+static bool idset_has(const struct idset *set, const char *id);
+
 static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev)
 {
 	struct plain_sub *sub = sub_of(e);
@@ -176,8 +182,8 @@ static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (sub->base.dead) {
-		/* closed already */
+	if (sub->base.dead || idset_has(&sub->stored, ev->ev->id)) {
+		/* closed already, or sent as a stored event */
 	} else if (sub->pending) {
 		h = sub->nheld < WS_REQ_MAX_HELD ?
 			malloc(sizeof(*h) + frame.len) : NULL;
@@ -237,6 +243,7 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	(void)s;
 	ws_live_remove(&sub->live);
 	free_held(sub);
+	free(sub->stored.ids);
 	free(sub->channels);
 	free(sub->filters);
 	json_decref(sub->filters_json);
@@ -439,9 +446,10 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 	return rc;
 }
 
-/* EOSE, then the held events not sent already, then live. */
+/* EOSE, then the held events not sent already, then live; the sub takes
+ * over sent. */
 static void finish_stored(struct ws_session *s, struct plain_sub *sub,
-			  const struct idset *sent)
+			  struct idset *sent)
 {
 	struct held *h;
 	int rc;
@@ -470,6 +478,8 @@ static void finish_stored(struct ws_session *s, struct plain_sub *sub,
 		}
 	}
 	free_held(sub);
+	sub->stored = *sent;
+	*sent = (struct idset){0};
 	pthread_mutex_unlock(&s->mu);
 }
 
