@@ -357,11 +357,13 @@ BEGIN
 		DELETE FROM artifact_head_tags t
 		 WHERE t.community_id = p_community AND t.d = p_d;
 	END IF;
-	-- The head's tags: (name, first value) of every tag but d, h and type.
+	-- The head's tags: (name, first value) of every tag but d, h and type,
+	-- each pair once (the head has no rows left: it is new, or they were
+	-- deleted above).
 	INSERT INTO artifact_head_tags (community_id, d, name, value)
-	SELECT p_community, p_d, t->>0, t->>1 FROM json_array_elements(p_tags) t
-	 WHERE json_array_length(t) >= 2 AND t->>0 NOT IN ('d', 'h', 'type')
-	ON CONFLICT DO NOTHING;
+	SELECT DISTINCT p_community, p_d, t->>0, t->>1
+	  FROM json_array_elements(p_tags) t
+	 WHERE json_array_length(t) >= 2 AND t->>0 NOT IN ('d', 'h', 'type');
 	source := v_head.channel_id;
 	replaced := v_head.revision_id;
 	outcome := 0;

@@ -50,9 +50,13 @@ while [ $# -gt 0 ]; do
 done
 
 build=${BENCH_BUILD_DIR:-build-bench}
+case $build in
+/*) ;;
+*) build="$root/$build" ;;
+esac
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-stack="$root/$build/benchstack"
-out=${BENCH_OUT:-$root/$build/bench-out}
+stack="$build/benchstack"
+out=${BENCH_OUT:-$build/bench-out}
 
 log() {
 	printf 'bench: %s\n' "$*" >&2
@@ -176,7 +180,7 @@ set +e
 BENCH_PGPORT=$pgport \
 BENCH_PG_LOG="$pg_dir/server.log" \
 BENCH_REDIS_URL="redis://127.0.0.1:$redisport/0" \
-BENCH_BUILD_DIR="$root/$build" \
+BENCH_BUILD_DIR="$build" \
 BENCH_OUT="$out" \
 BENCH_STACK="$stack" \
 	node tests/bench/run.mjs --mode "$mode" ${only:+--only "$only"}

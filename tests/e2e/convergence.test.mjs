@@ -63,7 +63,7 @@ test('the checker finds a planted bug: a relay dropping `moved` removals fails i
 	await execFileP('cmake', ['--build', planted, '--target', 'comb-relay', 'comb_policy_default', '-j2'],
 		{ maxBuffer: 64 << 20 });
 	t.diagnostic(`planted relay built in ${Date.now() - t0} ms`);
-	const opts = { ops: 300, syncs: false };
+	const opts = { ops: 400, syncs: false };
 	const bad = await check(t, {
 		relayBin: path.join(planted, 'bin', 'comb-relay'),
 		env: { ...RELAY_ENV, COMB_POLICY_PLUGIN: path.join(planted, 'lib', 'policy_default.so') },

@@ -187,7 +187,8 @@ class PrivateRedis {
 // --- the tests ------------------------------------------------------------
 
 describe('faults', { concurrency: 2 }, () => {
-	// Processes and the fixture's servers, one fault at a time.
+	// Process kills, a private Redis and hostile clients on the fixture's
+	// PostgreSQL, one at a time.
 	describe('processes and Redis', { concurrency: 1 }, () => {
 		test('capture killed with SIGKILL mid-stream and restarted: every store converges', async (t) => {
 			const stack = await startRelay({ nodes: 2, env: RELAY_ENV });

@@ -171,6 +171,8 @@ export class IncrementalStore {
 		this.log = opts.keepLog ? [] : null;
 		this.stats = { reads: 0, changes: 0, upserts: 0, removals: {}, errors: {}, resets: 0, moves: 0 };
 		this.violations = [];
+		this.lock = Promise.resolve();
+		this.pulling = 0;
 	}
 
 	get url() {
@@ -225,9 +227,24 @@ export class IncrementalStore {
 	/**
 	 * Reads until `more` is false (pages of `limit`). Rejects with
 	 * ReadError on the first failed read; the cursor stays where the last
-	 * good page left it, so calling again continues.
+	 * good page left it, so calling again continues. Calls are serialized,
+	 * as a client's reads of one store would be.
 	 */
 	async pull(limit) {
+		const prev = this.lock;
+		let release;
+		this.lock = new Promise((r) => { release = r; });
+		this.pulling++;
+		try {
+			await prev;
+			return await this.pullPages(limit);
+		} finally {
+			this.pulling--;
+			release();
+		}
+	}
+
+	async pullPages(limit) {
 		const seen = [];
 		for (let i = 0; i < 100000; i++) {
 			const body = await this.readOnce(limit);
@@ -260,7 +277,8 @@ export class IncrementalStore {
 		return this.pull(limit);
 	}
 
-	/** Starts over with another scope: no cursor, an empty store. */
+	/** Starts over with another scope: no cursor, an empty store (call
+	 * it between pulls). */
 	rescope(scope) {
 		this.scope = scope;
 		this.cursor = undefined;
