@@ -457,6 +457,10 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 	if (cur.phase == COMB_CURSOR_CHANGES && !more) {
 		if (limit == 0) {
 			more = rc->horizon > cur.after.xid;
+		} else if (rc->horizon <= cur.after.xid) {
+			/* Every item lies below the horizon and after the
+			 * cursor: there is none, nothing to ask. */
+			more = false;
 		} else {
 			n = changes_page(rc, &cur.after, limit);
 			if (n < 0)
