@@ -56,3 +56,9 @@ add_test(NAME static/compose
 set_tests_properties(static/compose PROPERTIES
   TIMEOUT 60
   LABELS static)
+
+add_test(NAME static/readme-config
+  COMMAND ${BASH_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/check-readme-config.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(static/readme-config PROPERTIES
+  TIMEOUT 60
+  LABELS static)
