@@ -38,6 +38,7 @@
 #include <zmq.h>
 
 #include "comb/error.h"
+#include "comb/list.h"
 #include "comb/log.h"
 #include "ws_live.h"
 #include "ws_sync.h"
@@ -519,33 +520,18 @@ static int connect_all(const char *list, char *errbuf, size_t errlen)
 {
 	char endpoint[256];
 	const char *p = list;
-	int connected = 0;
+	int connected = 0, rc;
 
-	while (*p) {
-		size_t n = strcspn(p, ",");
-		size_t lead = strspn(p, " \t");
-
-		if (lead < n) {
-			size_t len = n - lead;
-
-			while (len > 0 && (p[lead + len - 1] == ' ' ||
-					   p[lead + len - 1] == '\t'))
-				len--;
-			if (len >= sizeof(endpoint))
-				return comb_fail(errbuf, errlen, COMB_EIO,
-						 "COMB_CAPTURE_ENDPOINT: an endpoint is too long");
-			memcpy(endpoint, p + lead, len);
-			endpoint[len] = '\0';
-			if (zmq_connect(feed.sub, endpoint))
-				return comb_fail(errbuf, errlen, COMB_EIO,
-						 "cannot connect to %s: %s", endpoint,
-						 zmq_strerror(zmq_errno()));
-			connected++;
-		}
-		p += n;
-		if (*p == ',')
-			p++;
+	while ((rc = comb_list_next(&p, endpoint, sizeof(endpoint))) > 0) {
+		if (zmq_connect(feed.sub, endpoint))
+			return comb_fail(errbuf, errlen, COMB_EIO,
+					 "cannot connect to %s: %s", endpoint,
+					 zmq_strerror(zmq_errno()));
+		connected++;
 	}
+	if (rc < 0)
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "COMB_CAPTURE_ENDPOINT: an endpoint is too long");
 	if (connected == 0)
 		return comb_fail(errbuf, errlen, COMB_EIO,
 				 "COMB_CAPTURE_ENDPOINT names no endpoint");

@@ -196,3 +196,19 @@ size_t comb_event_tag_count(const struct comb_event *ev, const char *name)
 	}
 	return count;
 }
+
+const char *comb_event_single_tag(const struct comb_event *ev,
+				  const char *name, char *errbuf,
+				  size_t errlen)
+{
+	const char *v;
+
+	if (comb_event_tag_count(ev, name) > 1) {
+		comb_fail(errbuf, errlen, COMB_EINVAL, "duplicate %s tag", name);
+		return NULL;
+	}
+	v = comb_event_tag_value(ev, name);
+	if (v == NULL)
+		comb_fail(errbuf, errlen, COMB_EINVAL, "missing %s tag", name);
+	return v;
+}

@@ -13,25 +13,6 @@
 
 #include "comb/error.h"
 
-/*
- * Returns the value of the only tag named name, or NULL with a reason in
- * errbuf when it is absent, has no value or appears more than once.
- */
-static const char *single_tag(const struct comb_event *ev, const char *name,
-			      char *errbuf, size_t errlen)
-{
-	const char *v;
-
-	if (comb_event_tag_count(ev, name) > 1) {
-		comb_fail(errbuf, errlen, COMB_EAUTH, "duplicate %s tag", name);
-		return NULL;
-	}
-	v = comb_event_tag_value(ev, name);
-	if (v == NULL)
-		comb_fail(errbuf, errlen, COMB_EAUTH, "missing %s tag", name);
-	return v;
-}
-
 /* True when relay is ws:// or wss://, then host (any case), then nothing
  * or a path, query or fragment. */
 static bool relay_matches(const char *relay, const char *host)
@@ -65,14 +46,14 @@ int comb_nip42_verify(const struct comb_event *ev, const char *challenge,
 	if (ev->created_at > now + COMB_NIP42_MAX_SKEW)
 		return comb_fail(errbuf, errlen, COMB_EAUTH,
 				 "authentication from the future");
-	c = single_tag(ev, "challenge", errbuf, errlen);
+	c = comb_event_single_tag(ev, "challenge", errbuf, errlen);
 	if (c == NULL)
 		return COMB_EAUTH;
 	if (challenge == NULL || *challenge == '\0' ||
 	    strcmp(c, challenge) != 0)
 		return comb_fail(errbuf, errlen, COMB_EAUTH,
 				 "challenge mismatch");
-	relay = single_tag(ev, "relay", errbuf, errlen);
+	relay = comb_event_single_tag(ev, "relay", errbuf, errlen);
 	if (relay == NULL)
 		return COMB_EAUTH;
 	if (!relay_matches(relay, host))

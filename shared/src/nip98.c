@@ -53,26 +53,6 @@ static int split_header(const char *value, size_t len, const char **tok,
 	return 0;
 }
 
-/*
- * Returns the value of the only tag named name, or NULL with a reason in
- * errbuf when it is absent, has no value or appears more than once (two
- * `u` tags would leave it open which one was meant).
- */
-static const char *single_tag(const struct comb_event *ev, const char *name,
-			      char *errbuf, size_t errlen)
-{
-	const char *v;
-
-	if (comb_event_tag_count(ev, name) > 1) {
-		comb_fail(errbuf, errlen, COMB_EAUTH, "duplicate %s tag", name);
-		return NULL;
-	}
-	v = comb_event_tag_value(ev, name);
-	if (v == NULL)
-		comb_fail(errbuf, errlen, COMB_EAUTH, "missing %s tag", name);
-	return v;
-}
-
 /* True when host is usable as the authority of a URL: non-empty, and
  * without characters that would end or split an authority. */
 static bool host_is_plain(const char *host)
@@ -184,21 +164,21 @@ int comb_nip98_verify(const struct comb_nip98_request *req, char pubkey[65],
 	}
 
 	rc = COMB_EAUTH;
-	u = single_tag(&ev, "u", errbuf, errlen);
+	u = comb_event_single_tag(&ev, "u", errbuf, errlen);
 	if (u == NULL)
 		goto out;
 	if (!url_matches(u, req->host, req->path_and_query)) {
 		rc = comb_fail(errbuf, errlen, COMB_EAUTH, "url mismatch");
 		goto out;
 	}
-	method = single_tag(&ev, "method", errbuf, errlen);
+	method = comb_event_single_tag(&ev, "method", errbuf, errlen);
 	if (method == NULL)
 		goto out;
 	if (req->method == NULL || strcmp(method, req->method) != 0) {
 		rc = comb_fail(errbuf, errlen, COMB_EAUTH, "method mismatch");
 		goto out;
 	}
-	payload = single_tag(&ev, "payload", errbuf, errlen);
+	payload = comb_event_single_tag(&ev, "payload", errbuf, errlen);
 	if (payload == NULL)
 		goto out;
 	if (sha256_hex(req->body, req->body_len, body_hex) < 0) {

@@ -91,4 +91,14 @@ const char *comb_event_tag_value(const struct comb_event *ev, const char *name);
 /* Counts the tags named name. */
 size_t comb_event_tag_count(const struct comb_event *ev, const char *name);
 
+/*
+ * Returns the value of the only tag named name, or NULL with "missing
+ * <name> tag" or "duplicate <name> tag" in errbuf when it is absent, has no
+ * value or appears more than once (two would leave open which one was
+ * meant).
+ */
+const char *comb_event_single_tag(const struct comb_event *ev,
+				  const char *name, char *errbuf,
+				  size_t errlen);
+
 #endif
