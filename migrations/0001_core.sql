@@ -74,6 +74,9 @@ CREATE TABLE events (
 	raw text NOT NULL,
 	deleted boolean NOT NULL DEFAULT false,   -- by its author's kind 5
 	redacted boolean NOT NULL DEFAULT false,  -- by a kind 9005
+	-- the storing transaction, for comb-capture's catch-up after a
+	-- database reconnect (docs/operations.md, "Change capture")
+	xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
 	PRIMARY KEY (community_id, id)
 );
 -- Events are served far more often than written: keep raw uncompressed so
@@ -84,6 +87,7 @@ CREATE INDEX events_by_channel ON events (community_id, channel_id, created_at D
 CREATE INDEX events_by_author ON events (community_id, pubkey, created_at DESC);
 CREATE INDEX events_by_kind ON events (community_id, kind, created_at DESC);
 CREATE INDEX events_by_time ON events (community_id, created_at DESC);
+CREATE INDEX events_changes ON events (community_id, xid);
 
 -- Single-letter tags of stored events (name, first value), for #x filters.
 CREATE TABLE event_tags (

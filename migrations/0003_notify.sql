@@ -136,3 +136,35 @@ END $$;
 CREATE TRIGGER events_notify AFTER INSERT ON events
 	FOR EACH ROW WHEN (NEW.kind NOT IN (45010, 45011))
 	EXECUTE FUNCTION comb_notify_event();
+
+-- Catch-up after a database reconnect (docs/operations.md, "Change
+-- capture"): a leader that lost its session reads every change stamped at
+-- or after its horizon from the *_xid stamps. Channel signals are raised on
+-- more changes (archiving) than channels.policy_xid records, so channels
+-- carry a stamp of their own for the changes comb_notify_channel signals.
+ALTER TABLE channels ADD COLUMN signal_xid xid8 NOT NULL
+	DEFAULT pg_current_xact_id();
+
+CREATE FUNCTION comb_stamp_channel_signal() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.visibility IS DISTINCT FROM OLD.visibility
+	   OR NEW.ttl IS DISTINCT FROM OLD.ttl
+	   OR NEW.archived IS DISTINCT FROM OLD.archived
+	   OR NEW.deleted IS DISTINCT FROM OLD.deleted THEN
+		NEW.signal_xid := pg_current_xact_id();
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER channels_signal_stamp BEFORE UPDATE ON channels
+	FOR EACH ROW EXECUTE FUNCTION comb_stamp_channel_signal();
+CREATE INDEX channels_signal_changes ON channels (community_id, signal_xid);
+
+-- The epoch the capture leader publishes, written by each instance that
+-- starts an epoch. A leader that reconnects continues its epoch only if
+-- this still names it, i.e. no other instance led in between.
+CREATE TABLE capture_leader (
+	id boolean PRIMARY KEY DEFAULT true CHECK (id),
+	epoch text NOT NULL,
+	since timestamptz NOT NULL DEFAULT now()
+);

@@ -25,6 +25,17 @@
  * leadership (well before the server drops its session, and the lock,
  * through its own keepalive settings, see leader.c). */
 #define CAPTURE_PING_TIMEOUT_MS 2000
+/* A leader that lost its database connection keeps its epoch (and keeps
+ * sending heartbeats) for at most this long while it reconnects and
+ * catches up; after that it ends the epoch (see leader.c). */
+#define CAPTURE_GRACE_MS 5000
+/* How often a leader in its grace period tries to reconnect. */
+#define CAPTURE_RECONNECT_MS 100
+/* The most transaction ids remembered as published above the horizon
+ * (catch-up skips them); beyond it catch-up may repeat a signal. */
+#define CAPTURE_SEEN_MAX 4096
+/* The most in-progress transactions of a catch-up snapshot. */
+#define CAPTURE_SNAPSHOT_MAX_XIP 65536
 /* Marks are repeated for a community this many heartbeats after its last
  * signal, so that a lost last signal is noticed. */
 #define CAPTURE_MARK_TICKS 4
@@ -50,6 +61,24 @@ struct communities {
 
 struct ephemeral;
 
+/*
+ * What capture knows about which changes it published (listen.c): every
+ * change with a transaction id below horizon was published; seen holds
+ * the ids at or above it already published from notifications. After a
+ * catch-up, the catch-up snapshot tells which notifications still to come
+ * were published by the catch-up itself.
+ */
+struct capture_horizon {
+	uint64_t horizon;       /* 0: none yet (no catch-up possible) */
+	uint64_t seen[CAPTURE_SEEN_MAX];
+	size_t nseen;
+	bool seen_full_warned;
+	bool snap_active;       /* the catch-up snapshot below applies */
+	uint64_t snap_xmin, snap_xmax;
+	uint64_t *snap_xip;     /* in progress at the snapshot, sorted */
+	size_t snap_nxip;
+};
+
 struct capture {
 	struct comb_config cfg;
 	void *zctx;             /* ZeroMQ context */
@@ -62,9 +91,12 @@ struct capture {
 	bool leader;            /* holds the advisory lock and LISTENs */
 	bool standby_logged;    /* "another instance leads" said once */
 	int64_t next_try_ms;    /* standby: next lock attempt */
-	bool ping_pending;      /* leader: a SELECT 1 is in flight */
+	bool ping_pending;      /* leader: a horizon marker is in flight */
 	int64_t ping_sent_ms;
 	int64_t next_beat_ms;   /* leader: next heartbeat */
+	bool reconnecting;      /* lost the database, keeping the epoch */
+	int64_t grace_until_ms; /* reconnecting: when the epoch ends */
+	struct capture_horizon hz;
 
 	uint64_t epoch;         /* current epoch, 0 before the first */
 	uint64_t tick;          /* heartbeats sent in this epoch */
@@ -72,6 +104,7 @@ struct capture {
 	struct comb_buf out;    /* encoding buffer */
 
 	uint64_t published;     /* signals sent (heartbeats and marks too) */
+	uint64_t caught_up;     /* signals published by catch-ups */
 	uint64_t rejected;      /* notifications or messages refused */
 };
 
@@ -99,8 +132,9 @@ void communities_reset(struct communities *t);
  */
 int publish_open(struct capture *cap, char *errbuf, size_t errlen);
 void publish_close(struct capture *cap);
-/* Starts a new epoch: a new random epoch, every seq back to 0, and a mark
- * for every community a subscriber asked for. */
+/* Starts a new epoch: a new random epoch, every seq back to 0, the
+ * horizon forgotten, and a mark for every community a subscriber asked
+ * for. */
 void publish_new_epoch(struct capture *cap);
 /* Numbers s (epoch, and seq for its community) and sends it. Only the
  * leader calls this. Returns 0 or a negative COMB_E* code (logged). */
@@ -115,9 +149,14 @@ void publish_subscriptions(struct capture *cap);
 /* leader.c */
 
 /* Standby: when due, connects and tries the advisory lock; on success
- * LISTENs and starts a new epoch. Leader: pings the database once per
- * heartbeat interval and gives up leadership when a ping is overdue. */
+ * LISTENs and starts a new epoch, or, in a grace period after a lost
+ * connection, catches up and continues the epoch. Leader: once per
+ * heartbeat interval pings the database with a horizon marker and gives
+ * up leadership when a ping is overdue. */
 void leader_tick(struct capture *cap, int64_t now);
+/* True while heartbeats, marks and ephemeral signals are sent: leading,
+ * or in the grace period of a lost connection. */
+bool leader_publishing(const struct capture *cap);
 /* Reads what the leader's connection has for us: ping answers and
  * notifications (handed to listen_notification). */
 void leader_readable(struct capture *cap);
@@ -129,9 +168,26 @@ void leader_release(struct capture *cap);
 
 /* listen.c */
 
-/* Maps one notification payload to a signal and publishes it. A payload
- * that does not parse starts a new epoch, since a change may be lost. */
+/* The payload prefix of the leader's own horizon markers. */
+#define CAPTURE_HORIZON_PREFIX "horizon "
+
+/* Maps one notification payload to a signal and publishes it, unless an
+ * earlier catch-up published it. A horizon marker advances the horizon. A
+ * payload that does not parse starts a new epoch, since a change may be
+ * lost. */
 void listen_notification(struct capture *cap, const char *payload);
+/*
+ * Publishes, with the current epoch and continuing seqs, a signal for
+ * every change stamped at or after the horizon that is not known to be
+ * published, in transaction id order, read in one snapshot on conn (which
+ * already LISTENs). Returns 0, or COMB_EUNAVAIL with the reason in errbuf
+ * (nothing was published then).
+ */
+int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
+		    size_t errlen);
+/* Forgets the horizon (a new epoch). */
+void listen_forget(struct capture *cap);
+void listen_release(struct capture *cap);
 
 /* ephemeral.c */
 
@@ -141,7 +197,7 @@ int ephemeral_start(struct capture *cap, char *errbuf, size_t errlen);
 /* Stops and joins the thread. */
 void ephemeral_stop(struct capture *cap);
 /* Forwards the messages waiting on cap->pull (drops them when not
- * leading). */
+ * publishing, see leader_publishing). */
 void ephemeral_drain(struct capture *cap);
 
 #endif

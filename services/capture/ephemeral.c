@@ -285,7 +285,7 @@ void ephemeral_drain(struct capture *cap)
 			zmq_msg_close(&msg);
 			return;
 		}
-		if (!cap->leader) {
+		if (!leader_publishing(cap)) {
 			zmq_msg_close(&msg);
 			continue;
 		}

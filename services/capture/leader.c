@@ -13,6 +13,19 @@
  * unreachable client only after about ten seconds, so a leader cut off
  * from its database has stopped publishing well before a standby can get
  * the lock: two leaders never publish at once.
+ *
+ * The ping is a horizon marker (listen.c): a NOTIFY of the marker
+ * transaction's snapshot xmin, which tells capture, when it comes back,
+ * that every change below that transaction id has been published. A
+ * leader whose connection breaks (session terminated, database
+ * restarted) keeps its epoch and its heartbeats for CAPTURE_GRACE_MS while
+ * it reconnects every CAPTURE_RECONNECT_MS. If it gets the lock back in
+ * time, the capture_leader row still names its epoch (no other instance
+ * led meanwhile) and the catch-up from the horizon succeeds, relays see no
+ * interruption: the changes made meanwhile arrive as signals with the
+ * following seqs. Otherwise the epoch ends as before. A leader whose
+ * database stops answering gets no grace period: its session may live on
+ * at the server and keep the lock.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,6 +37,10 @@
 
 /* "combcapt" in ASCII: the advisory lock key of the capture leader. */
 #define CAPTURE_LOCK_KEY INT64_C(0x636f6d6263617074)
+
+static const char *const marker_sql =
+	"SELECT pg_notify('comb', '" CAPTURE_HORIZON_PREFIX "' || "
+	"pg_snapshot_xmin(pg_current_snapshot())::text)";
 
 static const char *const session_sql =
 	"SET application_name = 'comb-capture';"
@@ -92,20 +109,101 @@ static PGconn *connect_db(const char *url)
 	return conn;
 }
 
-void leader_drop(struct capture *cap, const char *why)
+bool leader_publishing(const struct capture *cap)
 {
-	if (cap->leader)
+	return cap->leader || cap->reconnecting;
+}
+
+/* Ends the grace period of a lost connection: the epoch is over. */
+static void end_grace(struct capture *cap, const char *why)
+{
+	if (!cap->reconnecting)
+		return;
+	comb_warn("leader: leadership lost (%s); epoch %016" PRIx64
+		  " ends, standing by", why, cap->epoch);
+	cap->reconnecting = false;
+	cap->next_try_ms = capture_now_ms() + CAPTURE_LOCK_RETRY_MS;
+}
+
+/* Closes the connection after a failure; a leader with a horizon enters
+ * its grace period when grace is set. */
+static void drop(struct capture *cap, const char *why, bool grace)
+{
+	int64_t now = capture_now_ms();
+
+	if (cap->leader && grace && cap->hz.horizon != 0) {
+		comb_warn("leader: database connection lost (%s); epoch %016"
+			  PRIx64 " goes on for up to %d ms while reconnecting",
+			  why, cap->epoch, CAPTURE_GRACE_MS);
+		cap->reconnecting = true;
+		cap->grace_until_ms = now + CAPTURE_GRACE_MS;
+	} else if (cap->leader) {
 		comb_warn("leader: leadership lost (%s); epoch %016" PRIx64
 			  " ends, standing by", why, cap->epoch);
-	else if (cap->pg)
+	} else if (cap->reconnecting) {
+		comb_debug("leader: reconnect failed (%s)", why);
+	} else if (cap->pg) {
 		comb_info("leader: standby connection dropped (%s)", why);
+	}
 	if (cap->pg)
 		PQfinish(cap->pg);
 	cap->pg = NULL;
 	cap->leader = false;
 	cap->ping_pending = false;
 	cap->standby_logged = false;
-	cap->next_try_ms = capture_now_ms() + CAPTURE_LOCK_RETRY_MS;
+	cap->next_try_ms = now + (cap->reconnecting ? CAPTURE_RECONNECT_MS :
+				  CAPTURE_LOCK_RETRY_MS);
+}
+
+void leader_drop(struct capture *cap, const char *why)
+{
+	drop(cap, why, true);
+}
+
+/* Writes the epoch this instance starts into capture_leader. */
+static void record_epoch(struct capture *cap)
+{
+	char epoch[24];
+	const char *params[1] = {epoch};
+	PGresult *res;
+
+	snprintf(epoch, sizeof(epoch), "%016" PRIx64, cap->epoch);
+	res = PQexecParams(cap->pg,
+			   "INSERT INTO capture_leader (epoch) VALUES ($1) "
+			   "ON CONFLICT (id) DO UPDATE SET epoch = EXCLUDED.epoch, "
+			   "since = now()", 1, NULL, params, NULL, NULL, 0);
+	/* Not fatal: a reconnect then finds another epoch and starts anew. */
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		comb_warn("leader: cannot record epoch %s: %s", epoch,
+			  pg_message(cap->pg));
+	PQclear(res);
+}
+
+/* In the grace period, with the lock back: goes on with the epoch if no
+ * other instance led meanwhile and the catch-up succeeds. Returns 0, or
+ * COMB_EUNAVAIL with the reason in errbuf. */
+static int continue_epoch(struct capture *cap, char *errbuf, size_t errlen)
+{
+	char epoch[24];
+	PGresult *res;
+	bool same;
+
+	if (capture_now_ms() >= cap->grace_until_ms)
+		return comb_fail(errbuf, errlen, COMB_EUNAVAIL,
+				 "the grace period passed");
+	snprintf(epoch, sizeof(epoch), "%016" PRIx64, cap->epoch);
+	res = PQexec(cap->pg, "SELECT epoch FROM capture_leader");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		comb_fail(errbuf, errlen, COMB_EUNAVAIL, "%s", pg_message(cap->pg));
+		PQclear(res);
+		return COMB_EUNAVAIL;
+	}
+	same = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), epoch) == 0;
+	PQclear(res);
+	if (!same)
+		return comb_fail(errbuf, errlen, COMB_EUNAVAIL,
+				 "another instance led meanwhile");
+	return listen_catch_up(cap, cap->pg, errbuf, errlen);
 }
 
 /* Delivers the notifications libpq has buffered. */
@@ -125,11 +223,12 @@ static void try_lead(struct capture *cap, int64_t now)
 {
 	int got;
 
-	cap->next_try_ms = now + CAPTURE_LOCK_RETRY_MS;
+	cap->next_try_ms = now + (cap->reconnecting ? CAPTURE_RECONNECT_MS :
+				  CAPTURE_LOCK_RETRY_MS);
 	if (!cap->pg) {
 		cap->pg = connect_db(cap->cfg.database_url);
 		if (PQstatus(cap->pg) != CONNECTION_OK) {
-			if (!cap->standby_logged)
+			if (!cap->standby_logged && !cap->reconnecting)
 				comb_warn("leader: cannot connect to the database: %s",
 					  pg_message(cap->pg));
 			cap->standby_logged = true;
@@ -156,6 +255,7 @@ static void try_lead(struct capture *cap, int64_t now)
 		return;
 	}
 	if (!got) {
+		end_grace(cap, "another instance holds the capture lock");
 		if (!cap->standby_logged)
 			comb_info("leader: another instance holds the capture lock, standing by");
 		cap->standby_logged = true;
@@ -179,8 +279,22 @@ static void try_lead(struct capture *cap, int64_t now)
 	cap->leader = true;
 	cap->ping_pending = false;
 	cap->ping_sent_ms = now;
+	if (cap->reconnecting) {
+		char err[256];
+
+		cap->reconnecting = false;
+		if (continue_epoch(cap, err, sizeof(err)) == 0) {
+			comb_info("leader: leadership regained (backend %d), epoch %016"
+				  PRIx64 " goes on", PQbackendPID(cap->pg), cap->epoch);
+			drain_notifications(cap);
+			return;
+		}
+		comb_warn("leader: cannot go on with epoch %016" PRIx64 " (%s)",
+			  cap->epoch, err);
+	}
 	cap->next_beat_ms = now;
 	publish_new_epoch(cap);
+	record_epoch(cap);
 	comb_info("leader: leadership acquired (backend %d), publishing epoch %016"
 		  PRIx64 " on %s", PQbackendPID(cap->pg), cap->epoch, cap->endpoint);
 	/* Notifications that arrived with the LISTEN's answer. */
@@ -190,17 +304,19 @@ static void try_lead(struct capture *cap, int64_t now)
 void leader_tick(struct capture *cap, int64_t now)
 {
 	if (!cap->leader) {
+		if (cap->reconnecting && now >= cap->grace_until_ms)
+			end_grace(cap, "no reconnect within the grace period");
 		if (now >= cap->next_try_ms)
 			try_lead(cap, now);
 		return;
 	}
 	if (cap->ping_pending) {
 		if (now - cap->ping_sent_ms > CAPTURE_PING_TIMEOUT_MS)
-			leader_drop(cap, "the database stopped answering");
+			drop(cap, "the database stopped answering", false);
 		return;
 	}
 	if (now - cap->ping_sent_ms >= cap->cfg.capture_heartbeat_ms) {
-		if (!PQsendQuery(cap->pg, "SELECT 1")) {
+		if (!PQsendQuery(cap->pg, marker_sql)) {
 			leader_drop(cap, pg_message(cap->pg));
 			return;
 		}
@@ -245,5 +361,6 @@ void leader_release(struct capture *cap)
 		PQfinish(cap->pg);
 	cap->pg = NULL;
 	cap->leader = false;
+	cap->reconnecting = false;
 	cap->ping_pending = false;
 }

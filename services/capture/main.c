@@ -4,7 +4,8 @@
  * the Redis subscriber and then runs one loop until SIGINT or SIGTERM:
  * stand by for (or hold) leadership, turn notifications and ephemeral
  * events into signals, answer subscriptions with marks, and send a
- * heartbeat every COMB_CAPTURE_HEARTBEAT_MS while leading.
+ * heartbeat every COMB_CAPTURE_HEARTBEAT_MS while leading (and while
+ * reconnecting to the database within the grace period, see leader.c).
  */
 #include <errno.h>
 #include <signal.h>
@@ -45,6 +46,12 @@ static long poll_timeout(const struct capture *cap, int64_t now)
 			cap->ping_sent_ms + cap->cfg.capture_heartbeat_ms;
 
 		due = cap->next_beat_ms < ping ? cap->next_beat_ms : ping;
+	} else if (cap->reconnecting) {
+		/* heartbeats go on, and the grace period may end */
+		if (cap->next_beat_ms < due)
+			due = cap->next_beat_ms;
+		if (cap->grace_until_ms < due)
+			due = cap->grace_until_ms;
 	}
 	return due > now ? (long)(due - now) : 0;
 }
@@ -57,7 +64,7 @@ static void run(struct capture *cap)
 		int n = 2, rc;
 
 		leader_tick(cap, now);
-		if (cap->leader && now >= cap->next_beat_ms) {
+		if (leader_publishing(cap) && now >= cap->next_beat_ms) {
 			publish_heartbeat(cap);
 			cap->next_beat_ms += cap->cfg.capture_heartbeat_ms;
 			if (cap->next_beat_ms <= now)
@@ -143,6 +150,7 @@ int main(void)
 out:
 	ephemeral_stop(&cap);
 	leader_release(&cap);
+	listen_release(&cap);
 	publish_close(&cap);
 	if (cap.zctx)
 		zmq_ctx_term(cap.zctx);

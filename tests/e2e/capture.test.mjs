@@ -4,8 +4,10 @@
 // and the writing transaction's xid; a rolled-back write gives nothing;
 // exact channel topics never match another channel; heartbeats and marks
 // arrive; ephemeral events published on Redis (by hand and by the relay)
-// are forwarded; a capture whose database session is killed comes back
-// with a new epoch; and of two captures only the leader publishes, the
+// are forwarded; a capture whose database session is killed reconnects
+// and catches up from its horizon in the same epoch (an open sync hears of
+// the changes made meanwhile and stays open), unless another instance led
+// in between, which gives a new epoch; and of two captures only the leader publishes, the
 // standby taking over with a new epoch within a couple of seconds after
 // the leader is killed with SIGKILL.
 //
@@ -20,8 +22,10 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { after, before, describe, test } from 'node:test';
 
-import { buildDir, freePort, newKey, readStackEnv, startRelay } from './lib/harness.mjs';
-import { accept, addMember, chat, createChannel, publish, assertAccepted, uuid } from './lib/artifacts.mjs';
+import { buildDir, connectWs, freePort, newKey, readStackEnv, signEvent, startRelay } from './lib/harness.mjs';
+import {
+	accept, addMember, chat, createChannel, publish, assertAccepted, tagValue, uuid,
+} from './lib/artifacts.mjs';
 
 const tapBin = path.join(buildDir, 'bin', 'comb-signal-tap');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -113,6 +117,18 @@ function assertContiguous(tap, cid, epoch) {
 		if (last !== null)
 			assert.equal(s.seq, last + 1, `seq gap: ${last} then ${JSON.stringify(s)}`);
 		last = s.seq;
+	}
+}
+
+// Opens a sync (REQ with artifact: current) on c and waits for its EOSE.
+async function openSync(c, id, filter, ms = 10000) {
+	c.send(['REQ', id, filter]);
+	for (;;) {
+		const m = await c.next((x) => ['EVENT', 'EOSE', 'CLOSED'].includes(x[0]) && x[1] === id, ms);
+		if (m[0] === 'EOSE')
+			return;
+		if (m[0] === 'CLOSED')
+			throw new Error(`sync ${id} closed: ${m[2]}`);
 	}
 }
 
@@ -315,16 +331,97 @@ describe('signals from real writes', () => {
 		assert.equal(tap.lines.filter((s) => s.error).length, 0);
 	});
 
-	test('a killed database session ends the epoch and capture comes back', async () => {
+	test('a killed database session: capture catches up in the same epoch, syncs stay open', async () => {
+		const h = await createChannel(stack, admin, { name: 'catch-up' });
+		const d0 = uuid();
+		const rev0 = await accept(stack, admin, { d: d0, h, op: 'create', title: 'to delete while capture is away' });
+		await tap.waitFor((s) => s.type === 'head' && s.d === d0, 'head signal of d0');
+		const c = await connectWs(stack.url, admin);
+		try {
+			await openSync(c, 's', { artifact: 'current', '#h': [h] });
+			const from = tap.lines.length;
+			const h2 = uuid();
+			const ev = signEvent(admin, { kind: 9, tags: [['h', h]], content: 'stored while capture was away' });
+			// The writes commit after capture's session is gone (the
+			// terminate waits for it) and before capture reconnects (it
+			// waits 100 ms first), so no notification carries them.
+			const killed = await stack.query(`BEGIN;
+				UPDATE artifact_heads SET deleted = true WHERE d = '${d0}';
+				INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
+					VALUES (${cid}, '${h2}', 'while away', 0, '${randomHex(32)}', 1);
+				INSERT INTO events (community_id, id, pubkey, created_at, kind, channel_id, raw)
+					VALUES (${cid}, '${ev.id}', '${ev.pubkey}', ${ev.created_at}, 9, '${h}',
+						$raw$${JSON.stringify(ev)}$raw$);
+				SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
+					WHERE application_name = 'comb-capture' AND datname = current_database();
+				COMMIT;`);
+			assert.deepEqual(killed, [['1']]);
+			const head = await tap.waitFor((s) => s.type === 'head' && s.d === d0, 'caught-up head signal', { from });
+			const chan = await tap.waitFor((s) => s.type === 'channel' && s.channel === h2, 'caught-up channel signal', { from });
+			const evSig = await tap.waitFor((s) => s.type === 'event' && s.id === ev.id, 'caught-up event signal', { from });
+			for (const sig of [head, chan, evSig])
+				assert.equal(sig.epoch, epoch, `a new epoch after the reconnect: ${JSON.stringify(sig)}`);
+			const [[xid, eventXid]] = await stack.query(`SELECT h.changed_xid, e.xid FROM artifact_heads h, events e
+				WHERE h.d = '${d0}' AND e.id = '${ev.id}'`);
+			assert.equal(head.xid, xid);
+			assert.equal(chan.xid, xid);
+			assert.equal(evSig.xid, eventXid);
+			const log = await waitLog(stack.logs.captures[0], /leadership regained .* goes on/);
+			assert.match(log, /database connection lost/);
+			assert.match(log, /caught up from horizon [0-9]+: [1-9][0-9]* signals/);
+			assert.doesNotMatch(log, /leadership lost/);
+
+			// The sync hears of the deletion and is not closed: a deleted
+			// head the client holds is answered with the head's revision
+			// (its delete revision; here the same create revision, since
+			// the raw update wrote none), which nothing else would resend.
+			const removed = await c.next((m) => m[1] === 's', 8000);
+			assert.equal(removed[0], 'EVENT', JSON.stringify(removed).slice(0, 300));
+			assert.equal(removed[2].kind, 45010);
+			assert.equal(removed[2].id, rev0.id);
+			// Later writes go on in the same epoch with the next seqs.
+			const d1 = uuid();
+			await accept(stack, admin, { d: d1, h, op: 'create', title: 'after the reconnect' });
+			const after = await c.next((m) => m[1] === 's', 8000);
+			assert.equal(after[0], 'EVENT', JSON.stringify(after).slice(0, 300));
+			assert.equal(tagValue(after[2], 'd'), d1);
+			const sig = await tap.waitFor((s) => s.type === 'head' && s.d === d1, 'head signal after the reconnect', { from });
+			assert.equal(sig.epoch, epoch);
+			await c.none((m) => m[1] === 's', 1500);
+
+			assertContiguous(tap, cid, epoch);
+			assert.ok(tap.lines.every((s) => s.epoch === epoch), 'another epoch appeared');
+			// Each change was published once: by the catch-up only.
+			const once = (pred, what) => assert.equal(tap.lines.slice(from).filter(pred).length, 1, what);
+			once((s) => s.type === 'head' && s.d === d0, 'head of d0');
+			once((s) => s.type === 'channel' && s.channel === h2, 'channel h2');
+			once((s) => s.type === 'event' && s.id === ev.id, 'event');
+			// Heartbeats went on while capture reconnected.
+			const beats = tap.lines.slice(from).filter(isBeat);
+			for (let i = 1; i < beats.length; i++)
+				assert.ok(beats[i].at - beats[i - 1].at < 1200,
+					`heartbeats paused for ${beats[i].at - beats[i - 1].at} ms`);
+		} finally {
+			c.ws.terminate();
+		}
+	});
+
+	test('a reconnect after another instance led starts a new epoch', async () => {
 		const from = tap.lines.length;
-		const killed = await stack.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE application_name = 'comb-capture' AND datname = current_database()`);
-		assert.deepEqual(killed, [['t']]);
+		// As if a standby had led (and stopped) while the session was away.
+		const killed = await stack.query(`BEGIN;
+			UPDATE capture_leader SET epoch = 'another';
+			SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
+				WHERE application_name = 'comb-capture' AND datname = current_database();
+			COMMIT;`);
+		assert.deepEqual(killed, [['1']]);
 		const beat = await tap.waitFor((s) => isBeat(s) && s.epoch !== epoch, 'heartbeat of a new epoch', { from });
 		const mark = await tap.waitFor((s) => isMark(cid)(s) && s.epoch === beat.epoch, 'mark of the new epoch',
 			{ from });
 		assert.equal(mark.seq, 0);
-		await waitLog(stack.logs.captures[0], /leadership lost/);
+		await waitLog(stack.logs.captures[0], /cannot go on with epoch [0-9a-f]+ \(another instance led meanwhile\)/);
+		const [[recorded]] = await stack.query('SELECT epoch FROM capture_leader');
+		assert.equal(recorded, beat.epoch);
 
 		const h = uuid();
 		await stack.psql(`INSERT INTO channels (community_id, id, name, visibility, created_by, created_at)
