@@ -20,6 +20,7 @@
 
 #include "capture.h"
 #include "comb/error.h"
+#include "comb/list.h"
 #include "comb/log.h"
 
 /* Per-subscriber queue before ZeroMQ drops (the seq shows the drop). */
@@ -31,6 +32,7 @@ int publish_open(struct capture *cap, char *errbuf, size_t errlen)
 	int hwm = PUB_SNDHWM, one = 1, zero = 0;
 	char endpoint[256];
 	const char *p = list;
+	int rc;
 
 	cap->pub = zmq_socket(cap->zctx, ZMQ_XPUB);
 	if (!cap->pub)
@@ -40,32 +42,17 @@ int publish_open(struct capture *cap, char *errbuf, size_t errlen)
 	zmq_setsockopt(cap->pub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
 	zmq_setsockopt(cap->pub, ZMQ_LINGER, &zero, sizeof(zero));
 
-	while (*p) {
-		size_t n = strcspn(p, ",");
-		size_t lead = strspn(p, " \t");
-
-		if (lead < n) {
-			size_t len = n - lead;
-
-			while (len > 0 && (p[lead + len - 1] == ' ' ||
-					   p[lead + len - 1] == '\t'))
-				len--;
-			if (len >= sizeof(endpoint))
-				return comb_fail(errbuf, errlen, COMB_EIO,
-						 "COMB_CAPTURE_ENDPOINT: an endpoint is too long");
-			memcpy(endpoint, p + lead, len);
-			endpoint[len] = '\0';
-			if (zmq_bind(cap->pub, endpoint) == 0) {
-				memcpy(cap->endpoint, endpoint, len + 1);
-				return 0;
-			}
-			comb_info("publish: cannot bind %s: %s", endpoint,
-				  zmq_strerror(zmq_errno()));
+	while ((rc = comb_list_next(&p, endpoint, sizeof(endpoint))) > 0) {
+		if (zmq_bind(cap->pub, endpoint) == 0) {
+			snprintf(cap->endpoint, sizeof(cap->endpoint), "%s", endpoint);
+			return 0;
 		}
-		p += n;
-		if (*p == ',')
-			p++;
+		comb_info("publish: cannot bind %s: %s", endpoint,
+			  zmq_strerror(zmq_errno()));
 	}
+	if (rc < 0)
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "COMB_CAPTURE_ENDPOINT: an endpoint is too long");
 	return comb_fail(errbuf, errlen, COMB_EIO,
 			 "no endpoint of COMB_CAPTURE_ENDPOINT (%s) can be bound",
 			 list);
