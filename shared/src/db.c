@@ -114,6 +114,7 @@ PGconn *comb_db_acquire(struct comb_db_pool *pool, int wait_ms)
 {
 	struct timespec deadline;
 	struct slot *slot;
+	bool fresh = false;
 	PGconn *conn;
 	int i;
 
@@ -143,11 +144,15 @@ PGconn *comb_db_acquire(struct comb_db_pool *pool, int wait_ms)
 		PQfinish(conn);
 		conn = NULL;
 	}
-	if (!conn)
+	if (!conn) {
 		conn = connect_db(pool);
+		fresh = true;
+	}
 
 	pthread_mutex_lock(&pool->lock);
-	if (slot->conn != conn)
+	/* A new connection (possibly at the old one's address) has prepared
+	 * nothing yet. */
+	if (fresh)
 		slot->prepared = 0;
 	slot->conn = conn;
 	if (!conn) {
