@@ -252,7 +252,7 @@ describe('refusals', () => {
 
 describe('execution budget', () => {
 	test('a query running past the budget answers 503 query budget exceeded', async () => {
-		const s = await startRelay({ env: { COMB_QUERY_TIMEOUT_MS: '10' } });
+		const s = await startRelay({ env: { COMB_QUERY_TIMEOUT_MS: '50' } });
 		try {
 			const reader = newKey();
 			// Events without a channel are the author's own: a full scan.
@@ -268,8 +268,16 @@ describe('execution budget', () => {
 				assert.deepEqual(r.json(), { error: 'error: query budget exceeded' });
 				assert.match(r.headers['retry-after'] ?? '', /^[0-9]+$/);
 			}
-			// The connection stays usable: a narrow query still answers.
-			const ok = await post(s.url, '/query', [{ ids: ['00'.repeat(32)] }], reader.sk, authOpts());
+			// The connection stays usable: a narrow query still answers (on
+			// a loaded machine even a probe may exceed 50 ms now and then,
+			// so it gets a few tries; each failure must be the budget's).
+			let ok;
+			for (let i = 0; i < 5; i++) {
+				ok = await post(s.url, '/query', [{ ids: ['00'.repeat(32)] }], reader.sk, authOpts());
+				if (ok.status === 200)
+					break;
+				assert.deepEqual(ok.json(), { error: 'error: query budget exceeded' });
+			}
 			assert.equal(ok.status, 200, ok.body);
 			assert.equal(ok.body, '[]');
 		} finally {
