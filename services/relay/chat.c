@@ -8,21 +8,9 @@
 
 #include "access.h"
 #include "comb/error.h"
+#include "comb/hex.h"
 #include "comb/uuid.h"
 #include "writer.h"
-
-static bool is_event_id(const char *s)
-{
-	size_t i;
-
-	if (!s || strlen(s) != 64)
-		return false;
-	for (i = 0; i < 64; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	}
-	return true;
-}
 
 /* Refuses a channel tag unless there is exactly one canonical h (or, with
  * optional, none). Returns false when out was set. */
@@ -117,7 +105,7 @@ static bool targets_literal(const struct comb_event *ev, struct comb_buf *lit,
 
 		if (strcmp(name, "e"))
 			continue;
-		if (!is_event_id(value)) {
+		if (!comb_hex_is_lower(value, 64)) {
 			write_refuse(out, 400, "invalid: e tags must hold event ids");
 			return false;
 		}

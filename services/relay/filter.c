@@ -9,22 +9,10 @@
 #include <string.h>
 
 #include "comb/error.h"
+#include "comb/hex.h"
 #include "comb/uuid.h"
 #include "filter.h"
 #include "protocol_limits.h"
-
-static bool is_hex64(const char *s, size_t len)
-{
-	size_t i;
-
-	if (len != 64)
-		return false;
-	for (i = 0; i < len; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	}
-	return true;
-}
 
 /* ids and authors: arrays of at most COMB_MAX_IDS event ids or pubkeys. */
 static int parse_hex_array(const char *key, const json_t *v, char *errbuf,
@@ -42,7 +30,8 @@ static int parse_hex_array(const char *key, const json_t *v, char *errbuf,
 		const json_t *s = json_array_get(v, i);
 
 		if (!json_is_string(s) ||
-		    !is_hex64(json_string_value(s), json_string_length(s)))
+		    (json_string_length(s) != 64 ||
+		     !comb_hex_is_lower(json_string_value(s), 64)))
 			return comb_fail(errbuf, errlen, COMB_EINVAL,
 					 "%s entries must be 64 lowercase hex digits", key);
 	}

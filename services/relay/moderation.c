@@ -19,6 +19,7 @@
 #include "access.h"
 #include "artifact.h"
 #include "comb/error.h"
+#include "comb/hex.h"
 #include "comb/uuid.h"
 #include "protocol_limits.h"
 #include "writer.h"
@@ -42,19 +43,6 @@ struct moderation {
 	int role;
 	bool dm;
 };
-
-static bool is_hex64(const char *s)
-{
-	size_t i;
-
-	if (!s || strlen(s) != 64)
-		return false;
-	for (i = 0; i < 64; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	}
-	return true;
-}
 
 static int parse_visibility(const char *s)
 {
@@ -159,7 +147,7 @@ static bool check_participants(struct moderation *m)
 
 		if (strcmp(json_string_value(json_array_get(tag, 0)), "p"))
 			continue;
-		if (!is_hex64(json_string_value(json_array_get(tag, 1)))) {
+		if (!comb_hex_is_lower(json_string_value(json_array_get(tag, 1)), 64)) {
 			write_refuse(m->out, 400, "invalid: p tags must hold pubkeys");
 			return false;
 		}
@@ -210,7 +198,7 @@ static bool parse_user(struct moderation *m, bool put)
 	bool bad = false;
 
 	if (comb_event_tag_count(m->ev, "p") != 1 ||
-	    !is_hex64(json_string_value(json_array_get(p, 1)))) {
+	    !comb_hex_is_lower(json_string_value(json_array_get(p, 1)), 64)) {
 		write_refuse(m->out, 400, "invalid: expected one p tag holding a pubkey");
 		return false;
 	}
@@ -240,7 +228,7 @@ static bool parse_user(struct moderation *m, bool put)
 static bool parse_redaction(struct moderation *m)
 {
 	if (comb_event_tag_count(m->ev, "e") != 1 ||
-	    !is_hex64(comb_event_tag_value(m->ev, "e"))) {
+	    !comb_hex_is_lower(comb_event_tag_value(m->ev, "e"), 64)) {
 		write_refuse(m->out, 400, "invalid: expected one e tag holding an event id");
 		return false;
 	}

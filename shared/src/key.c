@@ -63,27 +63,32 @@ static const secp256k1_context *secp(void)
 	return secp_ctx;
 }
 
+/* Creates the keypair of seckey32 and writes its x-only public key in hex.
+ * The caller wipes kp. */
+static int keypair_of(const secp256k1_context *ctx,
+		      const unsigned char seckey32[32], secp256k1_keypair *kp,
+		      char pubkey_hex[65])
+{
+	secp256k1_xonly_pubkey xpk;
+	unsigned char pk[32];
+
+	if (!secp256k1_keypair_create(ctx, kp, seckey32) ||
+	    !secp256k1_keypair_xonly_pub(ctx, &xpk, NULL, kp) ||
+	    !secp256k1_xonly_pubkey_serialize(ctx, pk, &xpk))
+		return COMB_EINVAL;
+	comb_hex_encode(pk, sizeof(pk), pubkey_hex);
+	return 0;
+}
+
 int comb_key_public(const unsigned char seckey32[32], char pubkey_hex[65])
 {
 	const secp256k1_context *ctx = secp();
 	secp256k1_keypair kp;
-	secp256k1_xonly_pubkey xpk;
-	unsigned char pk[32];
-	int rc = 0;
+	int rc;
 
 	if (ctx == NULL)
 		return COMB_ENOMEM;
-	if (!secp256k1_keypair_create(ctx, &kp, seckey32)) {
-		rc = COMB_EINVAL;
-		goto out;
-	}
-	if (!secp256k1_keypair_xonly_pub(ctx, &xpk, NULL, &kp) ||
-	    !secp256k1_xonly_pubkey_serialize(ctx, pk, &xpk)) {
-		rc = COMB_EINVAL;
-		goto out;
-	}
-	comb_hex_encode(pk, sizeof(pk), pubkey_hex);
-out:
+	rc = keypair_of(ctx, seckey32, &kp, pubkey_hex);
 	explicit_bzero(&kp, sizeof(kp));
 	return rc;
 }
@@ -138,22 +143,14 @@ int comb_event_sign(struct comb_event *ev, const unsigned char seckey32[32])
 {
 	const secp256k1_context *ctx = secp();
 	secp256k1_keypair kp;
-	secp256k1_xonly_pubkey xpk;
-	unsigned char pk[32], id[32], aux[32], sig[64];
+	unsigned char id[32], aux[32], sig[64];
 	int rc;
 
 	if (ctx == NULL)
 		return COMB_ENOMEM;
-	if (!secp256k1_keypair_create(ctx, &kp, seckey32)) {
-		rc = COMB_EINVAL;
+	rc = keypair_of(ctx, seckey32, &kp, ev->pubkey);
+	if (rc < 0)
 		goto out;
-	}
-	if (!secp256k1_keypair_xonly_pub(ctx, &xpk, NULL, &kp) ||
-	    !secp256k1_xonly_pubkey_serialize(ctx, pk, &xpk)) {
-		rc = COMB_EINVAL;
-		goto out;
-	}
-	comb_hex_encode(pk, sizeof(pk), ev->pubkey);
 	rc = comb_event_compute_id(ev, id);
 	if (rc < 0)
 		goto out;
