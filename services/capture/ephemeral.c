@@ -27,6 +27,7 @@
 
 #include "capture.h"
 #include "comb/error.h"
+#include "comb/clock.h"
 #include "comb/log.h"
 
 #define REDIS_CHANNEL "comb:ephemeral"
@@ -96,13 +97,7 @@ static void backoff_sleep(struct ephemeral *e, int ms)
 {
 	struct timespec until;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	comb_deadline_in(&until, CLOCK_REALTIME, ms);
 	pthread_mutex_lock(&e->lock);
 	while (!atomic_load(&e->stop) &&
 	       pthread_cond_timedwait(&e->wake, &e->lock, &until) != ETIMEDOUT)

@@ -37,6 +37,7 @@
 
 #include <zmq.h>
 
+#include "comb/clock.h"
 #include "comb/error.h"
 #include "comb/list.h"
 #include "comb/log.h"
@@ -176,17 +177,6 @@ bool feed_alive(void)
 	       now_ms() - last <= (int64_t)FEED_MISSED_HEARTBEATS * feed.interval_ms;
 }
 
-static void deadline_in(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 int feed_wait_trusted(int64_t community_id, int timeout_ms,
 		      uint64_t *generation)
 {
@@ -197,7 +187,7 @@ int feed_wait_trusted(int64_t community_id, int timeout_ms,
 
 	if (!atomic_load(&feed.started))
 		return COMB_EUNAVAIL;
-	deadline_in(&deadline, timeout_ms);
+	comb_deadline_in(&deadline, CLOCK_MONOTONIC, timeout_ms);
 	pthread_mutex_lock(&feed.mu);
 	c = watch_locked(community_id, &added);
 	if (added)

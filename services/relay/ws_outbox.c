@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comb/clock.h"
 #include "comb/error.h"
 #include "comb/log.h"
 #include "ws_outbox_int.h"
@@ -52,17 +53,6 @@ static void discard_locked(struct ws_outbox *ob)
 	pthread_cond_broadcast(&ob->room);
 }
 
-static void deadline_in(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void *writer_main(void *arg)
 {
 	struct ws_outbox *ob = arg;
@@ -73,7 +63,7 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&ob->mu);
 	for (;;) {
 		if (!ob->head && !ob->stopping) {
-			deadline_in(&deadline, ob->limits.linger_ms);
+			comb_deadline_in(&deadline, CLOCK_MONOTONIC, ob->limits.linger_ms);
 			while (!ob->head && !ob->stopping) {
 				if (pthread_cond_timedwait(&ob->work, &ob->mu,
 							   &deadline) == ETIMEDOUT)
@@ -296,7 +286,7 @@ bool ws_outbox_drain(struct ws_outbox *ob, int timeout_ms)
 	struct timespec deadline;
 	bool empty;
 
-	deadline_in(&deadline, timeout_ms);
+	comb_deadline_in(&deadline, CLOCK_MONOTONIC, timeout_ms);
 	pthread_mutex_lock(&ob->mu);
 	while ((ob->head || ob->writing) && !ob->failed) {
 		if (pthread_cond_timedwait(&ob->room, &ob->mu, &deadline) == ETIMEDOUT)

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "comb/db.h"
+#include "comb/clock.h"
 #include "comb/error.h"
 #include "comb/log.h"
 
@@ -118,13 +119,7 @@ PGconn *comb_db_acquire(struct comb_db_pool *pool, int wait_ms)
 	PGconn *conn;
 	int i;
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += wait_ms / 1000;
-	deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	comb_deadline_in(&deadline, CLOCK_REALTIME, wait_ms);
 
 	pthread_mutex_lock(&pool->lock);
 	while ((i = find_free(pool)) < 0) {

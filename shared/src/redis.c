@@ -8,6 +8,7 @@
  * pool can be created while Redis is still down.
  */
 #include "comb/redis.h"
+#include "comb/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -263,13 +264,7 @@ static redisContext *pool_get(struct comb_redis_pool *pool)
 	struct timespec deadline;
 	redisContext *c = NULL;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += pool->timeout_ms / 1000;
-	deadline.tv_nsec += (long)(pool->timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	comb_deadline_in(&deadline, CLOCK_MONOTONIC, pool->timeout_ms);
 
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
