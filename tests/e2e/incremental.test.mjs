@@ -5,11 +5,10 @@
 // held open, and a randomized history checked against a fresh read.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { get, newKey, post, pubkeyOf, readStackEnv, startRelay } from './lib/harness.mjs';
+import { get, newKey, post, psqlSession, pubkeyOf, startRelay } from './lib/harness.mjs';
 import {
 	accept, addMember, assertAccepted, createChannel, editChannel, publish,
 	removeMember, uuid,
@@ -471,40 +470,18 @@ test('known-ID reads answer each id, unknown and unreadable alike', async () => 
 
 // --- exactness ----------------------------------------------------------------------
 
-// A psql session whose statements we feed one at a time.
-function session() {
-	const env = readStackEnv();
-	const p = spawn('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', env.PGHOST, '-p', env.PGPORT,
-		'-U', 'postgres', stack.dbName], { stdio: ['pipe', 'pipe', 'pipe'] });
-	let out = '';
-	p.stdout.on('data', (c) => { out += c; });
-	p.stderr.on('data', (c) => { out += c; });
-	return {
-		async run(sql, marker) {
-			p.stdin.write(`${sql}\n\\echo ${marker}\n`);
-			for (let i = 0; i < 1000 && !out.includes(marker); i++)
-				await new Promise((r) => setTimeout(r, 10));
-			assert.ok(out.includes(marker), `psql did not finish: ${out}`);
-		},
-		async close() {
-			p.stdin.end();
-			await new Promise((r) => p.on('exit', r));
-		},
-	};
-}
-
 test('a writer transaction held open is never skipped', async () => {
 	const h = await createChannel(stack, admin, { visibility: 'private' });
 	const reader = await member(h);
 	const [held, other] = await createArtifacts(h, 2);
 	const store = new Store(reader.sk, { '#h': [h] });
 	await store.sync();
-	const s = session();
+	const s = psqlSession(stack.dbName);
 	let during;
 	try {
 		// stamps the head of `held` inside a transaction that stays open
-		await s.run('BEGIN;', 'began');
-		await s.run(`UPDATE artifact_heads SET deleted = true WHERE d = '${held.d}';`, 'stamped');
+		await s.run('BEGIN;');
+		await s.run(`UPDATE artifact_heads SET deleted = true WHERE d = '${held.d}';`);
 		// a later writer commits and the reader reads meanwhile: the open
 		// transaction holds the horizon, so nothing past it is delivered
 		// yet, and the cursor does not move past the held change
@@ -514,7 +491,7 @@ test('a writer transaction held open is never skipped', async () => {
 		store.cursor = during.cursor;
 		assert.deepEqual(during.changes, []);
 		assert.equal(during.more, false);
-		await s.run('COMMIT;', 'committed');
+		await s.run('COMMIT;');
 	} finally {
 		await s.close();
 	}

@@ -405,6 +405,41 @@ export async function queryOn(db, sql) {
 	return out.split(RS).map((r) => r.split(FS).map((v) => (v === NULL_MARK ? null : v)));
 }
 
+/**
+ * A psql session on database db whose statements a test feeds one at a
+ * time, so that it can hold a transaction open between two steps of
+ * another writer. run(sql) resolves once psql has executed sql (and
+ * rejects when it did not within 10 s); output() is everything psql
+ * printed; close() ends the session (an open transaction is rolled back).
+ */
+export function psqlSession(db) {
+	const env = readStackEnv();
+	const p = spawn('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-h', env.PGHOST,
+		'-p', env.PGPORT, '-U', env.PGUSER ?? 'postgres', db], { stdio: ['pipe', 'pipe', 'pipe'] });
+	let out = '';
+	let n = 0;
+	p.stdout.on('data', (c) => { out += c; });
+	p.stderr.on('data', (c) => { out += c; });
+	const exited = new Promise((r) => p.on('exit', r));
+	return {
+		async run(sql) {
+			const marker = `-- done ${++n} --`;
+			const from = out.length;
+			p.stdin.write(`${sql}\n\\echo '${marker}'\n`);
+			for (let i = 0; i < 1000 && !out.includes(marker, from); i++)
+				await new Promise((r) => setTimeout(r, 10));
+			if (!out.includes(marker, from))
+				throw new Error(`psql did not finish ${sql.slice(0, 80)}: ${out.slice(from)}`);
+			return out.slice(from, out.indexOf(marker, from)).trim();
+		},
+		output: () => out,
+		async close() {
+			p.stdin.end();
+			await exited;
+		},
+	};
+}
+
 /** A TCP port that was free on 127.0.0.1 a moment ago. */
 export function freePort() {
 	return new Promise((resolve, reject) => {

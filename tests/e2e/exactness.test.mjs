@@ -1,0 +1,153 @@
+// Exactness at the edges of what the write path's locks allow (issue 10).
+//
+// Positions are transaction ids, and removals for a lost channel are the
+// artifacts that were in it when the loss committed. Writers that move an
+// artifact share-lock both channels (in uuid order) in one statement, and
+// membership or policy changes lock the channel FOR UPDATE, so between two
+// such writers xid order is commit order, with one exception: a move takes
+// its xid when it locks its first channel, so a membership change on the
+// second channel can take a later xid and still commit first. These tests
+// build exactly that interleaving, deterministically: the relay's own move
+// statements run step by step in a psql session (comb_artifact_write, the
+// moved marker, the move record, as services/relay/write/artifact_write.c
+// runs them), and the membership change goes through the relay between
+// the move's first channel lock and the rest of it.
+//
+// For each of the four races (the reader gains or loses the channel while
+// an artifact enters or leaves it) a broad incremental store must end
+// equal to a fresh `current` read; the only harmless excess allowed is the
+// documented one, a removal of an artifact the reader never saw.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { newKey, now, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
+import { accept, addMember, createChannel, removeMember, revisionTags, uuid } from './lib/artifacts.mjs';
+import { IncrementalStore, truthFor } from './lib/clients.mjs';
+
+let stack;
+let admin;
+let community;
+
+before(async () => {
+	stack = await startRelay();
+	admin = stack.admins[0];
+	community = stack.communities[0].id;
+});
+
+after(async () => {
+	await stack?.stop();
+});
+
+/** A SQL string literal. */
+function lit(text) {
+	return `'${text.replaceAll("'", "''")}'`;
+}
+
+/** Two new private channels as [low, high] in uuid order. */
+async function channelPair() {
+	const x = await createChannel(stack, admin, { visibility: 'private' });
+	const y = await createChannel(stack, admin, { visibility: 'private' });
+	return x < y ? [x, y] : [y, x];
+}
+
+/**
+ * The relay's move of d from `from` to `to` (replacing revision prev) as
+ * a transaction held in psql. lockFirst() begins it and share-locks the
+ * lower channel, as the move's statement does first, and resolves to the
+ * transaction's xid; finish() runs the rest of the move and commits.
+ */
+function heldMove(d, from, to, prev) {
+	const ev = signEvent(admin, {
+		kind: 45010, created_at: now(), content: 'moved',
+		tags: revisionTags({ d, h: to, op: 'move', prev }),
+	});
+	const marker = signEvent(stack.relaySecretKey, {
+		kind: 45011, created_at: now(), content: '',
+		tags: [['ar', '1'], ['d', d], ['h', from], ['reason', 'moved'], ['prev', prev]],
+	});
+	const s = psqlSession(stack.dbName);
+	return {
+		async lockFirst() {
+			await s.run('BEGIN;');
+			await s.run(`SELECT 1 FROM channels WHERE community_id = ${community}` +
+				` AND id = '${from < to ? from : to}' FOR SHARE;`);
+			return BigInt(await s.run('SELECT pg_current_xact_id();'));
+		},
+		async finish() {
+			const outcome = await s.run('SELECT outcome FROM comb_artifact_write(' +
+				`${community}, '${ev.id}', '${ev.pubkey}', ${ev.created_at}, ${lit(JSON.stringify(ev))},` +
+				` ${lit(JSON.stringify(ev.tags))}::json, '${d}', '${to}', 'demo.task', 'move',` +
+				` '${prev}', NULL, true, ARRAY(SELECT generate_series(0, 1023)), NULL);`);
+			assert.equal(outcome, '0', 'the move is stored');
+			await s.run(`SELECT seq FROM comb_store_event(${community}, '${marker.id}',` +
+				` '${marker.pubkey}', ${marker.created_at}, 45011, '${from}',` +
+				` ${lit(JSON.stringify(marker))}, ${lit(JSON.stringify(marker.tags))}::json);`);
+			await s.run('INSERT INTO artifact_moves (community_id, d, from_channel, to_channel,' +
+				' replaced_revision, revision_id, marker_id)' +
+				` VALUES (${community}, '${d}', '${from}', '${to}', '${prev}', '${ev.id}', '${marker.id}');`);
+			await s.run('COMMIT;');
+		},
+		close: () => s.close(),
+	};
+}
+
+/** The xid of the reader's latest membership change in channel h. */
+async function memberXid(h, pk) {
+	const [[xid]] = await stack.query(
+		`SELECT changed_xid::text FROM members WHERE channel_id = '${h}' AND pubkey = '${pk}'`);
+	return BigInt(xid);
+}
+
+const RACES = [
+	// access  the artifact   the reader holds it at the end
+	['gains', 'enters', true],
+	['gains', 'leaves', false],
+	['loses', 'enters', false],
+	['loses', 'leaves', false],
+];
+
+for (const [access, movement, kept] of RACES) {
+	test(`a reader who ${access} a channel while an artifact ${movement} it: the store equals a fresh read`, async () => {
+		// A is the channel whose access changes; the move locks B first
+		const [B, A] = await channelPair();
+		const reader = newKey();
+		const d = uuid();
+		const created = await accept(stack, admin, { d, h: movement === 'enters' ? B : A, op: 'create' });
+		if (access === 'loses')
+			await addMember(stack, admin, A, reader.pk);
+		const store = new IncrementalStore([stack.url], reader.sk, {}, { keepLog: true });
+		await store.sync(stack);
+		assert.equal(store.items.has(d), access === 'loses' && movement === 'leaves',
+			'before the race the reader holds the artifact exactly when it can read it');
+
+		const move = heldMove(d, movement === 'enters' ? B : A, movement === 'enters' ? A : B, created.id);
+		try {
+			const moveXid = await move.lockFirst();
+			if (access === 'gains')
+				await addMember(stack, admin, A, reader.pk);
+			else
+				await removeMember(stack, admin, A, reader.pk);
+			const accessXid = await memberXid(A, reader.pk);
+			assert.ok(moveXid < accessXid, `the move's xid ${moveXid} is below the membership change's ${accessXid}`);
+
+			// the open move holds the horizon below the committed change
+			const during = await store.pull();
+			assert.deepEqual(during, [], 'nothing past the open move is delivered');
+			await move.finish();
+		} finally {
+			await move.close();
+		}
+
+		const after = await store.sync(stack);
+		const truth = await truthFor(stack.url, reader.sk, {});
+		assert.deepEqual([...store.revisions()], [...truth], 'the store equals a fresh current read');
+		assert.equal(store.items.has(d), kept);
+		if (!kept) {
+			// never an upsert of it after the race; a removal of an artifact
+			// never seen (the reader loses the channel it enters) is harmless
+			assert.ok(!after.some((c) => c.op === 'upsert' && c.event.tags.some((t) => t[0] === 'd' && t[1] === d)),
+				JSON.stringify(after));
+		}
+	});
+}
