@@ -6,7 +6,7 @@
 # the checker restarts them, so they are never shared), runs
 # tests/soak/soak.mjs and always stops the servers again.
 #
-# usage: [SEED=N] [DURATION=seconds] [SOAK_PARTS=load,checker]
+# usage: [SEED=N] [DURATION=seconds] [SOAK_PARTS=load,checker,histories]
 #        [SOAK_SYNCS=2000] [SOAK_RATE=10] scripts/soak.sh
 #
 # DURATION applies to each part (default 600 s). A failure prints its seed;

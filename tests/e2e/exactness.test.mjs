@@ -21,8 +21,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { newKey, now, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
+import { newKey, now, post, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
 import { accept, addMember, createChannel, removeMember, revisionTags, uuid } from './lib/artifacts.mjs';
+import { quiesce } from './lib/checker.mjs';
 import { IncrementalStore, truthFor } from './lib/clients.mjs';
 
 let stack;
@@ -151,3 +152,50 @@ for (const [access, movement, kept] of RACES) {
 		}
 	});
 }
+
+// The convergence checker compares every store with a fresh read once the
+// writers are done. A write whose client gave up (its timeout, a dropped
+// connection) may still be running in the relay or its database session
+// and commit after that final read: the store then keeps an artifact the
+// fresh read no longer has, a divergence of the comparison, not of the
+// relay. settle() alone cannot see such a write (it holds no xid yet while
+// it waits for a lock); quiesce() in lib/checker.mjs waits for it.
+test('a write whose client gave up is waited for before stores are compared', async () => {
+	const slow = await startRelay({ env: { COMB_QUERY_TIMEOUT_MS: '20000' } });
+	const s = psqlSession(slow.dbName);
+	try {
+		const sk = slow.admins[0];
+		const h = await createChannel(slow, sk, { visibility: 'open' });
+		const d = uuid();
+		const created = await accept(slow, sk, { d, h, op: 'create' });
+		const reader = newKey();
+		const store = new IncrementalStore([slow.url], reader.sk, {});
+		await store.sync(slow);
+		assert.ok(store.items.has(d));
+
+		// the delete waits for the artifact's lock, holding no xid yet; its
+		// client stops waiting
+		const lock = `hashtextextended('comb.artifact:${slow.communities[0].id}:${d}', 0)`;
+		await s.run(`SELECT pg_advisory_lock(${lock});`);
+		const del = signEvent(sk, { kind: 45010, tags: revisionTags({ d, h, op: 'delete', prev: created.id }) });
+		await assert.rejects(post(slow.url, '/events', del, sk, { timeoutMs: 300 }), /timed out/);
+
+		// settle() passes and the store reads everything up to the horizon...
+		await store.sync(slow);
+		assert.ok(store.items.has(d), 'the delete has not committed yet');
+		// ...but the write commits once its lock is free: quiesce() waits
+		let done = false;
+		const fenced = quiesce(slow).then(() => { done = true; });
+		await new Promise((r) => setTimeout(r, 1000));
+		assert.equal(done, false, 'quiesce() waits while the abandoned write is pending');
+		await s.run(`SELECT pg_advisory_unlock(${lock});`);
+		await fenced;
+		const [[deleted]] = await slow.query(`SELECT deleted FROM artifact_heads WHERE d = '${d}'`);
+		assert.equal(deleted, 't', 'the abandoned delete committed');
+		await store.sync(slow);
+		assert.deepEqual([...store.revisions()], [...await truthFor(slow.url, reader.sk, {})]);
+	} finally {
+		await s.close();
+		await slow.stop();
+	}
+});

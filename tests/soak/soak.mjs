@@ -6,17 +6,24 @@
 //            10) for DURATION seconds: relay RSS over time (no growth
 //            after warm-up), p99 delivery latency, errors, and every
 //            sync equal to its channel at the end (tests/soak/load.mjs);
-//   checker  the convergence checker (tests/e2e/lib/checker.mjs) for
-//            DURATION seconds on two relay nodes, with faults at random
-//            points: capture and relay nodes killed with SIGKILL, writing
-//            transactions held open, PostgreSQL and Redis restarted.
+//   checker  the convergence checker (tests/e2e/lib/checker.mjs) on two
+//            relay nodes with faults at random points (capture and relay
+//            nodes killed with SIGKILL, writing transactions held open,
+//            PostgreSQL and Redis restarted): SOAK_SEEDS seeds (default
+//            5: SEED, SEED + 1, ...) sharing DURATION seconds;
+//   histories SOAK_HISTORIES short histories (default 50, each
+//            SOAK_HISTORY_OPS operations, default 400) without faults,
+//            incremental readers only, the shape of the planted-bug
+//            comparison in tests/e2e/convergence.test.mjs.
 //
 // Environment: SEED (default random; printed, and in every failure),
 // DURATION (seconds per part, default 600), SOAK_PARTS (default
-// "load,checker"), SOAK_SYNCS, SOAK_RATE, SOAK_REPORT (a JSON file for
-// the full report). Exits 1 when any part fails.
+// "load,checker"), SOAK_SYNCS, SOAK_RATE, SOAK_SEEDS, SOAK_HISTORIES,
+// SOAK_HISTORY_OPS, SOAK_BUSY (busy loops beside the runs, default 0),
+// SOAK_REPORT (a JSON file for the full report). Exits 1 when any part
+// fails; every seed that did not converge is named.
 
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -34,6 +41,10 @@ const durationMs = Number(process.env.DURATION || 600) * 1000;
 const parts = (process.env.SOAK_PARTS || 'load,checker').split(',').map((x) => x.trim()).filter(Boolean);
 const nSyncs = Number(process.env.SOAK_SYNCS || 2000);
 const rate = Number(process.env.SOAK_RATE || 10);
+const checkerSeeds = Number(process.env.SOAK_SEEDS || 5);
+const historyCount = Number(process.env.SOAK_HISTORIES || 50);
+const historyOps = Number(process.env.SOAK_HISTORY_OPS || 400);
+const busyLoops = Number(process.env.SOAK_BUSY || 0);
 const reportFile = process.env.SOAK_REPORT || path.join(buildDir, 'soak-report.json');
 
 const log = (line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
@@ -84,19 +95,20 @@ async function loadPart() {
 	}
 }
 
-async function checkerPart() {
+// One seeded history with faults on a fresh two-node stack.
+async function checkerRun(runSeed, runMs) {
 	const stack = await startRelay({ nodes: 2, env: { COMB_WRITE_RATE: '0' } });
 	try {
-		log(`checker: seed ${seed} for ${durationMs / 1000} s with faults`);
+		log(`checker: seed ${runSeed} for ${runMs / 1000} s with faults`);
 		const report = await runChecker(stack, {
-			seed,
-			durationMs,
+			seed: runSeed,
+			durationMs: runMs,
 			readers: 4,
 			channels: 8,
 			writeGapMs: 30,
 			faults: ['capture', 'node', 'hold', 'pg', 'redis'],
 			faultGapMs: [4000, 12000],
-			holdMs: durationMs >= 300000 ? 30000 : undefined,
+			holdMs: runMs >= 300000 ? 30000 : undefined,
 			faultHooks: serverHooks(),
 			log,
 		});
@@ -107,13 +119,68 @@ async function checkerPart() {
 	}
 }
 
+// One short history without faults, incremental readers only: the shape
+// of the planted-bug comparison in tests/e2e/convergence.test.mjs.
+async function historyRun(runSeed) {
+	const stack = await startRelay({ nodes: 2, env: { COMB_WRITE_RATE: '0' } });
+	try {
+		const report = await runChecker(stack, { seed: runSeed, ops: historyOps, syncs: false });
+		log(summarize(report).split('\n')[0]);
+		return report;
+	} finally {
+		await stack.stop();
+	}
+}
+
+// Runs one part's seeds (seed, seed + 1, ...) and folds their reports:
+// every failing seed is named, loudly, and fails the part.
+async function seededPart(name, count, run) {
+	const part = { ok: true, seeds: [], failedSeeds: [], failures: [], faultErrors: [], evidence: [] };
+	for (let i = 0; i < count; i++) {
+		const runSeed = seed + i;
+		let report;
+		try {
+			report = await run(runSeed);
+		} catch (err) {
+			report = { ok: false, failures: [err.stack ?? err.message], faultErrors: [] };
+		}
+		part.seeds.push(runSeed);
+		if (!report.ok || report.faultErrors?.length) {
+			part.ok = false;
+			part.failedSeeds.push(runSeed);
+			part.failures.push(...report.failures.map((f) => `seed ${runSeed}: ${f}`));
+			part.faultErrors.push(...(report.faultErrors ?? []));
+			part.evidence.push(...(report.evidence ?? []));
+			log(`FAIL ${name}: seed ${runSeed} did not converge:\n${[...report.failures,
+				...(report.evidence ?? []).map((e) => `evidence ${JSON.stringify(e)}`)].join('\n')}`);
+		}
+	}
+	log(`${name}: ${count - part.failedSeeds.length} of ${count} seeds converged` +
+		(part.failedSeeds.length ? `; FAILED seeds ${part.failedSeeds.join(', ')}` : ''));
+	return part;
+}
+
+// Spins busyLoops processes beside the runs (CPU pressure, as on a loaded
+// CI machine); returns a function that stops them.
+function cpuPressure(n) {
+	const children = Array.from({ length: n }, () =>
+		spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+	return () => children.forEach((c) => c.kill('SIGKILL'));
+}
+
 const results = { seed, durationMs, parts: {}, buildDir, started: new Date().toISOString() };
+const stopPressure = cpuPressure(busyLoops);
 let ok = true;
 log(`soak: seed ${seed}, ${durationMs / 1000} s per part, parts ${parts.join(', ')}`);
 for (const part of parts) {
 	let report;
 	try {
-		report = part === 'load' ? await loadPart() : part === 'checker' ? await checkerPart() : null;
+		if (part === 'load')
+			report = await loadPart();
+		else if (part === 'checker')
+			report = await seededPart('checker', checkerSeeds, (s) => checkerRun(s, durationMs / checkerSeeds));
+		else if (part === 'histories')
+			report = await seededPart('histories', historyCount, historyRun);
 		if (!report)
 			throw new Error(`unknown part ${part}`);
 	} catch (err) {
@@ -125,6 +192,7 @@ for (const part of parts) {
 	if (report.faultErrors?.length)
 		log(`FAIL ${part}: fault errors ${JSON.stringify(report.faultErrors)}`);
 }
+stopPressure();
 fs.writeFileSync(reportFile, JSON.stringify(results, null, 1));
 log(`soak: ${ok ? 'passed' : `FAILED (seed ${seed}; make soak SEED=${seed} DURATION=${durationMs / 1000})`}; report in ${reportFile}`);
 process.exit(ok ? 0 : 1);

@@ -140,6 +140,64 @@ export function standardFaults(stack, hooks = {}) {
 }
 
 /**
+ * Waits until no write a client gave up on can still change the database,
+ * then brings every relay node back. A write whose answer never arrived
+ * (the client's timeout, a dropped connection) may still be running in the
+ * relay or in its database session, and commit after the final reads;
+ * settle() only covers transactions that already hold an xid. So: every
+ * node is stopped gracefully (civetweb finishes the requests it holds), then
+ * no other session of the stack's database may be busy (a killed node's
+ * statement ends within the statement budget), then the nodes start again.
+ */
+export async function quiesce(stack, timeoutMs = 60000) {
+	for (let i = 0; i < stack.urls.length; i++)
+		await stack.stopNode(i, 'SIGTERM').catch(() => {});
+	const deadline = Date.now() + timeoutMs;
+	for (;;) {
+		const rows = await sqlRetry(stack,
+			'SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()' +
+			" AND pid <> pg_backend_pid() AND state <> 'idle'");
+		if (rows[0][0] === '0')
+			break;
+		if (Date.now() > deadline)
+			throw new Error(`sessions of the database stayed busy for ${timeoutMs} ms`);
+		await sleep(50);
+	}
+	for (let i = 0; i < stack.urls.length; i++)
+		await stack.startNode(i);
+}
+
+/**
+ * The server-side history of artifact d as store s's reader sees it, for a
+ * store that differs from the truth: the head, the revision ledger, the
+ * moves, the reader's membership and the policy log of every channel the
+ * artifact was ever in (with their xid stamps), the horizon now, and every
+ * read of the store that touched d (with the cursor it read with).
+ */
+async function artifactHistory(stack, s, d) {
+	const rows = (sql) => sqlRetry(stack, sql).catch((err) => [[`failed: ${err.message}`]]);
+	const channels = `(SELECT channel_id FROM artifact_revisions WHERE d = '${d}'` +
+		` UNION SELECT to_channel FROM artifact_moves WHERE d = '${d}')`;
+	return {
+		store: s.name, scope: s.scope, d,
+		horizon: (await rows('SELECT pg_snapshot_xmin(pg_current_snapshot())::text'))[0][0],
+		head: await rows('SELECT channel_id, revision_id, deleted, redacted, changed_xid, home_since_xid' +
+			` FROM artifact_heads WHERE d = '${d}'`),
+		revisions: await rows('SELECT id, op, channel_id, redacted, accepted_xid FROM artifact_revisions' +
+			` WHERE d = '${d}' ORDER BY accepted_xid`),
+		moves: await rows('SELECT from_channel, to_channel, moved_xid, from_since_xid FROM artifact_moves' +
+			` WHERE d = '${d}' ORDER BY moved_xid`),
+		membership: await rows('SELECT channel_id, role, active, changed_xid FROM members' +
+			` WHERE pubkey = '${s.reader.pk}' AND channel_id IN ${channels}`),
+		policy: await rows('SELECT channel_id, xid, was_visibility, was_deleted, was_ttl FROM channel_policy_log' +
+			` WHERE channel_id IN ${channels} ORDER BY xid`),
+		channels: await rows('SELECT id, visibility, ttl, deleted, policy_xid FROM channels' +
+			` WHERE id IN ${channels}`),
+		reads: (s.trail ?? []).filter((r) => r.changes.some((c) => c[1] === d)),
+	};
+}
+
+/**
  * Runs one history against stack and checks convergence. opts:
  *   seed       the seed (default random); printed in every failure
  *   ops        number of writer operations in all (default 400), or
@@ -168,7 +226,7 @@ export async function runChecker(stack, opts = {}) {
 	const admin = stack.admins[0];
 	const community = stack.communities[0].id;
 	const report = {
-		seed, ok: false, failures: [], ops: {}, refusals: {}, uncertain: 0,
+		seed, ok: false, failures: [], evidence: [], ops: {}, refusals: {}, uncertain: 0,
 		faults: {}, faultErrors: [], stores: [], accepted: 0, elapsedMs: 0,
 		syncs: false,
 	};
@@ -283,10 +341,11 @@ export async function runChecker(stack, opts = {}) {
 
 	// --- one writer operation ------------------------------------------
 	let seq = 0;
+	const ops = opts.weights ? OPS.map(([name, w]) => [name, opts.weights[name] ?? w]) : OPS;
 	const pickOp = (random) => {
-		const total = OPS.reduce((s, [, w]) => s + w, 0);
+		const total = ops.reduce((s, [, w]) => s + w, 0);
 		let x = random() * total;
-		for (const [name, w] of OPS) {
+		for (const [name, w] of ops) {
 			if (x < w)
 				return name;
 			x -= w;
@@ -477,12 +536,12 @@ export async function runChecker(stack, opts = {}) {
 		await syncAvailable(urls[0], readers[0].sk, probeChannel.h) : opts.syncs ?? true;
 	for (const r of readers) {
 		const node = r.i % urls.length;
-		const broad = new IncrementalStore(urls, r.sk, {}, { node, name: `reader ${r.i} broad` });
+		const broad = new IncrementalStore(urls, r.sk, {}, { node, name: `reader ${r.i} broad`, trail: true });
 		const pair = [pick(setup, channels).h, pick(setup, channels).h];
 		const scope = { '#h': [...new Set(pair)] };
 		if (r.i === 0)
 			scope['#type'] = ['demo.task'];
-		const scoped = new IncrementalStore(urls, r.sk, scope, { node: node + 1, name: `reader ${r.i} scoped` });
+		const scoped = new IncrementalStore(urls, r.sk, scope, { node: node + 1, name: `reader ${r.i} scoped`, trail: true });
 		for (const s of [broad, scoped]) {
 			s.reader = r;
 			incStores.push(s);
@@ -576,7 +635,7 @@ export async function runChecker(stack, opts = {}) {
 		}
 	};
 	const writersDone = Promise.all(writers.map((w, i) => writerLoop(w, i)));
-	const readersDone = Promise.all([readerLoop(0), readerLoop(1)]);
+	const readersDone = Promise.all(Array.from({ length: opts.readerLoops ?? 2 }, (_, i) => readerLoop(i)));
 	const faultsDone = faultLoop();
 	try {
 		await writersDone;
@@ -589,6 +648,8 @@ export async function runChecker(stack, opts = {}) {
 	log(`checker seed ${seed}: ${opsDone} operations done, reconciling`);
 
 	// --- convergence ----------------------------------------------------
+	if (report.uncertain > 0)
+		await quiesce(stack);
 	await readyAll(stack);
 	await settle(stack);
 	for (const s of incStores) {
@@ -602,8 +663,11 @@ export async function runChecker(stack, opts = {}) {
 	for (const s of incStores) {
 		const truth = await truthFor(urls[0], s.reader.sk, s.scope, ttl);
 		const diff = diffStores(s.revisions(), truth);
-		if (diff)
+		if (diff) {
 			fail(`${s.name} ${JSON.stringify(s.scope)} differs from the truth: ${JSON.stringify(diff)}`);
+			const first = [...diff.extra, ...diff.missing, ...diff.stale.map((x) => x.split(' ')[0])][0];
+			report.evidence.push(await artifactHistory(stack, s, first));
+		}
 	}
 
 	const readable = async (pk, h) => {
@@ -701,5 +765,7 @@ export function summarize(report) {
 		lines.push(`refusals: ${refusals.map(([k, v]) => `${k} (${v})`).join('; ')}`);
 	for (const f of report.failures)
 		lines.push(`FAIL ${f}`);
+	for (const e of report.evidence ?? [])
+		lines.push(`evidence ${JSON.stringify(e)}`);
 	return lines.join('\n');
 }

@@ -169,6 +169,9 @@ export class IncrementalStore {
 		this.cursor = undefined;
 		this.items = new Map();      // d -> event
 		this.log = opts.keepLog ? [] : null;
+		// opts.trail: every good read, {cursor, next, changes: [[op, d,
+		// id or reason]]}, to tell what the store read with when it differs
+		this.trail = opts.trail ? [] : null;
 		this.stats = { reads: 0, changes: 0, upserts: 0, removals: {}, errors: {}, resets: 0, moves: 0 };
 		this.violations = [];
 		this.lock = Promise.resolve();
@@ -206,8 +209,14 @@ export class IncrementalStore {
 			filter.limit = limit;
 		const r = await queryAt(this.url, this.sk, filter);
 		this.stats.reads++;
-		if (r.status === 200 && r.body && Array.isArray(r.body.changes))
+		if (r.status === 200 && r.body && Array.isArray(r.body.changes)) {
+			this.trail?.push({
+				node: this.node % this.urls.length, cursor: filter.cursor ?? null, next: r.body.cursor,
+				changes: r.body.changes.map((c) => (c.op === 'upsert' ?
+					['upsert', tagOf(c.event, 'd'), c.event.id] : [c.op, c.d, c.reason])),
+			});
 			return r.body;
+		}
 		const code = r.status === 0 ? 'network' : `${r.status} ${r.body?.error ?? r.raw.slice(0, 60)}`;
 		this.stats.errors[code] = (this.stats.errors[code] ?? 0) + 1;
 		if (r.status === 409 && r.body?.error === 'incremental_reset') {
