@@ -1,10 +1,11 @@
 /*
- * The HTTP transport: one request context per civetweb callback, body
- * reading with the advertised size limit, JSON answers in the shapes of
- * PROTOCOL.md sections 2 and 10, and the NIP-98 gate for every POST.
+ * One HTTP request as every part of the relay sees it: the context of a
+ * civetweb callback (built by http/http.c, read by the route handlers in
+ * http/, write/ and read/), and the JSON answers in the shapes of
+ * PROTOCOL.md sections 2 and 10 (request.c).
  */
-#ifndef COMB_HTTP_H
-#define COMB_HTTP_H
+#ifndef COMB_REQUEST_H
+#define COMB_REQUEST_H
 
 #include <civetweb.h>
 #include <libpq-fe.h>
@@ -55,13 +56,5 @@ void http_send_unavailable(struct request *req, const char *what);
 /* Borrows a database connection into req->db; on failure sends 503 and
  * returns false. */
 bool http_acquire_db(struct request *req);
-
-/* The handlers of each route; each sends exactly one answer. */
-void handle_events(struct request *req);
-void handle_query(struct request *req, bool count);
-void handle_nip11(struct request *req);
-void handle_healthz(struct request *req);
-void handle_readyz(struct request *req);
-void handle_metrics(struct request *req);
 
 #endif

@@ -41,8 +41,7 @@
 #include "comb/error.h"
 #include "comb/list.h"
 #include "comb/log.h"
-#include "ws_live.h"
-#include "ws_sync.h"
+#include "feed_int.h"
 
 #define BUCKETS 1024
 /* Communities one node follows at most (each has WebSocket sessions). */
@@ -69,6 +68,10 @@ struct fcomm {
 };
 
 static struct {
+	/* set before the thread starts, read-only after */
+	const struct feed_listener *listeners[FEED_MAX_LISTENERS];
+	size_t nlisteners;
+
 	pthread_mutex_t mu;        /* the table, trust, alive */
 	pthread_cond_t trust;      /* a community became trusted, or alive */
 	struct fcomm *buckets[BUCKETS];
@@ -274,8 +277,20 @@ static void ask_marks(int64_t now)
 /* Closes what follows community id (0: every community). */
 static void interrupt_subscribers(int64_t id)
 {
-	ws_sync_interrupt(id, INTERRUPTED);
+	size_t i;
+
+	for (i = 0; i < feed.nlisteners; i++)
+		feed.listeners[i]->interrupt(id, INTERRUPTED);
 	ws_live_interrupt(id, INTERRUPTED);
+}
+
+/* Hands s to every listener. */
+static void notify_listeners(const struct comb_signal *s)
+{
+	size_t i;
+
+	for (i = 0; i < feed.nlisteners; i++)
+		feed.listeners[i]->signal(s);
 }
 
 /* Every community: untrusted, interrupted. */
@@ -395,12 +410,12 @@ static void dispatch(const struct comb_signal *s)
 	case COMB_SIGNAL_HEAD:
 	case COMB_SIGNAL_MOVE:
 	case COMB_SIGNAL_REDACTION:
-		ws_sync_signal(s);
+		notify_listeners(s);
 		feed_live_push(s);
 		break;
 	case COMB_SIGNAL_MEMBER:
 	case COMB_SIGNAL_CHANNEL:
-		ws_sync_signal(s);
+		notify_listeners(s);
 		break;
 	case COMB_SIGNAL_EVENT:
 	case COMB_SIGNAL_EPHEMERAL:
@@ -567,6 +582,14 @@ static void *feed_main(void *arg)
 		ask_marks(now);
 	}
 	return NULL;
+}
+
+int feed_listen(const struct feed_listener *l)
+{
+	if (feed.nlisteners >= FEED_MAX_LISTENERS)
+		return COMB_ETOOBIG;
+	feed.listeners[feed.nlisteners++] = l;
+	return 0;
 }
 
 int feed_start(struct relay *relay, char *errbuf, size_t errlen)

@@ -22,7 +22,7 @@
 
 #include "comb/error.h"
 #include "comb/log.h"
-#include "ws_live.h"
+#include "feed_int.h"
 
 /* Signals waiting for the loader beyond which live delivery of the
  * community is interrupted instead of queued. */

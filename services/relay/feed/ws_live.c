@@ -1,5 +1,5 @@
 /*
- * The live delivery registry and its dispatcher (see ws_live.h).
+ * The live delivery registry and its dispatcher (see feed.h).
  *
  * The registry is a hash table of slots, one per (community, channel) and
  * one per community for entries that cover every channel, guarded by a
@@ -8,7 +8,7 @@
  * candidates, pushing), so ws_live_remove, which takes the write lock,
  * returns only when no delivery to the removed entry can be running.
  */
-#include "ws_live.h"
+#include "feed_int.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

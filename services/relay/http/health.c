@@ -3,8 +3,8 @@
 
 #include "comb/db.h"
 #include "comb/redis.h"
-#include "feed.h"
-#include "http.h"
+#include "feed/feed.h"
+#include "http_int.h"
 #include "metrics.h"
 
 void handle_healthz(struct request *req)

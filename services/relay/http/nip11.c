@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "http_int.h"
 #include "protocol_limits.h"
 
 void handle_nip11(struct request *req)

@@ -4,10 +4,10 @@
  */
 #include <string.h>
 
-#include "artifact_envelope.h"
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"
+#include "proto.h"
 #include "protocol_limits.h"
 
 /* The tags that make up the envelope; each may occur at most once with

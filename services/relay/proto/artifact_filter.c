@@ -5,9 +5,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "artifact_filter.h"
 #include "comb/error.h"
 #include "comb/uuid.h"
+#include "proto.h"
 
 static int parse_mode(const json_t *v, enum artifact_mode *mode)
 {

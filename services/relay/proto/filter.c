@@ -11,7 +11,7 @@
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"
-#include "filter.h"
+#include "proto.h"
 #include "protocol_limits.h"
 
 /* ids and authors: arrays of at most COMB_MAX_IDS event ids or pubkeys. */

@@ -8,8 +8,7 @@
 #include <string.h>
 
 #include "comb/uuid.h"
-#include "artifact_envelope.h"
-#include "incremental_request.h"
+#include "proto.h"
 
 static int fail(char *errbuf, size_t errlen, int code, const char *msg)
 {

@@ -16,13 +16,13 @@
 #include <string.h>
 
 #include "access.h"
-#include "artifact.h"
-#include "artifact_filter.h"
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/json.h"
 #include "comb/log.h"
-#include "incremental.h"
+#include "proto/proto.h"
+#include "read_int.h"
+#include "request.h"
 
 /* Parameters: 6 fixed, #d, #type and three per other predicate. */
 #define MAX_PARAMS (8 + 3 * COMB_MAX_PREDICATES)

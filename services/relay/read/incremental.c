@@ -21,8 +21,9 @@
 #include "comb/cursor.h"
 #include "comb/error.h"
 #include "comb/log.h"
-#include "incremental.h"
-#include "incremental_request.h"
+#include "proto/proto.h"
+#include "read_int.h"
+#include "request.h"
 
 #define NIL_UUID "00000000-0000-0000-0000-000000000000"
 #define ADMISSION_KEY "comb:incremental:active"

@@ -9,14 +9,14 @@
 #include <string.h>
 
 #include "access.h"
-#include "artifact.h"
 #include "comb/error.h"
 #include "comb/json.h"
 #include "comb/log.h"
-#include "filter.h"
-#include "http.h"
+#include "proto/proto.h"
 #include "protocol_limits.h"
-#include "query.h"
+#include "read.h"
+#include "read_int.h"
+#include "request.h"
 
 int query_plain_sql(const struct plain_filter *f, const char *columns,
 		    bool ordered, struct comb_buf *sql,

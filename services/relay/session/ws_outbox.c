@@ -6,7 +6,7 @@
  * frame being written until its write returns, so the bound covers every
  * byte the queue holds.
  */
-#include "ws_outbox.h"
+#include "session.h"
 
 #include <errno.h>
 #include <pthread.h>

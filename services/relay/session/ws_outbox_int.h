@@ -1,6 +1,6 @@
 /*
  * Internals of the WebSocket outbound queue, shared by ws_outbox.c and its
- * unit test; everyone else uses ws_outbox.h.
+ * unit test; everyone else uses session.h.
  */
 #ifndef COMB_WS_OUTBOX_INT_H
 #define COMB_WS_OUTBOX_INT_H
@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ws_outbox.h"
+#include "session.h"
 
 struct frame {
 	struct frame *next;

@@ -1,12 +1,10 @@
 /*
- * The NIP-01 message layer of a WebSocket connection (see ws_session.h):
- * frame builders, the message dispatch, NIP-42 AUTH and EVENT. REQ and
- * CLOSE are in ws_req.c, the sync entry point in ws_sync.c.
- *
- * EVENT goes through write_event(), the write path POST /events uses, so
- * both answer with the same accepted flag and message.
+ * One WebSocket connection's state (see session.h): creating and freeing
+ * it, the NIP-01 frame builders, the AUTH challenge, the reader and its
+ * read keys, and the list of open subscriptions. The messages are handled
+ * in ws/ws_message.c.
  */
-#include "ws_session.h"
+#include "session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +12,10 @@
 #include <sys/random.h>
 
 #include "access.h"
+#include "comb/db.h"
 #include "comb/error.h"
 #include "comb/hex.h"
-#include "comb/json.h"
 #include "comb/log.h"
-#include "comb/nip42.h"
-#include "ws_req.h"
-#include "writer.h"
 
 /* Frames other than EVENT are small; this bounds them. */
 #define SMALL_FRAME 4096
@@ -245,9 +240,6 @@ int ws_session_prune(struct ws_session *s)
 	return open;
 }
 
-/* ------------------------------------------------------------------ */
-/* messages */
-
 int ws_session_start(struct ws_session *s)
 {
 	struct comb_buf b;
@@ -260,27 +252,6 @@ int ws_session_start(struct ws_session *s)
 	if (rc == 0)
 		rc = comb_buf_putc(&b, ']');
 	return push(s, &b, rc, WS_PUSH_WAIT);
-}
-
-/* The id of an event object as far as it can be answered with: 64
- * lowercase hex digits, else NULL. */
-static const char *answerable_id(const json_t *obj)
-{
-	const char *id = comb_json_get_string(obj, "id");
-
-	return id && comb_hex_is_lower(id, 64) ? id : NULL;
-}
-
-/* Answers a refused EVENT or AUTH with OK false when it has an id, else
- * with a NOTICE. */
-static void refuse(struct ws_session *s, const json_t *obj, const char *message)
-{
-	const char *id = answerable_id(obj);
-
-	if (id)
-		ws_send_ok(s, id, false, message, WS_PUSH_WAIT);
-	else
-		ws_send_notice(s, message, WS_PUSH_WAIT);
 }
 
 /* Loads the reader's read keys for pubkey into keys. */
@@ -310,122 +281,18 @@ static int load_read_keys(struct ws_session *s, const char *pubkey,
 	return 0;
 }
 
-/* ["AUTH", <kind-22242 event>] */
-static void on_auth(struct ws_session *s, const json_t *msg)
+int ws_session_set_reader(struct ws_session *s, const char *pubkey)
 {
-	const json_t *obj = json_array_get(msg, 1);
-	char err[160], text[200];
 	uint8_t keys[WS_LIVE_KEY_BYTES];
-	struct comb_event ev;
-	bool already, same;
+	int rc;
 
-	if (json_array_size(msg) != 2 || !json_is_object(obj)) {
-		ws_send_notice(s, "invalid: AUTH takes one event", WS_PUSH_WAIT);
-		return;
-	}
-	if (comb_event_from_json(&ev, obj, err, sizeof(err))) {
-		snprintf(text, sizeof(text), "auth-required: invalid event: %s", err);
-		refuse(s, obj, text);
-		return;
-	}
-	if (comb_nip42_verify(&ev, s->challenge, s->host_header,
-			      (int64_t)time(NULL), err, sizeof(err))) {
-		snprintf(text, sizeof(text), "auth-required: %s", err);
-		ws_send_ok(s, ev.id, false, text, WS_PUSH_WAIT);
-		goto out;
-	}
+	rc = load_read_keys(s, pubkey, keys);
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&s->mu);
-	already = s->authenticated;
-	same = already && !strcmp(s->pubkey, ev.pubkey);
-	pthread_mutex_unlock(&s->mu);
-	if (already) {
-		ws_send_ok(s, ev.id, same, same ? "" :
-			   "restricted: this connection is authenticated as another key",
-			   WS_PUSH_WAIT);
-		goto out;
-	}
-	if (load_read_keys(s, ev.pubkey, keys)) {
-		ws_send_ok(s, ev.id, false, "error: database unavailable", WS_PUSH_WAIT);
-		goto out;
-	}
-	pthread_mutex_lock(&s->mu);
-	memcpy(s->pubkey, ev.pubkey, sizeof(s->pubkey));
+	memcpy(s->pubkey, pubkey, sizeof(s->pubkey));
 	memcpy(s->read_keys, keys, sizeof(keys));
 	s->authenticated = true;
 	pthread_mutex_unlock(&s->mu);
-	ws_send_ok(s, ev.id, true, "", WS_PUSH_WAIT);
-out:
-	comb_event_release(&ev);
-}
-
-/* ["EVENT", <event>]: the answers of POST /events, as OK messages. */
-static void on_event(struct ws_session *s, const json_t *msg)
-{
-	const json_t *obj = json_array_get(msg, 1);
-	struct write_result res = {0};
-	struct comb_event ev;
-	struct writer w = {0};
-	char err[256], text[300];
-	PGconn *db;
-
-	if (json_array_size(msg) != 2 || !json_is_object(obj)) {
-		ws_send_notice(s, "invalid: EVENT takes one event", WS_PUSH_WAIT);
-		return;
-	}
-	if (!ws_session_authenticated(s)) {
-		refuse(s, obj, "auth-required: authenticate with NIP-42 before publishing");
-		return;
-	}
-	if (comb_event_from_json(&ev, obj, err, sizeof(err))) {
-		snprintf(text, sizeof(text), "invalid: %s", err);
-		refuse(s, obj, text);
-		return;
-	}
-	if (comb_event_verify(&ev, err, sizeof(err))) {
-		write_refuse(&res, 400, "invalid: %s", err);
-	} else if (!(db = comb_db_acquire(s->relay->db, 2000))) {
-		write_refuse(&res, 503, "error: database unavailable");
-	} else {
-		w.relay = s->relay;
-		w.db = db;
-		w.community = &s->community;
-		w.auth_pubkey = s->pubkey;
-		write_event(&w, &ev, &res);
-		comb_db_release(s->relay->db, db,
-				w.db_broken || comb_db_conn_lost(db));
-	}
-	ws_send_ok(s, ev.id, res.status == 200, res.message, WS_PUSH_WAIT);
-	comb_event_release(&ev);
-}
-
-void ws_session_handle(struct ws_session *s, const char *text, size_t len)
-{
-	char err[128], notice[200];
-	const char *type;
-	json_t *msg;
-
-	msg = comb_json_parse(text, len, (size_t)s->relay->cfg.max_message_length,
-			      err, sizeof(err));
-	if (!msg) {
-		snprintf(notice, sizeof(notice), "invalid: %s", err);
-		ws_send_notice(s, notice, WS_PUSH_WAIT);
-		return;
-	}
-	type = json_string_value(json_array_get(msg, 0));
-	if (!json_is_array(msg) || !type) {
-		ws_send_notice(s, "invalid: a message is a json array that starts with its type",
-			       WS_PUSH_WAIT);
-	} else if (!strcmp(type, "EVENT")) {
-		on_event(s, msg);
-	} else if (!strcmp(type, "REQ")) {
-		ws_req_open(s, msg);
-	} else if (!strcmp(type, "CLOSE")) {
-		ws_req_close(s, msg);
-	} else if (!strcmp(type, "AUTH")) {
-		on_auth(s, msg);
-	} else {
-		snprintf(notice, sizeof(notice), "invalid: unknown message type %.40s", type);
-		ws_send_notice(s, notice, WS_PUSH_WAIT);
-	}
-	json_decref(msg);
+	return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * Artifact sync over WebSocket (PROTOCOL.md section 7, docs/protocol.md
+ * sync/: artifact sync over WebSocket (PROTOCOL.md section 7, docs/protocol.md
  * "Sync"): a REQ whose only filter is {"artifact":"current", "#h":[...]}
  * with optionally #type, #d and kinds [45010]. The relay registers the
  * sync for its channels' signals, waits until the capture feed of the
@@ -10,25 +10,27 @@
  * `moved` marker when an artifact leaves the synced channels. When it
  * cannot stay exact it closes the sync with a `resync:` reason.
  *
- * ws_req.c calls ws_sync_open on the connection's thread; the capture feed
- * calls ws_sync_signal and ws_sync_interrupt on its own thread; a small
- * pool of workers (ws_sync_apply.c) re-reads changed artifacts and pushes
- * frames without ever waiting on a client.
+ * ws/ws_req.c calls ws_sync_open on the connection's thread; ws_sync_start
+ * registers a listener with the capture feed (feed/), which calls it on
+ * the feed's thread; a small pool of workers (ws_sync_apply.c) re-reads
+ * changed artifacts and pushes frames without ever waiting on a client.
+ * The held changes and the uuid map are ws_sync_int.h's. The only public
+ * header of the folder.
  */
-#ifndef COMB_WS_SYNC_H
-#define COMB_WS_SYNC_H
+#ifndef COMB_SYNC_H
+#define COMB_SYNC_H
 
 #include <jansson.h>
 
-#include "comb/signal.h"
-#include "ws_session.h"
+#include "session/session.h"
 
 /* Worker threads that apply changes to open syncs. */
 #define WS_SYNC_WORKERS 2
 
 /*
  * Starts the workers (relay borrowed for its database pool, policy and
- * configuration). Returns 0, or COMB_EIO with errbuf set.
+ * configuration) and registers the syncs with the capture feed; call
+ * before feed_start. Returns 0, or COMB_EIO with errbuf set.
  */
 int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen);
 
@@ -47,20 +49,5 @@ void ws_sync_stop(void);
  */
 void ws_sync_open(struct ws_session *s, const char *sub_id,
 		  const json_t *filter);
-
-/*
- * Hands a signal (borrowed) from the capture feed to the syncs it
- * concerns: head, move and redaction signals to the syncs covering the
- * channel, member signals to that reader's syncs on the channel, channel
- * signals to every sync covering it; other types are ignored. Only
- * queues; never blocks on a client or the database.
- */
-void ws_sync_signal(const struct comb_signal *s);
-
-/*
- * Closes every sync of community_id (0: of every community) that is past
- * its trust check with CLOSED reason (`resync: change feed interrupted`).
- */
-void ws_sync_interrupt(int64_t community_id, const char *reason);
 
 #endif

@@ -20,7 +20,7 @@
  * The registry is a hash table of slots per (community, channel) under a
  * read-write lock: the feed thread reads, opens and releases write.
  */
-#include "ws_sync.h"
+#include "sync.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,10 +29,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "artifact_filter.h"
 #include "comb/error.h"
 #include "comb/log.h"
-#include "feed.h"
+#include "feed/feed.h"
+#include "proto/proto.h"
 #include "ws_sync_int.h"
 
 #define BUCKETS 4096
@@ -166,7 +166,14 @@ static void reg_remove(struct sync_sub *sub)
 	pthread_rwlock_unlock(&reg.lock);
 }
 
-void ws_sync_signal(const struct comb_signal *s)
+/*
+ * The feed listener's signal callback: hands a signal (borrowed) from the
+ * capture feed to the syncs it concerns: head, move and redaction signals to the syncs covering the
+ * channel, member signals to that reader's syncs on the channel, channel
+ * signals to every sync covering it; other types are ignored. Only
+ * queues; never blocks on a client or the database.
+ */
+static void ws_sync_signal(const struct comb_signal *s)
 {
 	uint8_t d[16];
 	bool has_d = false;
@@ -210,7 +217,12 @@ void ws_sync_signal(const struct comb_signal *s)
 	pthread_rwlock_unlock(&reg.lock);
 }
 
-void ws_sync_interrupt(int64_t community_id, const char *reason)
+/*
+ * The feed listener's interrupt callback: closes every sync of
+ * community_id (0: of every community) that is past its trust check with
+ * CLOSED reason (`resync: change feed interrupted`).
+ */
+static void ws_sync_interrupt(int64_t community_id, const char *reason)
 {
 	struct slot *slot;
 	size_t b, i;
@@ -855,9 +867,16 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 
 int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen)
 {
+	static const struct feed_listener listener = {
+		.signal = ws_sync_signal,
+		.interrupt = ws_sync_interrupt,
+	};
 	int rc;
 
 	reg.relay = relay;
+	if (feed_listen(&listener))
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "cannot listen to the capture feed");
 	rc = sync_workers_start(relay, errbuf, errlen);
 	if (rc)
 		return rc;

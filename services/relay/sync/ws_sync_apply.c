@@ -36,7 +36,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/policy_set.h"
-#include "ws_sync.h"
+#include "sync.h"
 #include "ws_sync_int.h"
 
 /* Syncs one worker serves with one transaction. */

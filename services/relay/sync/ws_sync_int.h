@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ws_session.h"
+#include "session/session.h"
 
 /* Distinct changed artifacts a sync may hold before it is closed with
  * `resync: too many held changes`. */

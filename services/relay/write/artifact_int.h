@@ -9,7 +9,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "writer.h"
+#include "write.h"
 
 /*
  * Takes the transaction-scoped lock that serializes every write on artifact

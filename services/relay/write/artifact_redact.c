@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "artifact.h"
 #include "artifact_int.h"
 #include "comb/error.h"
 #include "comb/log.h"
+#include "write_int.h"
 
 /* What the marker repeats of the redacted revision. */
 struct revision {

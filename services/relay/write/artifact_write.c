@@ -21,13 +21,13 @@
 #include <time.h>
 
 #include "access.h"
-#include "artifact.h"
-#include "artifact_envelope.h"
 #include "artifact_int.h"
 #include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
-#include "ws_live.h"
+#include "feed/feed.h"
+#include "proto/proto.h"
+#include "write_int.h"
 
 /* The outcomes of comb_artifact_write, numbered as there. */
 enum outcome {

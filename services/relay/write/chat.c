@@ -10,7 +10,8 @@
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"
-#include "writer.h"
+#include "write.h"
+#include "write_int.h"
 
 /* Refuses a channel tag unless there is exactly one canonical h (or, with
  * optional, none). Returns false when out was set. */

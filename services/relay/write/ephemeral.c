@@ -7,7 +7,8 @@
 
 #include "access.h"
 #include "comb/uuid.h"
-#include "writer.h"
+#include "write.h"
+#include "write_int.h"
 
 void write_ephemeral(struct writer *w, const struct comb_event *ev,
 		     struct write_result *out)

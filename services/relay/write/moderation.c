@@ -17,12 +17,12 @@
 #include <string.h>
 
 #include "access.h"
-#include "artifact.h"
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"
 #include "protocol_limits.h"
-#include "writer.h"
+#include "write.h"
+#include "write_int.h"
 
 #define FRESHNESS_MESSAGE "invalid: created_at is too far from the relay's clock"
 

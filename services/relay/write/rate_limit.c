@@ -8,7 +8,7 @@
  * nothing. The script is sent by its SHA-1 (EVALSHA) and loaded with EVAL
  * when the server does not know it yet (after a restart, say).
  */
-#include "rate_limit.h"
+#include "rate_limit_int.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>

@@ -6,14 +6,14 @@
  * write_event(), which POST /events and WebSocket EVENT share; when Redis
  * cannot be asked the write is refused with 503 (fail closed).
  */
-#ifndef COMB_RATE_LIMIT_H
-#define COMB_RATE_LIMIT_H
+#ifndef COMB_RATE_LIMIT_INT_H
+#define COMB_RATE_LIMIT_INT_H
 
 #include <stdbool.h>
 
 #include "comb/config.h"
 #include "comb/redis.h"
-#include "writer.h"
+#include "write.h"
 
 /* Redis key of a pubkey's bucket: this prefix, then the 64-hex pubkey. */
 #define RATE_LIMIT_KEY_PREFIX "comb:rate:"

@@ -25,11 +25,11 @@
 
 #include "comb/error.h"
 #include "comb/log.h"
-#include "feed.h"
-#include "http.h"
+#include "feed/feed.h"
 #include "metrics.h"
-#include "ws_live.h"
-#include "ws_session.h"
+#include "request.h"
+#include "session/session.h"
+#include "ws_int.h"
 
 /* How long a closing connection waits for its last frames to leave. */
 #define CLOSE_DRAIN_MS 2000
@@ -79,7 +79,7 @@ static double seconds_since(const struct timespec *t0)
 	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* The Host header lowercased without its port, as http.c binds it. */
+/* The Host header lowercased without its port, as http/http.c binds it. */
 static void host_of(struct mg_connection *conn, char *out, size_t outlen)
 {
 	const char *h = mg_get_header(conn, "Host");

@@ -1,10 +1,12 @@
 /*
- * The WebSocket transport on civetweb (PROTOCOL.md sections 1 and 7):
- * upgrade admission by Host (an unknown host gets HTTP 404
- * {"error":"unknown community"} and no upgrade), the connection's
- * lifecycle, frame reassembly up to max_message_length, close frames,
- * and the idle timeout of unauthenticated connections. The NIP-01
- * messages themselves are ws_session.c's.
+ * ws/: the WebSocket side of the relay. ws.c is the transport on civetweb
+ * (PROTOCOL.md sections 1 and 7): upgrade admission by Host (an unknown
+ * host gets HTTP 404 {"error":"unknown community"} and no upgrade), the
+ * connection's lifecycle, frame reassembly up to max_message_length, close
+ * frames, and the idle timeout of unauthenticated connections. The NIP-01
+ * messages themselves are ws_message.c's (AUTH, EVENT) and ws_req.c's
+ * (plain REQ subscriptions, CLOSE); syncs are handed to sync/. The only
+ * public header of the folder.
  *
  * civetweb runs each connection on one worker thread of its own, which
  * calls these callbacks in order: begin_request, connect, ready, data

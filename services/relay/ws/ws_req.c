@@ -1,5 +1,5 @@
 /*
- * Plain REQ subscriptions (see ws_req.h).
+ * Plain REQ subscriptions (see ws_int.h).
  *
  * Order of a REQ: the subscription registers for live events first, in a
  * pending state that holds what arrives; then the stored events are read
@@ -12,7 +12,7 @@
  * Live events are pushed without waiting; a full outbox closes the
  * subscription with `resync: slow consumer`.
  */
-#include "ws_req.h"
+#include "ws_int.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -23,9 +23,11 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/uuid.h"
+#include "feed/feed.h"
 #include "protocol_limits.h"
-#include "query.h"
-#include "ws_sync.h"
+#include "read/read.h"
+#include "session/session.h"
+#include "sync/sync.h"
 
 /* A set of event ids, for sending each event once. */
 struct idset {
