@@ -247,54 +247,6 @@ static void ws_sync_interrupt(int64_t community_id, const char *reason)
 }
 
 /* ------------------------------------------------------------------ */
-/* helpers shared with the workers */
-
-static int cmp_channel(const void *a, const void *b)
-{
-	return strcmp((const char *)a, (const char *)b);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-const char *sync_find_channel(const struct sync_sub *sub, const char *channel)
-{
-	return bsearch(channel, sub->channels, sub->nchannels,
-		       sizeof(sub->channels[0]), cmp_channel);
-}
-
-bool sync_has_channel(const struct sync_sub *sub, const char *channel)
-{
-	return sync_find_channel(sub, channel) != NULL;
-}
-
-bool sync_has_type(const struct sync_sub *sub, const char *type)
-{
-	return !sub->types ||
-	       bsearch(&type, sub->types, sub->ntypes, sizeof(*sub->types), cmp_str);
-}
-
-void sync_kill_locked(struct sync_sub *sub, const char *reason)
-{
-	if (sub->base.dead)
-		return;
-	sub->base.dead = true;
-	if (sub->live)
-		ws_send_closed(sub->session, sub->base.id, reason, WS_PUSH_RESERVED);
-	else
-		snprintf(sub->dead_reason, sizeof(sub->dead_reason), "%s", reason);
-}
-
-void sync_kill(struct sync_sub *sub, const char *reason)
-{
-	pthread_mutex_lock(&sub->session->mu);
-	sync_kill_locked(sub, reason);
-	pthread_mutex_unlock(&sub->session->mu);
-}
-
-/* ------------------------------------------------------------------ */
 /* the filter */
 
 static void sub_free(struct sync_sub *sub)
@@ -355,7 +307,7 @@ static int copy_filter(struct sync_sub *sub, const struct artifact_filter *f)
 	for (i = 0; i < n; i++)
 		snprintf(sub->channels[i], sizeof(sub->channels[i]), "%s",
 			 json_string_value(json_array_get(f->h, i)));
-	qsort(sub->channels, n, sizeof(*sub->channels), cmp_channel);
+	qsort(sub->channels, n, sizeof(*sub->channels), sync_cmp_channel);
 	for (i = 0; i < n; i++) {
 		if (sub->nchannels && !strcmp(sub->channels[sub->nchannels - 1],
 					      sub->channels[i]))
@@ -374,7 +326,7 @@ static int copy_filter(struct sync_sub *sub, const struct artifact_filter *f)
 				return COMB_ENOMEM;
 			sub->ntypes++;
 		}
-		qsort(sub->types, sub->ntypes, sizeof(*sub->types), cmp_str);
+		qsort(sub->types, sub->ntypes, sizeof(*sub->types), sync_cmp_type);
 	}
 	if (f->d) {
 		n = json_array_size(f->d);

@@ -94,6 +94,14 @@ struct sync_sub {
 	struct sync_sub *rq_prev, *rq_next;
 };
 
+/* ------------------------------------------------------------------ */
+/* a sync's own questions, and closing it (ws_sync_sub.c) */
+
+/* The orders sub->channels (an array of char[37]) and sub->types (an
+ * array of strings) are sorted in and searched by (qsort comparators). */
+int sync_cmp_channel(const void *a, const void *b);
+int sync_cmp_type(const void *a, const void *b);
+
 /* True when channel (canonical text) is one of sub's channels. */
 bool sync_has_channel(const struct sync_sub *sub, const char *channel);
 
