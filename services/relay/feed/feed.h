@@ -189,7 +189,7 @@ int ws_live_add(struct ws_live_entry *e);
 void ws_live_remove(struct ws_live_entry *e);
 
 /*
- * The local feed, called by the write path (events.c) on the writing
+ * The local feed, called by the write path (write/) on the writing
  * thread: begin before a write, stored for every event the write inserted
  * (channel NULL for none), end after it with accepted true when it
  * committed. On accept the stored events (and ev itself when it is

@@ -1,5 +1,5 @@
 /*
- * Envelope checks of artifact revisions (see artifact_envelope.h). Pure:
+ * Envelope checks of artifact revisions (see proto.h). Pure:
  * no database and no transport, only the event's tags and content.
  */
 #include <string.h>

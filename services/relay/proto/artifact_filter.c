@@ -1,5 +1,5 @@
 /*
- * Parsing of artifact filters (see artifact_filter.h): every key is known,
+ * Parsing of artifact filters (see proto.h): every key is known,
  * every limit is checked, and no predicate is ever dropped.
  */
 #include <stdbool.h>

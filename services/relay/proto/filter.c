@@ -1,6 +1,6 @@
 /*
  * Plain NIP-01 filters: the parser with every limit of PROTOCOL.md
- * sections 6 and 10, and the SQL predicates they become (see filter.h).
+ * sections 6 and 10, and the SQL predicates they become (see proto.h).
  * Client values only ever travel as parameters: arrays are passed as
  * PostgreSQL array literals whose elements are all quoted and escaped.
  */

@@ -1,7 +1,7 @@
 /*
  * Artifact reads (PROTOCOL.md sections 6 and 10): `current`, `history` and
  * `head` over POST /query, and their counts over POST /count. The filter
- * is parsed by artifact_filter.c; here it becomes one SQL statement in
+ * is parsed by proto/artifact_filter.c; here it becomes one SQL statement in
  * which access (the policy plugins' read keys) and every predicate apply
  * before ORDER BY, LIMIT and OFFSET, so that a page is never filtered
  * afterwards. The answer is a bare JSON array of the stored events' raw

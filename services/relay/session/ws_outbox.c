@@ -1,6 +1,6 @@
 /*
  * The bounded outbound queue of one WebSocket connection (see
- * ws_outbox.h). One mutex guards the queue; the writer thread takes a
+ * session.h). One mutex guards the queue; the writer thread takes a
  * frame under it, writes without it, and exits after linger_ms without
  * work so that idle connections cost no thread. Queued bytes count the
  * frame being written until its write returns, so the bound covers every

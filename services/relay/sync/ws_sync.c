@@ -1,10 +1,10 @@
 /*
- * Opening artifact syncs (see ws_sync.h) and the registry the capture feed
+ * Opening artifact syncs (see sync.h) and the registry the capture feed
  * finds them in.
  *
  * Order of an open: the filter is checked; the sync enters the registry
  * under each of its channels, so that from then on every signal of those
- * channels is held for it; the community's feed must be trusted (feed.h);
+ * channels is held for it; the community's feed must be trusted (feed/feed.h);
  * then one REPEATABLE READ READ ONLY transaction checks that the reader
  * may read every channel, counts the set and reads it ordered by d,
  * streaming the rows out as they arrive (those the outbox has no room for

@@ -1,5 +1,5 @@
 /*
- * Applying changes to open syncs (see ws_sync.h and ws_sync_int.h): the
+ * Applying changes to open syncs (see sync.h and ws_sync_int.h): the
  * held changes of each sync, the run queue, and the workers that re-read
  * changed artifacts and push frames.
  *

@@ -1,5 +1,5 @@
 /*
- * The per-pubkey write budget in Redis (see rate_limit.h). One hash per
+ * The per-pubkey write budget in Redis (see rate_limit_int.h). One hash per
  * pubkey holds the tokens left (n, fractional) and when they were counted
  * (t, Redis milliseconds). The script refills by the time elapsed, takes
  * a token when one is there and answers {allowed, wait_ms}; Redis runs a
