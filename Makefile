@@ -5,7 +5,8 @@
 #   make run     install what is missing, build, start a local stack (scripts/run.sh)
 #   make test    sanitizer + -Werror build in build-test/, then every CTest entry
 #   make fuzz    clang libFuzzer build in build-fuzz/, each target FUZZ_SECONDS
-#   make lint    refuse banned C functions (scripts/checksrc.sh)
+#   make lint    refuse banned C functions (scripts/checksrc.sh) and includes
+#                that break the layers of services/ (scripts/checklayers.sh)
 #   make soak    long runs: 2,000 syncs under load, then the convergence
 #                checker with faults, DURATION seconds each (default 600),
 #                SEED to repeat one (scripts/soak.sh, docs/reliability.md)
@@ -50,6 +51,7 @@ fuzz:
 
 lint:
 	scripts/checksrc.sh
+	scripts/checklayers.sh
 
 soak: node_modules/.package-lock.json
 	SEED=$(SEED) DURATION=$(DURATION) scripts/soak.sh

@@ -16,12 +16,10 @@
 #include "comb/event.h"
 #include "comb/hex.h"
 #include "comb/log.h"
-#include "feed.h"
-#include "http.h"
-#include "ws.h"
-#include "ws_sync.h"
-
-int http_handler(struct mg_connection *conn, void *cbdata);
+#include "feed/feed.h"
+#include "http/http.h"
+#include "sync/sync.h"
+#include "ws/ws.h"
 
 static volatile sig_atomic_t stopping;
 

@@ -4,7 +4,7 @@
 #define COMB_METRICS_H
 
 #include "comb/buf.h"
-#include "http.h"
+#include "request.h"
 
 /* Records one answered request. */
 void metrics_observe(enum route route, int status, double seconds);

@@ -6,7 +6,7 @@
 //
 // The checker must also find a planted bug: the relay built with
 // -DCOMB_PLANT_BUG=ON drops `moved` removals from incremental reads (one
-// #ifdef in services/relay/incremental.c). The second test builds that
+// #ifdef in services/relay/read/incremental.c). The second test builds that
 // relay in BUILD/planted (a small Debug build of comb-relay and the
 // default policy plugin, without sanitizers) and
 // asserts that the same history fails against it and converges against

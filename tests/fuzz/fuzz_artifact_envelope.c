@@ -1,27 +1,27 @@
 /*
  * libFuzzer target for the envelope of artifact revisions
- * (services/relay/artifact_envelope.c, PROTOCOL.md section 5). The input is
- * an event's JSON; whatever comb_event_parse accepts (the signature plays
- * no part in the envelope) goes through artifact_envelope_check. Besides
- * memory errors it traps when the verdict differs from a reference model
- * written here from the protocol's envelope rules (ar = 1; d and h
- * canonical uuids; type dot-separated lowercase components of at most 128
- * bytes; op one of five; root and prev 64 lowercase hex, prev exactly when
- * op is not create; each envelope tag and title at most once with exactly
- * two elements; a title that is not blank and at most 512 bytes, except on
- * delete, which has no title, empty content and only envelope tags; tag
- * names at most 128 bytes, values 4096, all tags 65536), on a refusal
- * without a reason, and on an accepted envelope whose fields are not the
- * event's own tag values.
+ * (services/relay/proto/artifact_envelope.c, PROTOCOL.md section 5). The
+ * input is an event's JSON; whatever comb_event_parse accepts (the
+ * signature plays no part in the envelope) goes through
+ * artifact_envelope_check. Besides memory errors it traps when the verdict
+ * differs from a reference model written here from the protocol's envelope
+ * rules (ar = 1; d and h canonical uuids; type dot-separated lowercase
+ * components of at most 128 bytes; op one of five; root and prev 64
+ * lowercase hex, prev exactly when op is not create; each envelope tag and
+ * title at most once with exactly two elements; a title that is not blank
+ * and at most 512 bytes, except on delete, which has no title, empty
+ * content and only envelope tags; tag names at most 128 bytes, values
+ * 4096, all tags 65536), on a refusal without a reason, and on an accepted
+ * envelope whose fields are not the event's own tag values.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "artifact_envelope.h"
 #include "comb/error.h"
 #include "comb/uuid.h"
 #include "fuzz_check.h"
+#include "proto/proto.h"
 
 #define FUZZ_MAX_INPUT (2 * COMB_EVENT_DEFAULT_MAX_LENGTH)
 

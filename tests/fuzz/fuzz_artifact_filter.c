@@ -1,8 +1,8 @@
 /*
- * libFuzzer target for artifact filters (services/relay/artifact_filter.c,
- * PROTOCOL.md section 6). The first input byte picks the configured
- * max_limit, the rest is the filter's JSON. Besides memory errors it traps
- * on broken contracts:
+ * libFuzzer target for artifact filters
+ * (services/relay/proto/artifact_filter.c, PROTOCOL.md section 6). The
+ * first input byte picks the configured max_limit, the rest is the
+ * filter's JSON. Besides memory errors it traps on broken contracts:
  *   - a refusal that is not COMB_EINVAL with a reason;
  *   - an accepted filter with an unknown key, kinds other than [45010,...],
  *     a limit outside 1..max_limit or not the mode's default when absent,
@@ -19,10 +19,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "artifact_filter.h"
 #include "comb/error.h"
 #include "comb/uuid.h"
 #include "fuzz_check.h"
+#include "proto/proto.h"
 
 #define FUZZ_MAX_INPUT (2 * COMB_MAX_TAG_BYTES)
 

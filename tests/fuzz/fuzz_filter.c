@@ -1,9 +1,10 @@
 /*
- * libFuzzer target for plain NIP-01 filters (services/relay/filter.c): the
- * parser with every limit of PROTOCOL.md sections 6 and 10, and the SQL it
- * becomes. The first input byte picks the configured max_limit, the rest
- * is the filter's JSON (the relay's /query body element or REQ filter).
- * Besides memory errors it traps on broken contracts:
+ * libFuzzer target for plain NIP-01 filters
+ * (services/relay/proto/filter.c): the parser with every limit of
+ * PROTOCOL.md sections 6 and 10, and the SQL it becomes. The first input
+ * byte picks the configured max_limit, the rest is the filter's JSON (the
+ * relay's /query body element or REQ filter). Besides memory errors it
+ * traps on broken contracts:
  *   - a refusal that is not COMB_EINVAL with a reason;
  *   - an accepted filter that breaks a limit: unknown key, ids or authors
  *     that are not 64 lowercase hex or more than 256, kinds outside
@@ -23,8 +24,8 @@
 
 #include "comb/error.h"
 #include "comb/uuid.h"
-#include "filter.h"
 #include "fuzz_check.h"
+#include "proto/proto.h"
 #include "protocol_limits.h"
 
 #define FUZZ_MAX_INPUT 65536

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for incremental-read requests
- * (services/relay/incremental_request.c, PROTOCOL.md section 8). The
+ * (services/relay/proto/incremental_request.c, PROTOCOL.md section 8). The
  * input is the filter's JSON, as the relay takes it from the /query body.
  * Besides memory errors it traps on broken contracts:
  *   - an answer other than INC_OK, INC_BAD_REQUEST or INC_BAD_CURSOR, or a
@@ -21,11 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "artifact_envelope.h"
 #include "comb/cursor.h"
 #include "comb/uuid.h"
 #include "fuzz_check.h"
-#include "incremental_request.h"
+#include "proto/proto.h"
 
 #define FUZZ_MAX_INPUT (128 * 1024)
 #define FUZZ_READER "f00dfacef00dfacef00dfacef00dfacef00dfacef00dfacef00dfacef00dface"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the artifact envelope checks (services/relay/
+ * Unit tests for the artifact envelope checks (services/relay/proto/
  * artifact_envelope.c): every rule of PROTOCOL.md section 5's envelope,
  * each refusal with its reason, and the fields a valid revision yields.
  */
@@ -7,8 +7,8 @@
 
 #include <stdlib.h>
 
-#include "artifact_envelope.h"
 #include "comb/error.h"
+#include "proto/proto.h"
 
 #define D "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84"
 #define H "0b7e2c1a-9d4f-4e8b-a1c2-3d4e5f6a7b8c"

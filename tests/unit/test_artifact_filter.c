@@ -1,15 +1,16 @@
 /*
- * Unit tests for artifact filter parsing (services/relay/artifact_filter.c):
- * modes, limits and offsets, kinds, predicate classification and every
- * limit of PROTOCOL.md section 6, each refusal with its reason.
+ * Unit tests for artifact filter parsing
+ * (services/relay/proto/artifact_filter.c): modes, limits and offsets,
+ * kinds, predicate classification and every limit of PROTOCOL.md section
+ * 6, each refusal with its reason.
  */
 #include "test_util.h"
 
 #include <stdlib.h>
 
-#include "artifact_filter.h"
 #include "comb/buf.h"
 #include "comb/error.h"
+#include "proto/proto.h"
 
 #define D "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84"
 #define H "0b7e2c1a-9d4f-4e8b-a1c2-3d4e5f6a7b8c"

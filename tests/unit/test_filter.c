@@ -1,13 +1,13 @@
 /*
- * Unit tests for the plain NIP-01 filter of services/relay/filter.c: every
- * accepted key, every limit and refusal, and the SQL predicates and
+ * Unit tests for the plain NIP-01 filter of services/relay/proto/filter.c:
+ * every accepted key, every limit and refusal, and the SQL predicates and
  * parameter values a filter becomes (values travel only as parameters,
  * quoted and escaped inside PostgreSQL array literals).
  */
 #include "test_util.h"
 
 #include "comb/error.h"
-#include "filter.h"
+#include "proto/proto.h"
 #include "protocol_limits.h"
 
 #define ID_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"

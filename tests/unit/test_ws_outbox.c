@@ -1,10 +1,11 @@
 /*
- * Unit tests for the WebSocket outbound queue (services/relay/ws_outbox.c)
- * with a fake connection that records frames and can be held like a
- * client that stopped reading: order and opcodes, the byte bound and its
- * reserve, waiting pushes, the oversized first frame, close frames queued
- * and answered, write failures, the writer thread leaving when idle and
- * coming back, and freeing while a write is blocked.
+ * Unit tests for the WebSocket outbound queue
+ * (services/relay/session/ws_outbox.c) with a fake connection that records
+ * frames and can be held like a client that stopped reading: order and
+ * opcodes, the byte bound and its reserve, waiting pushes, the oversized
+ * first frame, close frames queued and answered, write failures, the
+ * writer thread leaving when idle and coming back, and freeing while a
+ * write is blocked.
  *
  * The queue is compiled into this test directly: it depends on nothing
  * but libcomb and pthreads.
@@ -17,7 +18,7 @@
 #include <unistd.h>
 
 #include "comb/error.h"
-#include "ws_outbox_int.h"
+#include "session/ws_outbox_int.h"
 
 #define MAX_FRAMES 64
 

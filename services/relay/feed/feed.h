@@ -1,0 +1,208 @@
+/*
+ * feed/: the capture feed, this relay node's subscriber to comb-capture's
+ * signals (docs/operations.md, "Change capture"; comb/signal.h for the
+ * wire form).
+ *
+ * One thread holds a ZeroMQ SUB socket connected to every endpoint of
+ * COMB_CAPTURE_ENDPOINT. It subscribes to the liveness heartbeat and, for
+ * each community that has WebSocket connections on this node, to that
+ * community's topics. Per community it keeps the epoch's last sequence
+ * number and whether the feed is trusted (from the first mark, or the
+ * signal with seq 1, of the current epoch). A sequence gap, a new epoch
+ * or three missed heartbeats interrupt the syncs and live subscriptions
+ * of the affected communities (`resync: change feed interrupted`).
+ *
+ * Signals are handed on without database work on this thread: artifact,
+ * membership and channel signals to every listener registered with
+ * feed_listen() (the syncs of sync/ register one), stored and ephemeral
+ * events to live plain subscriptions through a loader thread that fetches
+ * each stored event's JSON (feed_live.c) and then the live registry
+ * (ws_live.c), where plain REQs register with ws_live_add().
+ *
+ * feed/ is below every part that reads or writes: they register here and
+ * are called back, the feed never names them. The only public header of
+ * the folder.
+ */
+#ifndef COMB_FEED_H
+#define COMB_FEED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comb/event.h"
+#include "comb/policy_set.h"
+#include "comb/signal.h"
+#include "relay.h"
+
+/* Heartbeat intervals without a heartbeat after which the feed is down. */
+#define FEED_MISSED_HEARTBEATS 3
+
+/* Listeners feed_listen() accepts. */
+#define FEED_MAX_LISTENERS 4
+
+/*
+ * A subscriber to the capture signals other than the live registry. Both
+ * callbacks run on the feed thread and must only queue: never block on a
+ * client or the database.
+ */
+struct feed_listener {
+	/* Hands over one signal (borrowed) of a watched community: head,
+	 * move, redaction, member and channel signals. */
+	void (*signal)(const struct comb_signal *s);
+	/* Changes of community_id (0: of every community) were lost (a gap,
+	 * a new epoch, a lost link); reason starts with `resync:`. */
+	void (*interrupt)(int64_t community_id, const char *reason);
+};
+
+/*
+ * Registers l (borrowed; it must stay valid until feed_stop returns) for
+ * every signal and interruption from now on. Call before feed_start, on
+ * the starting thread. Returns 0, or COMB_ETOOBIG beyond
+ * FEED_MAX_LISTENERS.
+ */
+int feed_listen(const struct feed_listener *l);
+
+/*
+ * Starts the feed thread and the live loader for relay (borrowed; its
+ * configuration names the endpoints and the heartbeat interval). Call
+ * after ws_live_start and after every feed_listen. Returns 0,
+ * or COMB_EIO / COMB_ENOMEM with errbuf set.
+ */
+int feed_start(struct relay *relay, char *errbuf, size_t errlen);
+
+/* Stops both threads. Safe when feed_start failed or never ran. */
+void feed_stop(void);
+
+/*
+ * Makes sure the feed subscribes to community_id's topics (lazily, once;
+ * subscriptions are never dropped). Cheap after the first call for a
+ * community; any thread.
+ */
+void feed_watch(int64_t community_id);
+
+/* True while a liveness heartbeat arrived within the last
+ * FEED_MISSED_HEARTBEATS intervals. Any thread. */
+bool feed_alive(void);
+
+/*
+ * Waits up to timeout_ms until the feed of community_id is trusted, and
+ * stores the community's interruption generation in *generation. Returns
+ * 0, or COMB_EUNAVAIL when the feed did not become trusted in time.
+ *
+ * A subscriber that must not miss a change registers for its signals
+ * first, then calls this, then reads its snapshot, and finally checks
+ * feed_still_trusted() with the generation: every change committed after
+ * the snapshot began then reaches it as a signal, or it is interrupted.
+ */
+int feed_wait_trusted(int64_t community_id, int timeout_ms,
+		      uint64_t *generation);
+
+/* True when community_id is trusted and was not interrupted since
+ * feed_wait_trusted() gave generation. */
+bool feed_still_trusted(int64_t community_id, uint64_t generation);
+
+/*
+ * ws_live.c, live delivery: the registry of WebSocket subscriptions
+ * waiting for new events, and the dispatcher thread that hands each new
+ * event to the subscriptions that want it and whose reader may read it
+ * now.
+ *
+ * Interest is registered per (community, channel): an entry names the
+ * channels it covers, or none to cover every channel of its community.
+ * Access is decided per recipient at delivery, from the database's current
+ * facts about the event's channel and the recipient's role in it, against
+ * the read keys the policy plugins gave that recipient (access.h); events
+ * without a channel go only to their author.
+ *
+ * Events arrive through ws_live_deliver_event(), which only queues: from
+ * the capture feed (feed.c), which carries what every relay node wrote,
+ * and, while the feed is down or was never up, from the local write path
+ * after commit (ws_live_local_*, called by write/). The dispatcher keeps
+ * their order.
+ */
+
+/* Bytes of a read-key bitmap: bit k set when read key k is readable. */
+#define WS_LIVE_KEY_BYTES (COMB_POLICY_READ_KEYS / 8)
+/* Events queued for the dispatcher beyond which new ones are dropped and
+ * every live subscription is interrupted. */
+#define WS_LIVE_MAX_BACKLOG 65536
+
+/* One event being delivered; everything borrowed for the call. */
+struct ws_live_event {
+	int64_t community_id;
+	const char *channel;           /* canonical uuid, or NULL for none */
+	const struct comb_event *ev;   /* parsed */
+	const char *json;              /* the event as served */
+	size_t json_len;
+};
+
+struct ws_live_entry;
+
+/* Called under the registry's read lock; must not block or take locks
+ * that a thread calling ws_live_add/remove may hold. */
+typedef bool (*ws_live_match_fn)(struct ws_live_entry *e,
+				 const struct ws_live_event *ev, bool *named);
+typedef void (*ws_live_deliver_fn)(struct ws_live_entry *e,
+				   const struct ws_live_event *ev);
+typedef void (*ws_live_interrupt_fn)(struct ws_live_entry *e,
+				     const char *reason);
+
+/*
+ * A registered interest. The owner fills the public part before
+ * ws_live_add and keeps it unchanged (and alive) until ws_live_remove
+ * returns.
+ */
+struct ws_live_entry {
+	int64_t community_id;
+	const char (*channels)[37];  /* borrowed; the channels covered */
+	size_t nchannels;            /* 0: every channel of the community */
+	const char *reader;          /* borrowed pubkey hex of the recipient */
+	const uint8_t *read_keys;    /* borrowed bitmap, WS_LIVE_KEY_BYTES */
+	/* True when the entry wants ev; *named tells whether the filter that
+	 * matched names the event's channel (it counts for unlisted ones). */
+	ws_live_match_fn match;
+	/* Hands over an event the reader may read. Must not block: push
+	 * without WS_PUSH_WAIT and close the subscription when it is full. */
+	ws_live_deliver_fn deliver;
+	/* Tells the entry that events were lost (dispatcher overflow, access
+	 * could not be checked); reason starts with `resync:` or `error:`. */
+	ws_live_interrupt_fn interrupt;
+	bool registered;             /* internal */
+};
+
+/*
+ * Starts the dispatcher thread (relay borrowed for its database pool and
+ * policy). Returns 0, or COMB_EIO / COMB_ENOMEM with errbuf set.
+ */
+int ws_live_start(struct relay *relay, char *errbuf, size_t errlen);
+
+/* Stops the dispatcher and drops queued events. Every entry must have been
+ * removed (all connections closed) before. */
+void ws_live_stop(void);
+
+/* Registers e. Returns 0 or COMB_ENOMEM (nothing registered then). */
+int ws_live_add(struct ws_live_entry *e);
+
+/* Unregisters e (nothing when it is not registered). When this returns no
+ * delivery to e is in progress and none will start. */
+void ws_live_remove(struct ws_live_entry *e);
+
+/*
+ * The local feed, called by the write path (write/) on the writing
+ * thread: begin before a write, stored for every event the write inserted
+ * (channel NULL for none), end after it with accepted true when it
+ * committed. On accept the stored events (and ev itself when it is
+ * ephemeral, kinds 20000-29999, delivered to its `h` channel) are queued
+ * for delivery; otherwise they are forgotten. Cheap when nobody listens.
+ */
+void ws_live_local_begin(void);
+void ws_live_local_stored(const struct community *c,
+			  const struct comb_event *ev, const char *channel);
+void ws_live_local_end(const struct community *c, const struct comb_event *ev,
+		       bool accepted);
+
+/* Subscriptions registered now (for metrics and tests). */
+long ws_live_entries(void);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * What the files of feed/ call of each other: the feed thread (feed.c)
+ * hands event signals to the loader (feed_live.c), which hands events to
+ * the live registry's dispatcher (ws_live.c); the feed also switches the
+ * local feed and interrupts live entries.
+ */
+#ifndef COMB_FEED_INT_H
+#define COMB_FEED_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comb/signal.h"
+#include "feed.h"
+#include "relay.h"
+
+/*
+ * Queues one event (json copied: the event as it should be served) of
+ * community_id in channel (canonical uuid; NULL for an event without a
+ * channel) for live delivery. kind is the event's kind. Returns 0;
+ * COMB_ETOOBIG when the backlog is full (the event is dropped and every
+ * live subscription interrupted); COMB_ENOMEM; COMB_EIO when the
+ * dispatcher does not run.
+ */
+int ws_live_deliver_event(int64_t community_id, const char *channel,
+			  const char *json, size_t len, int kind);
+
+/*
+ * Decides whether events written through this node feed live delivery
+ * directly (on by default). Turn it off once the capture feed delivers
+ * every event, so that none arrives twice.
+ */
+void ws_live_set_local_feed(bool on);
+
+/*
+ * True when a subscription may want events of community_id in channel
+ * (NULL for none): some entry covers the channel or the whole community.
+ * Errs towards true when the registry is busy. Lets the capture feed skip
+ * loading events nobody on this node listens to. Any thread.
+ */
+bool ws_live_wanted(int64_t community_id, const char *channel);
+
+/*
+ * Tells every entry of community_id (0: of every community) that events
+ * were lost, through its interrupt callback with reason (`resync: ...` or
+ * `error: ...`). Used by the capture feed on a gap, a new epoch or a lost
+ * link. Any thread that holds no session lock.
+ */
+void ws_live_interrupt(int64_t community_id, const char *reason);
+
+/* feed_live.c: the loader that turns event signals into live events. */
+
+/* Starts the loader thread. Returns 0 or COMB_EIO with errbuf set. */
+int feed_live_start(struct relay *relay, char *errbuf, size_t errlen);
+
+/* Stops the loader and drops what it still holds. */
+void feed_live_stop(void);
+
+/*
+ * Queues signal s (borrowed; copied) for live delivery: stored events
+ * (event), artifact revisions (head), moved and redacted markers (move,
+ * redaction) are loaded from the database and ephemeral events taken from
+ * the payload, then handed to ws_live in the order they were queued.
+ * Signals nobody on this node listens to are dropped at once.
+ */
+void feed_live_push(const struct comb_signal *s);
+
+#endif

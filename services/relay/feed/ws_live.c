@@ -1,0 +1,670 @@
+/*
+ * The live delivery registry and its dispatcher (see feed.h).
+ *
+ * The registry is a hash table of slots, one per (community, channel) and
+ * one per community for entries that cover every channel, guarded by a
+ * writer-preferring read-write lock. The dispatcher holds the read lock
+ * while it delivers one event (matching, one access query for all the
+ * candidates, pushing), so ws_live_remove, which takes the write lock,
+ * returns only when no delivery to the removed entry can be running.
+ */
+#include "feed_int.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comb/error.h"
+#include "comb/log.h"
+
+#define BUCKETS 4096
+#define MAX_JSON (16 * 1024 * 1024)
+
+struct slot {
+	struct slot *next;
+	int64_t community_id;
+	char channel[37];             /* "" for the community-wide slot */
+	struct ws_live_entry **entries;
+	size_t n, cap;
+};
+
+struct item {
+	struct item *next;
+	int64_t community_id;
+	bool has_channel;
+	char channel[37];
+	int kind;
+	size_t len;
+	char json[];
+};
+
+/* A subscription that wants the event being delivered. */
+struct candidate {
+	struct ws_live_entry *entry;
+	bool named;
+};
+
+/* One reader's role in the event's channel, from the access query. */
+struct reader_role {
+	const char *pubkey;   /* borrowed from the result */
+	enum comb_role role;
+};
+
+static struct {
+	pthread_rwlock_t lock;
+	struct slot *buckets[BUCKETS];
+	atomic_long entries;
+
+	pthread_mutex_t qmu;
+	pthread_cond_t qcond;
+	struct item *head, *tail;
+	long backlog;
+	bool lost;
+	bool stop;
+	atomic_bool running;
+	pthread_t thread;
+	struct relay *relay;
+
+	struct candidate *cands;      /* dispatcher thread only */
+	size_t ncands, capcands;
+} live = {
+	.lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
+	.qmu = PTHREAD_MUTEX_INITIALIZER,
+	.qcond = PTHREAD_COND_INITIALIZER,
+};
+
+static atomic_bool local_feed = true;
+
+static unsigned bucket_of(int64_t community_id, const char *channel)
+{
+	uint64_t h = 1469598103934665603ULL;
+	uint64_t c = (uint64_t)community_id;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		h ^= (c >> (8 * i)) & 0xff;
+		h *= 1099511628211ULL;
+	}
+	for (; *channel; channel++) {
+		h ^= (unsigned char)*channel;
+		h *= 1099511628211ULL;
+	}
+	return (unsigned)(h % BUCKETS);
+}
+
+/* Finds the slot of (community, channel); with create, makes it. */
+static struct slot *slot_find(int64_t community_id, const char *channel,
+			      bool create)
+{
+	unsigned b = bucket_of(community_id, channel);
+	struct slot *s;
+
+	for (s = live.buckets[b]; s; s = s->next) {
+		if (s->community_id == community_id && !strcmp(s->channel, channel))
+			return s;
+	}
+	if (!create)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->community_id = community_id;
+	snprintf(s->channel, sizeof(s->channel), "%s", channel);
+	s->next = live.buckets[b];
+	live.buckets[b] = s;
+	return s;
+}
+
+static void slot_drop_if_empty(struct slot *s)
+{
+	unsigned b = bucket_of(s->community_id, s->channel);
+	struct slot **p;
+
+	if (s->n)
+		return;
+	for (p = &live.buckets[b]; *p; p = &(*p)->next) {
+		if (*p == s) {
+			*p = s->next;
+			free(s->entries);
+			free(s);
+			return;
+		}
+	}
+}
+
+static int slot_add(const struct ws_live_entry *e, const char *channel)
+{
+	struct slot *s = slot_find(e->community_id, channel, true);
+	struct ws_live_entry **grown;
+	size_t cap;
+
+	if (!s)
+		return COMB_ENOMEM;
+	if (s->n == s->cap) {
+		cap = s->cap ? 2 * s->cap : 8;
+		grown = realloc(s->entries, cap * sizeof(*grown));
+		if (!grown) {
+			slot_drop_if_empty(s);
+			return COMB_ENOMEM;
+		}
+		s->entries = grown;
+		s->cap = cap;
+	}
+	s->entries[s->n++] = (struct ws_live_entry *)e;
+	return 0;
+}
+
+static void slot_remove(const struct ws_live_entry *e, const char *channel)
+{
+	struct slot *s = slot_find(e->community_id, channel, false);
+	size_t i;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->n; i++) {
+		if (s->entries[i] == e) {
+			s->entries[i] = s->entries[--s->n];
+			break;
+		}
+	}
+	slot_drop_if_empty(s);
+}
+
+static const char *entry_channel(const struct ws_live_entry *e, size_t i)
+{
+	return e->nchannels ? e->channels[i] : "";
+}
+
+int ws_live_add(struct ws_live_entry *e)
+{
+	size_t i, n = e->nchannels ? e->nchannels : 1;
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&live.lock);
+	for (i = 0; i < n && rc == 0; i++) {
+		/* The same channel named twice is registered once. */
+		size_t j;
+		bool dup = false;
+
+		for (j = 0; j < i; j++)
+			dup = dup || !strcmp(entry_channel(e, j), entry_channel(e, i));
+		if (!dup)
+			rc = slot_add(e, entry_channel(e, i));
+	}
+	if (rc) {
+		while (i-- > 0)
+			slot_remove(e, entry_channel(e, i));
+	} else {
+		e->registered = true;
+		atomic_fetch_add(&live.entries, 1);
+	}
+	pthread_rwlock_unlock(&live.lock);
+	return rc;
+}
+
+void ws_live_remove(struct ws_live_entry *e)
+{
+	size_t i, n = e->nchannels ? e->nchannels : 1;
+
+	pthread_rwlock_wrlock(&live.lock);
+	if (e->registered) {
+		for (i = 0; i < n; i++)
+			slot_remove(e, entry_channel(e, i));
+		e->registered = false;
+		atomic_fetch_sub(&live.entries, 1);
+	}
+	pthread_rwlock_unlock(&live.lock);
+}
+
+long ws_live_entries(void)
+{
+	return atomic_load(&live.entries);
+}
+
+/* ------------------------------------------------------------------ */
+/* the dispatcher */
+
+static int cand_push(struct ws_live_entry *e, bool named)
+{
+	struct candidate *grown;
+	size_t cap, i;
+
+	/* An entry covering two slots is considered once. */
+	for (i = 0; i < live.ncands; i++) {
+		if (live.cands[i].entry == e) {
+			live.cands[i].named = live.cands[i].named || named;
+			return 0;
+		}
+	}
+	if (live.ncands == live.capcands) {
+		cap = live.capcands ? 2 * live.capcands : 64;
+		grown = realloc(live.cands, cap * sizeof(*grown));
+		if (!grown)
+			return COMB_ENOMEM;
+		live.cands = grown;
+		live.capcands = cap;
+	}
+	live.cands[live.ncands++] = (struct candidate){e, named};
+	return 0;
+}
+
+static void gather(struct slot *s, const struct ws_live_event *ev)
+{
+	size_t i;
+	bool named;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->n; i++) {
+		named = false;
+		if (s->entries[i]->match(s->entries[i], ev, &named) &&
+		    cand_push(s->entries[i], named))
+			comb_warn("live delivery: out of memory, an event was not delivered");
+	}
+}
+
+static bool key_readable(const uint8_t *keys, int key)
+{
+	return key >= 0 && key < COMB_POLICY_READ_KEYS &&
+	       (keys[key / 8] >> (key % 8)) & 1;
+}
+
+static int cmp_role(const void *a, const void *b)
+{
+	return strcmp(((const struct reader_role *)a)->pubkey,
+		      ((const struct reader_role *)b)->pubkey);
+}
+
+static void interrupt_candidates(const char *reason)
+{
+	size_t i;
+
+	for (i = 0; i < live.ncands; i++) {
+		if (live.cands[i].entry->interrupt)
+			live.cands[i].entry->interrupt(live.cands[i].entry, reason);
+	}
+}
+
+/*
+ * Delivers ev to the candidates whose reader may read its channel now:
+ * one query loads the channel's facts and every candidate reader's active
+ * role in it.
+ */
+static void deliver_in_channel(const struct ws_live_event *ev)
+{
+	struct comb_buf readers;
+	struct reader_role *roles = NULL, key, *found;
+	struct comb_policy_channel facts = {0};
+	char community[24];
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	size_t i;
+	int n = 0, rc = 0, k;
+
+	comb_buf_init(&readers, live.ncands * 67 + 3);
+	rc = comb_buf_putc(&readers, '{');
+	for (i = 0; i < live.ncands && rc == 0; i++)
+		rc = comb_buf_printf(&readers, "%s%s", i ? "," : "",
+				     live.cands[i].entry->reader);
+	if (rc == 0)
+		rc = comb_buf_putc(&readers, '}');
+	if (rc) {
+		interrupt_candidates("error: live delivery out of memory");
+		goto out;
+	}
+	snprintf(community, sizeof(community), "%lld", (long long)ev->community_id);
+	db = comb_db_acquire(live.relay->db, 2000);
+	if (db)
+		res = PQexecParams(db,
+			"SELECT r.pk, m.role, c.visibility, c.is_dm, c.deleted, c.archived"
+			" FROM channels c"
+			" CROSS JOIN (SELECT DISTINCT unnest($3::text[]) AS pk) r"
+			" LEFT JOIN members m ON m.community_id = c.community_id"
+			" AND m.channel_id = c.id AND m.pubkey = r.pk AND m.active"
+			" WHERE c.community_id = $1 AND c.id = $2::uuid",
+			3, NULL,
+			(const char *const[]){community, ev->channel, readers.data},
+			NULL, NULL, 0);
+	if (!db || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		comb_warn("live delivery: access query failed: %s",
+			  db ? PQresultErrorMessage(res) : "no database connection");
+		interrupt_candidates("error: live delivery unavailable");
+		goto out;
+	}
+	n = PQntuples(res);
+	if (n == 0)
+		goto out;  /* no such channel: nobody reads it */
+	roles = calloc((size_t)n, sizeof(*roles));
+	if (!roles) {
+		interrupt_candidates("error: live delivery out of memory");
+		goto out;
+	}
+	for (k = 0; k < n; k++) {
+		roles[k].pubkey = PQgetvalue(res, k, 0);
+		roles[k].role = PQgetisnull(res, k, 1) ? COMB_ROLE_NONE :
+			(enum comb_role)strtol(PQgetvalue(res, k, 1), NULL, 10);
+	}
+	qsort(roles, (size_t)n, sizeof(*roles), cmp_role);
+	facts.visibility = (enum comb_visibility)strtol(PQgetvalue(res, 0, 2), NULL, 10);
+	facts.is_dm = PQgetvalue(res, 0, 3)[0] == 't';
+	facts.deleted = PQgetvalue(res, 0, 4)[0] == 't';
+	facts.archived = PQgetvalue(res, 0, 5)[0] == 't';
+	for (i = 0; i < live.ncands; i++) {
+		struct ws_live_entry *e = live.cands[i].entry;
+
+		key.pubkey = e->reader;
+		found = bsearch(&key, roles, (size_t)n, sizeof(*roles), cmp_role);
+		if (!found)
+			continue;
+		facts.role = found->role;
+		facts.named = live.cands[i].named;
+		if (key_readable(e->read_keys, comb_policy_read_key(&facts)))
+			e->deliver(e, ev);
+	}
+out:
+	free(roles);
+	PQclear(res);
+	if (db)
+		comb_db_release(live.relay->db, db, comb_db_conn_lost(db));
+	comb_buf_release(&readers);
+}
+
+static void dispatch(const struct item *it)
+{
+	struct ws_live_event lev = {
+		.community_id = it->community_id,
+		.channel = it->has_channel ? it->channel : NULL,
+		.json = it->json,
+		.json_len = it->len,
+	};
+	struct comb_event ev;
+	char err[128];
+	size_t i;
+
+	if (comb_event_parse(&ev, it->json, it->len, it->len, err, sizeof(err))) {
+		comb_warn("live delivery: unparsable event dropped: %s", err);
+		return;
+	}
+	lev.ev = &ev;
+	live.ncands = 0;
+	pthread_rwlock_rdlock(&live.lock);
+	gather(slot_find(it->community_id, "", false), &lev);
+	if (it->has_channel)
+		gather(slot_find(it->community_id, it->channel, false), &lev);
+	if (live.ncands && it->has_channel) {
+		deliver_in_channel(&lev);
+	} else {
+		/* Events without a channel are readable by their author only. */
+		for (i = 0; i < live.ncands; i++) {
+			if (!strcmp(live.cands[i].entry->reader, ev.pubkey))
+				live.cands[i].entry->deliver(live.cands[i].entry, &lev);
+		}
+	}
+	pthread_rwlock_unlock(&live.lock);
+	comb_event_release(&ev);
+}
+
+/* Tells every registered entry that events were lost. */
+static void interrupt_all(const char *reason)
+{
+	struct slot *s;
+	size_t b, i;
+
+	pthread_rwlock_rdlock(&live.lock);
+	for (b = 0; b < BUCKETS; b++) {
+		for (s = live.buckets[b]; s; s = s->next) {
+			for (i = 0; i < s->n; i++) {
+				if (s->entries[i]->interrupt)
+					s->entries[i]->interrupt(s->entries[i], reason);
+			}
+		}
+	}
+	pthread_rwlock_unlock(&live.lock);
+}
+
+bool ws_live_wanted(int64_t community_id, const char *channel)
+{
+	bool wanted;
+
+	if (atomic_load(&live.entries) == 0)
+		return false;
+	/* Never wait behind a delivery: when busy, let the loader find out. */
+	if (pthread_rwlock_tryrdlock(&live.lock))
+		return true;
+	wanted = slot_find(community_id, "", false) != NULL ||
+		 (channel && slot_find(community_id, channel, false) != NULL);
+	pthread_rwlock_unlock(&live.lock);
+	return wanted;
+}
+
+void ws_live_interrupt(int64_t community_id, const char *reason)
+{
+	struct slot *s;
+	size_t b, i;
+
+	if (atomic_load(&live.entries) == 0)
+		return;
+	pthread_rwlock_rdlock(&live.lock);
+	for (b = 0; b < BUCKETS; b++) {
+		for (s = live.buckets[b]; s; s = s->next) {
+			if (community_id != 0 && s->community_id != community_id)
+				continue;
+			for (i = 0; i < s->n; i++) {
+				if (s->entries[i]->interrupt)
+					s->entries[i]->interrupt(s->entries[i], reason);
+			}
+		}
+	}
+	pthread_rwlock_unlock(&live.lock);
+}
+
+static void *dispatcher_main(void *arg)
+{
+	struct item *it;
+	bool lost;
+
+	(void)arg;
+	pthread_mutex_lock(&live.qmu);
+	for (;;) {
+		while (!live.head && !live.lost && !live.stop)
+			pthread_cond_wait(&live.qcond, &live.qmu);
+		if (live.stop)
+			break;
+		lost = live.lost;
+		live.lost = false;
+		it = live.head;
+		if (it && !lost) {
+			live.head = it->next;
+			if (!live.head)
+				live.tail = NULL;
+			live.backlog--;
+		} else {
+			it = NULL;
+		}
+		pthread_mutex_unlock(&live.qmu);
+		if (lost)
+			interrupt_all("resync: change feed interrupted");
+		if (it)
+			dispatch(it);
+		free(it);
+		pthread_mutex_lock(&live.qmu);
+	}
+	pthread_mutex_unlock(&live.qmu);
+	return NULL;
+}
+
+int ws_live_start(struct relay *relay, char *errbuf, size_t errlen)
+{
+	pthread_attr_t tattr;
+	int err;
+
+	live.relay = relay;
+	live.stop = false;
+	pthread_attr_init(&tattr);
+	pthread_attr_setstacksize(&tattr, 1024 * 1024);
+	err = pthread_create(&live.thread, &tattr, dispatcher_main, NULL);
+	pthread_attr_destroy(&tattr);
+	if (err)
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "cannot start the live dispatcher: %s", strerror(err));
+	atomic_store(&live.running, true);
+	return 0;
+}
+
+void ws_live_stop(void)
+{
+	struct item *it, *next;
+
+	if (!atomic_load(&live.running))
+		return;
+	pthread_mutex_lock(&live.qmu);
+	live.stop = true;
+	pthread_cond_signal(&live.qcond);
+	pthread_mutex_unlock(&live.qmu);
+	pthread_join(live.thread, NULL);
+	atomic_store(&live.running, false);
+	for (it = live.head; it; it = next) {
+		next = it->next;
+		free(it);
+	}
+	live.head = live.tail = NULL;
+	live.backlog = 0;
+	free(live.cands);
+	live.cands = NULL;
+	live.ncands = live.capcands = 0;
+}
+
+int ws_live_deliver_event(int64_t community_id, const char *channel,
+			  const char *json, size_t len, int kind)
+{
+	struct item *it;
+
+	if (!atomic_load(&live.running))
+		return COMB_EIO;
+	/* Nobody listens: a subscription that starts later reads the
+	 * committed event from the database. */
+	if (atomic_load(&live.entries) == 0)
+		return 0;
+	it = malloc(sizeof(*it) + len + 1);
+	if (!it)
+		return COMB_ENOMEM;
+	it->next = NULL;
+	it->community_id = community_id;
+	it->has_channel = channel != NULL;
+	snprintf(it->channel, sizeof(it->channel), "%s", channel ? channel : "");
+	it->kind = kind;
+	it->len = len;
+	memcpy(it->json, json, len);
+	it->json[len] = '\0';
+	pthread_mutex_lock(&live.qmu);
+	if (live.backlog >= WS_LIVE_MAX_BACKLOG) {
+		live.lost = true;
+		pthread_cond_signal(&live.qcond);
+		pthread_mutex_unlock(&live.qmu);
+		free(it);
+		comb_warn("live delivery backlog full: an event was dropped");
+		return COMB_ETOOBIG;
+	}
+	if (live.tail)
+		live.tail->next = it;
+	else
+		live.head = it;
+	live.tail = it;
+	live.backlog++;
+	pthread_cond_signal(&live.qcond);
+	pthread_mutex_unlock(&live.qmu);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the local feed */
+
+struct pending {
+	struct pending *next;
+	int64_t community_id;
+	bool has_channel;
+	char channel[37];
+	int kind;
+	char *json;
+	size_t len;
+};
+
+static _Thread_local struct pending *pending_head, *pending_tail;
+
+void ws_live_set_local_feed(bool on)
+{
+	atomic_store(&local_feed, on);
+}
+
+static bool local_feed_on(void)
+{
+	return atomic_load(&live.running) && atomic_load(&local_feed);
+}
+
+static void pending_clear(void)
+{
+	struct pending *p = pending_head, *next;
+
+	for (; p; p = next) {
+		next = p->next;
+		free(p->json);
+		free(p);
+	}
+	pending_head = pending_tail = NULL;
+}
+
+void ws_live_local_begin(void)
+{
+	pending_clear();
+}
+
+/* Records ev for delivery when the write commits. */
+static void pending_add(int64_t community_id, const struct comb_event *ev,
+			const char *channel)
+{
+	struct pending *p = calloc(1, sizeof(*p));
+	struct comb_buf json;
+
+	comb_buf_init(&json, MAX_JSON);
+	if (!p || comb_event_to_json(ev, &json) ||
+	    !(p->json = comb_buf_detach(&json, &p->len))) {
+		comb_warn("live delivery: out of memory, an event will not be delivered");
+		comb_buf_release(&json);
+		free(p);
+		return;
+	}
+	p->community_id = community_id;
+	p->has_channel = channel != NULL;
+	snprintf(p->channel, sizeof(p->channel), "%s", channel ? channel : "");
+	p->kind = ev->kind;
+	if (pending_tail)
+		pending_tail->next = p;
+	else
+		pending_head = p;
+	pending_tail = p;
+}
+
+void ws_live_local_stored(const struct community *c,
+			  const struct comb_event *ev, const char *channel)
+{
+	if (local_feed_on())
+		pending_add(c->id, ev, channel);
+}
+
+void ws_live_local_end(const struct community *c, const struct comb_event *ev,
+		       bool accepted)
+{
+	struct pending *p;
+
+	if (accepted && local_feed_on() && ev->kind >= 20000 && ev->kind < 30000)
+		pending_add(c->id, ev, comb_event_tag_value(ev, "h"));
+	if (accepted && local_feed_on()) {
+		for (p = pending_head; p; p = p->next)
+			ws_live_deliver_event(p->community_id,
+					      p->has_channel ? p->channel : NULL,
+					      p->json, p->len, p->kind);
+	}
+	pending_clear();
+}

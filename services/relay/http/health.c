@@ -1,0 +1,58 @@
+/* Liveness, readiness and metrics: answered on any host. */
+#include <string.h>
+
+#include "comb/db.h"
+#include "comb/redis.h"
+#include "feed/feed.h"
+#include "http_int.h"
+#include "metrics.h"
+
+void handle_healthz(struct request *req)
+{
+	req->status = 200;
+	mg_printf(req->conn, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+			     "Content-Length: 2\r\n\r\nok");
+}
+
+/* Ready when PostgreSQL answers, Redis answers a PING and the capture
+ * feed had a heartbeat within the last three intervals. */
+void handle_readyz(struct request *req)
+{
+	bool db_ok = false, redis_ok, feed_ok;
+	PGconn *db = comb_db_acquire(req->relay->db, 1000);
+
+	if (db) {
+		PGresult *res = PQexec(db, "SELECT 1");
+
+		db_ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+		PQclear(res);
+		comb_db_release(req->relay->db, db, !db_ok);
+	}
+	redis_ok = comb_redis_ping(req->relay->redis);
+	feed_ok = feed_alive();
+	if (db_ok && redis_ok && feed_ok) {
+		http_send_json(req, 200, "{\"ready\":true}", "");
+		return;
+	}
+	http_send_error(req, 503, !db_ok ? "error: database unavailable" :
+			!redis_ok ? "error: redis unavailable" :
+			"error: change feed unavailable");
+}
+
+void handle_metrics(struct request *req)
+{
+	struct comb_buf b;
+
+	comb_buf_init(&b, 1 << 20);
+	if (metrics_render(req->relay, &b)) {
+		comb_buf_release(&b);
+		http_send_error(req, 503, "error: metrics unavailable");
+		return;
+	}
+	req->status = 200;
+	mg_printf(req->conn,
+		  "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+		  "Content-Length: %zu\r\n\r\n", b.len);
+	mg_write(req->conn, b.data, b.len);
+	comb_buf_release(&b);
+}

@@ -1,0 +1,196 @@
+/*
+ * The civetweb request callback: routes each request, resolves its
+ * community, enforces the body limit (413 before parsing) and NIP-98 on
+ * every POST, hands it to the route's handler, and records metrics.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comb/error.h"
+#include "comb/log.h"
+#include "comb/nip98.h"
+#include "comb/replay.h"
+#include "http.h"
+#include "http_int.h"
+#include "metrics.h"
+#include "read/read.h"
+#include "relay.h"
+#include "request.h"
+#include "write/write.h"
+
+/* A NIP-98 token may not be replayed while it could still be accepted. */
+#define REPLAY_TTL (2 * COMB_NIP98_MAX_SKEW + 10)
+
+static void parse_host(struct request *req)
+{
+	const char *h = mg_get_header(req->conn, "Host");
+	size_t i;
+
+	if (!h)
+		h = "";
+	snprintf(req->host_header, sizeof(req->host_header), "%s", h);
+	for (i = 0; h[i] && h[i] != ':' && i + 1 < sizeof(req->host); i++)
+		req->host[i] = (char)tolower((unsigned char)h[i]);
+	req->host[i] = '\0';
+}
+
+static enum route find_route(const struct mg_request_info *info)
+{
+	const char *path = info->local_uri ? info->local_uri : "";
+	bool get = !strcmp(info->request_method, "GET");
+	bool post = !strcmp(info->request_method, "POST");
+
+	if (get && !strcmp(path, "/healthz"))
+		return ROUTE_HEALTHZ;
+	if (get && !strcmp(path, "/readyz"))
+		return ROUTE_READYZ;
+	if (get && !strcmp(path, "/metrics"))
+		return ROUTE_METRICS;
+	if (get && !strcmp(path, "/"))
+		return ROUTE_NIP11;
+	if (post && !strcmp(path, "/events"))
+		return ROUTE_EVENTS;
+	if (post && !strcmp(path, "/query"))
+		return ROUTE_QUERY;
+	if (post && !strcmp(path, "/count"))
+		return ROUTE_COUNT;
+	return ROUTE_OTHER;
+}
+
+/* Reads the body into req->body; answers 413 over the limit. */
+static bool read_body(struct request *req)
+{
+	size_t max = (size_t)req->relay->cfg.max_message_length;
+	long long declared = req->info->content_length;
+	struct comb_buf b;
+	char chunk[16384];
+	int n;
+
+	if (declared > (long long)max) {
+		http_send_error(req, 413, "invalid: body too large");
+		return false;
+	}
+	comb_buf_init(&b, max);
+	while ((n = mg_read(req->conn, chunk, sizeof(chunk))) > 0) {
+		if (comb_buf_append(&b, chunk, (size_t)n)) {
+			comb_buf_release(&b);
+			http_send_error(req, 413, "invalid: body too large");
+			return false;
+		}
+	}
+	req->body = comb_buf_detach(&b, &req->body_len);
+	if (!req->body) {
+		http_send_error(req, 503, "error: out of memory");
+		return false;
+	}
+	return true;
+}
+
+static bool authenticate(struct request *req)
+{
+	char path[2048], token_id[65], reason[160], msg[200];
+	struct comb_nip98_request nr;
+	const char *query = req->info->query_string;
+	const char *raw = req->info->local_uri_raw ? req->info->local_uri_raw
+						   : req->info->local_uri;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s%s%s", raw, query ? "?" : "",
+		 query ? query : "");
+	nr = (struct comb_nip98_request){
+		.authorization = mg_get_header(req->conn, "Authorization"),
+		.method = req->info->request_method,
+		.host = req->host_header,
+		.path_and_query = path,
+		.body = req->body,
+		.body_len = req->body_len,
+		.now = (int64_t)time(NULL),
+	};
+	if (comb_nip98_verify(&nr, req->pubkey, token_id, reason, sizeof(reason))) {
+		snprintf(msg, sizeof(msg), "auth-required: %s", reason);
+		http_send_error(req, 401, msg);
+		return false;
+	}
+	rc = comb_replay_claim(req->relay->redis, token_id, REPLAY_TTL);
+	if (rc == COMB_EREPLAY) {
+		http_send_error(req, 401, "auth-required: authorization already used");
+		return false;
+	}
+	if (rc) {
+		http_send_unavailable(req, "replay store");
+		return false;
+	}
+	return true;
+}
+
+static void dispatch(struct request *req)
+{
+	int rc;
+
+	switch (req->route) {
+	case ROUTE_HEALTHZ:
+		handle_healthz(req);
+		return;
+	case ROUTE_READYZ:
+		handle_readyz(req);
+		return;
+	case ROUTE_METRICS:
+		handle_metrics(req);
+		return;
+	default:
+		break;
+	}
+	if (!http_acquire_db(req))
+		return;
+	rc = community_lookup(req->db, req->host, &req->community);
+	if (rc == COMB_EUNAVAIL) {
+		req->db_broken = comb_db_conn_lost(req->db);
+		http_send_unavailable(req, "database");
+		return;
+	}
+	if (rc) {
+		http_send_error(req, 404, "unknown community");
+		return;
+	}
+	if (req->route == ROUTE_NIP11) {
+		handle_nip11(req);
+		return;
+	}
+	if (req->route == ROUTE_OTHER) {
+		http_send_error(req, 404, "not found");
+		return;
+	}
+	if (!read_body(req) || !authenticate(req))
+		return;
+	if (req->route == ROUTE_EVENTS)
+		handle_events(req);
+	else
+		handle_query(req, req->route == ROUTE_COUNT);
+}
+
+int http_handler(struct mg_connection *conn, void *cbdata)
+{
+	struct request req = {
+		.relay = cbdata,
+		.conn = conn,
+		.info = mg_get_request_info(conn),
+	};
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	req.route = find_route(req.info);
+	parse_host(&req);
+	dispatch(&req);
+	if (req.db)
+		comb_db_release(req.relay->db, req.db,
+				req.db_broken || comb_db_conn_lost(req.db));
+	free(req.body);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	metrics_observe(req.route, req.status,
+			(double)(t1.tv_sec - t0.tv_sec) +
+				(double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	return req.status ? req.status : 500;
+}

@@ -1,0 +1,310 @@
+/*
+ * Plain NIP-01 filters: the parser with every limit of PROTOCOL.md
+ * sections 6 and 10, and the SQL predicates they become (see proto.h).
+ * Client values only ever travel as parameters: arrays are passed as
+ * PostgreSQL array literals whose elements are all quoted and escaped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comb/error.h"
+#include "comb/hex.h"
+#include "comb/uuid.h"
+#include "proto.h"
+#include "protocol_limits.h"
+
+/* ids and authors: arrays of at most COMB_MAX_IDS event ids or pubkeys. */
+static int parse_hex_array(const char *key, const json_t *v, char *errbuf,
+			   size_t errlen)
+{
+	size_t i;
+
+	if (!json_is_array(v))
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "%s must be an array", key);
+	if (json_array_size(v) > COMB_MAX_IDS)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "%s holds more than %d entries", key, COMB_MAX_IDS);
+	for (i = 0; i < json_array_size(v); i++) {
+		const json_t *s = json_array_get(v, i);
+
+		if (!json_is_string(s) ||
+		    (json_string_length(s) != 64 ||
+		     !comb_hex_is_lower(json_string_value(s), 64)))
+			return comb_fail(errbuf, errlen, COMB_EINVAL,
+					 "%s entries must be 64 lowercase hex digits", key);
+	}
+	return 0;
+}
+
+static int parse_kinds(const json_t *v, char *errbuf, size_t errlen)
+{
+	size_t i;
+
+	if (!json_is_array(v))
+		return comb_fail(errbuf, errlen, COMB_EINVAL, "kinds must be an array");
+	if (json_array_size(v) > COMB_MAX_VALUES)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "kinds holds more than %d entries", COMB_MAX_VALUES);
+	for (i = 0; i < json_array_size(v); i++) {
+		const json_t *k = json_array_get(v, i);
+
+		if (!json_is_integer(k) || json_integer_value(k) < 0 ||
+		    json_integer_value(k) > 65535)
+			return comb_fail(errbuf, errlen, COMB_EINVAL,
+					 "kinds must be integers from 0 to 65535");
+	}
+	return 0;
+}
+
+/* A #x predicate: an array of strings; *values counts them over all. */
+static int parse_tag_values(const char *key, const json_t *v, size_t *values,
+			    char *errbuf, size_t errlen)
+{
+	size_t i;
+
+	if (!json_is_array(v))
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "%s must be an array", key);
+	*values += json_array_size(v);
+	if (*values > COMB_MAX_VALUES)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "more than %d tag values", COMB_MAX_VALUES);
+	for (i = 0; i < json_array_size(v); i++) {
+		const json_t *s = json_array_get(v, i);
+
+		if (!json_is_string(s))
+			return comb_fail(errbuf, errlen, COMB_EINVAL,
+					 "%s values must be strings", key);
+		if (json_string_length(s) > COMB_MAX_TAG_VALUE_BYTES)
+			return comb_fail(errbuf, errlen, COMB_EINVAL,
+					 "a tag value is longer than %d bytes",
+					 COMB_MAX_TAG_VALUE_BYTES);
+		if (memchr(json_string_value(s), '\0', json_string_length(s)))
+			return comb_fail(errbuf, errlen, COMB_EINVAL,
+					 "tag values may not contain nul");
+	}
+	return 0;
+}
+
+static int parse_time(const char *key, const json_t *v, int64_t *out,
+		      char *errbuf, size_t errlen)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "%s must be a non-negative integer", key);
+	*out = (int64_t)json_integer_value(v);
+	return 0;
+}
+
+static int parse_tag_key(struct plain_filter *f, const char *key,
+			 const json_t *v, size_t *values, char *errbuf,
+			 size_t errlen)
+{
+	const char *pos;
+
+	if (strlen(key) != 2)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "multi-character tag predicates need an artifact filter");
+	pos = strchr(FILTER_TAG_NAMES, key[1]);
+	if (key[1] == '\0' || !pos)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "unsupported tag predicate %s", key);
+	f->tags[pos - FILTER_TAG_NAMES] = v;
+	return parse_tag_values(key, v, values, errbuf, errlen);
+}
+
+int filter_parse(struct plain_filter *f, const json_t *obj, int max_limit,
+		 char *errbuf, size_t errlen)
+{
+	size_t values = 0;
+	const char *key;
+	json_t *v;
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	f->limit = max_limit < FILTER_DEFAULT_LIMIT ? max_limit : FILTER_DEFAULT_LIMIT;
+	if (!json_is_object(obj))
+		return comb_fail(errbuf, errlen, COMB_EINVAL, "a filter must be an object");
+	json_object_foreach((json_t *)obj, key, v) {
+		if (!strcmp(key, "ids")) {
+			f->ids = v;
+			rc = parse_hex_array(key, v, errbuf, errlen);
+		} else if (!strcmp(key, "authors")) {
+			f->authors = v;
+			rc = parse_hex_array(key, v, errbuf, errlen);
+		} else if (!strcmp(key, "kinds")) {
+			f->kinds = v;
+			rc = parse_kinds(v, errbuf, errlen);
+		} else if (!strcmp(key, "since")) {
+			f->has_since = true;
+			rc = parse_time(key, v, &f->since, errbuf, errlen);
+		} else if (!strcmp(key, "until")) {
+			f->has_until = true;
+			rc = parse_time(key, v, &f->until, errbuf, errlen);
+		} else if (!strcmp(key, "limit")) {
+			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			    json_integer_value(v) > max_limit)
+				return comb_fail(errbuf, errlen, COMB_EINVAL,
+						 "limit must be an integer from 1 to %d",
+						 max_limit);
+			f->limit = (int)json_integer_value(v);
+			rc = 0;
+		} else if (key[0] == '#') {
+			rc = parse_tag_key(f, key, v, &values, errbuf, errlen);
+		} else {
+			rc = comb_fail(errbuf, errlen, COMB_EINVAL,
+				       "unknown filter key %s", key);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int filter_array_literal(const json_t *array, struct comb_buf *out)
+{
+	size_t i, j;
+	int rc = comb_buf_putc(out, '{');
+
+	for (i = 0; i < json_array_size(array) && rc == 0; i++) {
+		const char *s = json_string_value(json_array_get(array, i));
+		size_t len = json_string_length(json_array_get(array, i));
+
+		if (!s)
+			continue;
+		if (i)
+			rc = comb_buf_putc(out, ',');
+		if (rc == 0)
+			rc = comb_buf_putc(out, '"');
+		for (j = 0; j < len && rc == 0; j++) {
+			if (s[j] == '"' || s[j] == '\\')
+				rc = comb_buf_putc(out, '\\');
+			if (rc == 0)
+				rc = comb_buf_putc(out, s[j]);
+		}
+		if (rc == 0)
+			rc = comb_buf_putc(out, '"');
+	}
+	if (rc == 0)
+		rc = comb_buf_putc(out, '}');
+	return rc;
+}
+
+static int kinds_literal(const json_t *array, struct comb_buf *out)
+{
+	size_t i;
+	int rc = comb_buf_putc(out, '{');
+
+	for (i = 0; i < json_array_size(array) && rc == 0; i++)
+		rc = comb_buf_printf(out, "%s%lld", i ? "," : "",
+				     (long long)json_integer_value(json_array_get(array, i)));
+	if (rc == 0)
+		rc = comb_buf_putc(out, '}');
+	return rc;
+}
+
+/* Moves the content of b into the next parameter. */
+static int push_param(struct filter_params *p, struct comb_buf *b)
+{
+	char *value;
+
+	if (p->count >= FILTER_MAX_PARAMS)
+		return COMB_ETOOBIG;
+	value = comb_buf_detach(b, NULL);
+	if (!value)
+		return COMB_ENOMEM;
+	p->values[p->count++] = value;
+	return 0;
+}
+
+int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
+		      int community_param, int first_param,
+		      struct filter_params *params)
+{
+	struct comb_buf v;
+	int n = first_param, rc = 0, i;
+
+	/* A literal of 256 quoted values of 4096 escaped bytes at most. */
+	comb_buf_init(&v, (size_t)COMB_MAX_VALUES * (2 * COMB_MAX_TAG_VALUE_BYTES + 4) + 16);
+	if (f->ids) {
+		rc = filter_array_literal(f->ids, &v);
+		if (rc == 0)
+			rc = push_param(params, &v);
+		if (rc == 0)
+			rc = comb_buf_printf(sql, " AND e.id = ANY($%d::text[])", n++);
+	}
+	if (rc == 0 && f->authors) {
+		rc = filter_array_literal(f->authors, &v);
+		if (rc == 0)
+			rc = push_param(params, &v);
+		if (rc == 0)
+			rc = comb_buf_printf(sql, " AND e.pubkey = ANY($%d::text[])", n++);
+	}
+	if (rc == 0 && f->kinds) {
+		rc = kinds_literal(f->kinds, &v);
+		if (rc == 0)
+			rc = push_param(params, &v);
+		if (rc == 0)
+			rc = comb_buf_printf(sql, " AND e.kind = ANY($%d::int[])", n++);
+	}
+	if (rc == 0 && f->has_since) {
+		rc = comb_buf_printf(&v, "%lld", (long long)f->since);
+		if (rc == 0)
+			rc = push_param(params, &v);
+		if (rc == 0)
+			rc = comb_buf_printf(sql, " AND e.created_at >= $%d::bigint", n++);
+	}
+	if (rc == 0 && f->has_until) {
+		rc = comb_buf_printf(&v, "%lld", (long long)f->until);
+		if (rc == 0)
+			rc = push_param(params, &v);
+		if (rc == 0)
+			rc = comb_buf_printf(sql, " AND e.created_at <= $%d::bigint", n++);
+	}
+	for (i = 0; i < FILTER_TAGS && rc == 0; i++) {
+		if (!f->tags[i])
+			continue;
+		rc = filter_array_literal(f->tags[i], &v);
+		if (rc == 0)
+			rc = push_param(params, &v);
+		if (rc == 0)
+			rc = comb_buf_printf(sql,
+				" AND e.seq IN (SELECT t.event_seq FROM event_tags t"
+				" WHERE t.community_id = $%d AND t.name = '%c'"
+				" AND t.value = ANY($%d::text[]))",
+				community_param, FILTER_TAG_NAMES[i], n++);
+	}
+	comb_buf_release(&v);
+	return rc;
+}
+
+void filter_params_release(struct filter_params *params)
+{
+	int i;
+
+	for (i = 0; i < params->count; i++)
+		free(params->values[i]);
+	params->count = 0;
+}
+
+int filter_named_channels(const struct plain_filter *f, struct comb_buf *out)
+{
+	const json_t *h = f->tags[2];
+	bool first = true;
+	size_t i;
+	int rc = comb_buf_putc(out, '{');
+
+	for (i = 0; h && i < json_array_size(h) && rc == 0; i++) {
+		const char *s = json_string_value(json_array_get(h, i));
+
+		if (!comb_uuid_is_canonical(s))
+			continue;
+		rc = comb_buf_printf(out, "%s%s", first ? "" : ",", s);
+		first = false;
+	}
+	if (rc == 0)
+		rc = comb_buf_putc(out, '}');
+	return rc;
+}

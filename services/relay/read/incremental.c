@@ -1,0 +1,551 @@
+/*
+ * Incremental reads. Every read runs in one REPEATABLE READ snapshot and
+ * takes that snapshot's horizon, pg_snapshot_xmin(pg_current_snapshot()):
+ * every transaction below it has finished, so items stamped below it can
+ * never appear later. A read returns only such items and never moves the
+ * cursor past the horizon; a slow writer delays the horizon but is never
+ * skipped. The change sources and their access rules live in SQL
+ * (migrations/0004_incremental.sql, comb_incremental_changes) so that
+ * access is applied before the page limit.
+ *
+ * A first read lists every readable current artifact by d (phase INITIAL,
+ * pinned to the first page's horizon), then continues with the changes
+ * since that horizon (phase CHANGES), ordered by (xid, source, d).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "access.h"
+#include "comb/cursor.h"
+#include "comb/error.h"
+#include "comb/log.h"
+#include "proto/proto.h"
+#include "read_int.h"
+#include "request.h"
+
+#define NIL_UUID "00000000-0000-0000-0000-000000000000"
+#define ADMISSION_KEY "comb:incremental:active"
+#define ADMISSION_LEASE_MS 30000
+
+/* Everything one read needs, gathered before the first statement. */
+struct read_ctx {
+	struct request *req;
+	struct inc_request in;
+	char keys[ACCESS_KEYS_LITERAL];
+	struct comb_buf named;  /* uuid[] literal of #h ("{}" when absent) */
+	struct comb_buf types;  /* text[] literal of #type, or empty: any */
+	unsigned char scope[COMB_CURSOR_SCOPE_LEN];
+	uint64_t horizon;
+	uint64_t system_id;
+	int epoch;
+	struct comb_buf out;    /* the "changes" array being written */
+	int items;
+};
+
+static void send_inc_error(struct request *req, int status, const char *code,
+			   const char *message)
+{
+	struct comb_buf b;
+	char headers[64] = "";
+
+	comb_buf_init(&b, 1024);
+	comb_buf_printf(&b, "{\"error\":\"%s\",\"message\":", code);
+	comb_buf_json_string(&b, message, strlen(message));
+	comb_buf_putc(&b, '}');
+	if (status == 503)
+		snprintf(headers, sizeof(headers), "Retry-After: %d\r\n",
+			 1 + (int)(random() % 5));
+	http_send_json(req, status, b.data ? b.data : "{}", headers);
+	comb_buf_release(&b);
+}
+
+/* Appends values as a PostgreSQL array literal of quoted elements. Values
+ * are uuids and artifact types, which never hold quotes or backslashes. */
+static int array_literal(struct comb_buf *b, const char *const *values, size_t n)
+{
+	size_t i;
+	int rc = comb_buf_putc(b, '{');
+
+	for (i = 0; i < n && rc == 0; i++)
+		rc = comb_buf_printf(b, "%s\"%s\"", i ? "," : "", values[i]);
+	return rc ? rc : comb_buf_putc(b, '}');
+}
+
+/* Claims a slot among the cluster-wide concurrent reads; *token is set to
+ * release it. Returns 0, COMB_EDENIED when full, COMB_EUNAVAIL. */
+static int admit(struct relay *relay, char token[32])
+{
+	static const char script[] =
+		"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[4]))\n"
+		"if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end\n"
+		"redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])\n"
+		"redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
+		"return 1";
+	struct timespec now;
+	char now_ms[24], max[16], lease[16];
+	redisReply *r;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	snprintf(now_ms, sizeof(now_ms), "%lld",
+		 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+	snprintf(token, 32, "%lx%lx", (unsigned long)random(), (unsigned long)random());
+	snprintf(max, sizeof(max), "%d", relay->cfg.incremental_max_concurrent);
+	snprintf(lease, sizeof(lease), "%d", ADMISSION_LEASE_MS);
+	r = comb_redis_command(relay->redis, "EVAL %s 1 %s %s %s %s %s", script,
+			       ADMISSION_KEY, now_ms, token, max, lease);
+	if (!r || r->type != REDIS_REPLY_INTEGER)
+		rc = COMB_EUNAVAIL;
+	else
+		rc = r->integer == 1 ? 0 : COMB_EDENIED;
+	if (r)
+		freeReplyObject(r);
+	return rc;
+}
+
+static void release_admission(struct relay *relay, const char *token)
+{
+	redisReply *r = comb_redis_command(relay->redis, "ZREM %s %s",
+					   ADMISSION_KEY, token);
+
+	if (r)
+		freeReplyObject(r);
+}
+
+/* Sends the answer for a failed statement: the budget or the database. */
+static void send_db_failure(struct read_ctx *rc, PGresult *res)
+{
+	if (comb_db_is_error(res, "57014")) {
+		send_inc_error(rc->req, 503, "incremental_busy", "query budget exceeded");
+		return;
+	}
+	comb_warn("incremental read failed: %s", PQresultErrorMessage(res));
+	rc->req->db_broken = comb_db_conn_lost(rc->req->db);
+	http_send_unavailable(rc->req, "database");
+}
+
+static int put_upsert(struct read_ctx *rc, const char *raw, size_t len)
+{
+	int err = comb_buf_puts(&rc->out, rc->items++ ? ",{\"op\":\"upsert\",\"event\":"
+						     : "{\"op\":\"upsert\",\"event\":");
+
+	if (!err)
+		err = comb_buf_append(&rc->out, raw, len);
+	return err ? err : comb_buf_putc(&rc->out, '}');
+}
+
+static int put_remove(struct read_ctx *rc, const char *d, const char *h,
+		      const char *reason)
+{
+	int err = comb_buf_printf(&rc->out, "%s{\"op\":\"remove\",\"d\":\"%s\"",
+				  rc->items++ ? "," : "", d);
+
+	if (!err && h)
+		err = comb_buf_printf(&rc->out, ",\"h\":\"%s\"", h);
+	return err ? err : comb_buf_printf(&rc->out, ",\"reason\":\"%s\"}", reason);
+}
+
+/* Starts the snapshot and reads its horizon, the database identity and
+ * the community's cursor epoch. */
+static PGresult *begin_snapshot(struct read_ctx *rc)
+{
+	PGconn *db = rc->req->db;
+	PGresult *res = PQexec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return res;
+	PQclear(res);
+	res = PQexecParams(db,
+		"SELECT pg_snapshot_xmin(pg_current_snapshot())::text,"
+		" (SELECT system_identifier FROM pg_control_system())::text,"
+		" (SELECT cursor_epoch FROM communities WHERE id = $1)",
+		1, NULL, (const char *const[]){rc->req->community.id_text},
+		NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		rc->horizon = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+		rc->system_id = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+		rc->epoch = (int)strtol(PQgetvalue(res, 0, 2), NULL, 10);
+	}
+	return res;
+}
+
+/* The parameters shared by every statement: $1 community, $2 reader,
+ * $3 read keys, $4 named channels, $5 scoped, $6 types. */
+static void common_params(struct read_ctx *rc, const char **p)
+{
+	p[0] = rc->req->community.id_text;
+	p[1] = rc->req->pubkey;
+	p[2] = rc->keys;
+	p[3] = rc->named.data;
+	p[4] = rc->in.has_channels ? "true" : "false";
+	p[5] = rc->in.has_types ? rc->types.data : NULL;
+}
+
+/* Known-ID read: one answer per requested d, in request order. */
+static void known_ids(struct read_ctx *rc)
+{
+	const char *p[7];
+	struct comb_buf ids;
+	PGresult *res;
+	int i, err = 0;
+
+	common_params(rc, p);
+	comb_buf_init(&ids, 64 * INC_MAX_IDS);
+	array_literal(&ids, rc->in.ids, rc->in.nids);
+	p[6] = ids.data;
+	res = PQexecParams(rc->req->db,
+		"SELECT r.d::text, h.channel_id::text, h.deleted, h.redacted, e.raw,"
+		" CASE WHEN h.d IS NULL THEN 0"
+		"  WHEN $6::text[] IS NOT NULL AND h.type <> ALL($6::text[]) THEN 0"
+		"  ELSE comb_channel_view($1, h.channel_id, $2, $3::int[], $4::uuid[], $5) END"
+		" FROM unnest($7::uuid[]) WITH ORDINALITY AS r(d, n)"
+		" LEFT JOIN artifact_heads h ON h.community_id = $1 AND h.d = r.d"
+		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
+		" ORDER BY r.n",
+		7, NULL, p, NULL, NULL, 0);
+	comb_buf_release(&ids);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		send_db_failure(rc, res);
+		PQclear(res);
+		return;
+	}
+	for (i = 0; i < PQntuples(res) && !err; i++) {
+		const char *d = PQgetvalue(res, i, 0), *h = PQgetvalue(res, i, 1);
+		int view = (int)strtol(PQgetvalue(res, i, 5), NULL, 10);
+
+		if (view == 0)
+			err = put_remove(rc, d, NULL, "access");
+		else if (PQgetvalue(res, i, 2)[0] == 't')
+			err = put_remove(rc, d, h, "deleted");
+		else if (PQgetvalue(res, i, 3)[0] == 't')
+			err = put_remove(rc, d, h, "redacted");
+		else if (view == 2)
+			err = put_remove(rc, d, h, "ttl");
+		else
+			err = put_upsert(rc, PQgetvalue(res, i, 4),
+					 (size_t)PQgetlength(res, i, 4));
+	}
+	PQclear(res);
+	if (err || comb_buf_puts(&rc->out, "]}")) {
+		http_send_error(rc->req, 503, "error: out of memory");
+		return;
+	}
+	http_send_json(rc->req, 200, rc->out.data, "");
+}
+
+/*
+ * Lists up to limit readable current artifacts after key, by d. Returns
+ * the number listed (limit + 1 means there are more), or -1 after sending
+ * an error. *last is set to the last d listed.
+ */
+static int initial_page(struct read_ctx *rc, const char *after, int limit,
+			char last[37])
+{
+	const char *p[8];
+	char lim[16];
+	PGresult *res;
+	int i, n, err = 0;
+
+	common_params(rc, p);
+	p[6] = after;
+	snprintf(lim, sizeof(lim), "%d", limit + 1);
+	p[7] = lim;
+	res = PQexecParams(rc->req->db,
+		"SELECT h.d::text, e.raw FROM artifact_heads h"
+		" JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id"
+		" LEFT JOIN members m ON m.community_id = c.community_id"
+		"  AND m.channel_id = c.id AND m.pubkey = $2 AND m.active"
+		" JOIN events e ON e.community_id = h.community_id AND e.id = h.revision_id"
+		" WHERE h.community_id = $1 AND h.d > $7::uuid"
+		"  AND NOT h.deleted AND NOT h.redacted AND c.ttl IS NULL"
+		"  AND (NOT $5 OR c.id = ANY($4::uuid[]))"
+		"  AND ($6::text[] IS NULL OR h.type = ANY($6::text[]))"
+		"  AND comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,"
+		"   m.role, c.id = ANY($4::uuid[])) = ANY($3::int[])"
+		" ORDER BY h.d LIMIT $8",
+		8, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		send_db_failure(rc, res);
+		PQclear(res);
+		return -1;
+	}
+	n = PQntuples(res);
+	for (i = 0; i < n && i < limit && !err; i++) {
+		err = put_upsert(rc, PQgetvalue(res, i, 1),
+				 (size_t)PQgetlength(res, i, 1));
+		snprintf(last, 37, "%s", PQgetvalue(res, i, 0));
+	}
+	PQclear(res);
+	if (err) {
+		http_send_error(rc->req, 503, "error: out of memory");
+		return -1;
+	}
+	return n;
+}
+
+struct change {
+	uint64_t xid;
+	int src;
+	const char *d;
+	const char *channel;
+	const char *what;
+	int row;
+	bool superseded;   /* a later item of this page names the same d */
+};
+
+static int by_d_then_row(const void *a, const void *b)
+{
+	const struct change *x = a, *y = b;
+	int c = strcmp(x->d, y->d);
+
+	return c ? c : x->row - y->row;
+}
+
+/*
+ * Appends up to limit changes after *pos; on return *pos is the last
+ * position delivered. Returns the number of rows seen (limit + 1 means
+ * there are more), or -1 after sending an error.
+ */
+static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limit)
+{
+	char after_xid[24], after_src[8], horizon[24], lim[16];
+	struct change *items = NULL, *sorted = NULL;
+	const char *p[11];
+	PGresult *res;
+	int i, n, err = 0;
+
+	common_params(rc, p);
+	snprintf(after_xid, sizeof(after_xid), "%llu", (unsigned long long)pos->xid);
+	snprintf(after_src, sizeof(after_src), "%d", pos->source);
+	snprintf(horizon, sizeof(horizon), "%llu", (unsigned long long)rc->horizon);
+	snprintf(lim, sizeof(lim), "%d", limit + 1);
+	p[6] = after_xid;
+	p[7] = after_src;
+	p[8] = *pos->key ? pos->key : NIL_UUID;
+	p[9] = horizon;
+	p[10] = lim;
+	res = PQexecParams(rc->req->db,
+		"SELECT c.xid::text, c.src, c.d::text, c.channel::text, c.what, e.raw"
+		" FROM comb_incremental_changes($1, $2, $3::int[], $4::uuid[], $5,"
+		"  $6::text[], $7::xid8, $8::int, $9::uuid, $10::xid8, $11::int) c"
+		" LEFT JOIN artifact_heads h ON c.what = 'upsert'"
+		"  AND h.community_id = $1 AND h.d = c.d"
+		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
+		" ORDER BY c.xid, c.src, c.d",
+		11, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		send_db_failure(rc, res);
+		PQclear(res);
+		return -1;
+	}
+	n = PQntuples(res);
+	items = calloc((size_t)n + 1, sizeof(*items));
+	sorted = calloc((size_t)n + 1, sizeof(*sorted));
+	if (!items || !sorted) {
+		err = COMB_ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n && i < limit; i++) {
+		items[i] = (struct change){
+			.xid = strtoull(PQgetvalue(res, i, 0), NULL, 10),
+			.src = (int)strtol(PQgetvalue(res, i, 1), NULL, 10),
+			.d = PQgetvalue(res, i, 2),
+			.channel = PQgetvalue(res, i, 3),
+			.what = PQgetvalue(res, i, 4),
+			.row = i,
+		};
+		sorted[i] = items[i];
+	}
+	/* Within one answer only the latest item about an artifact counts. */
+	qsort(sorted, (size_t)i, sizeof(*sorted), by_d_then_row);
+	for (int j = 0; j + 1 < i; j++)
+		if (!strcmp(sorted[j].d, sorted[j + 1].d))
+			items[sorted[j].row].superseded = true;
+	for (int j = 0; j < i && !err; j++) {
+		const struct change *c = &items[j];
+
+		pos->xid = c->xid;
+		pos->source = (uint8_t)c->src;
+		snprintf(pos->key, sizeof(pos->key), "%s", c->d);
+		if (c->superseded)
+			continue;
+#ifdef COMB_PLANT_BUG
+		/* A deliberate bug for test builds only (cmake -DCOMB_PLANT_BUG=ON,
+		 * never in a release): `moved` removals are dropped, so a reader
+		 * keeps artifacts that left its view. The convergence checker
+		 * (tests/e2e/convergence.test.mjs) must fail against this build. */
+		if (!strcmp(c->what, "moved"))
+			continue;
+#endif
+		if (!strcmp(c->what, "upsert"))
+			err = put_upsert(rc, PQgetvalue(res, c->row, 5),
+					 (size_t)PQgetlength(res, c->row, 5));
+		else
+			err = put_remove(rc, c->d, c->channel, c->what);
+	}
+out:
+	free(items);
+	free(sorted);
+	PQclear(res);
+	if (err) {
+		http_send_error(rc->req, 503, "error: out of memory");
+		return -1;
+	}
+	return n;
+}
+
+/* Checks the cursor's bindings; sends the error and returns false. */
+static bool cursor_usable(struct read_ctx *rc, const struct comb_cursor *c)
+{
+	if (c->community != rc->req->community.id ||
+	    memcmp(c->scope, rc->scope, sizeof(rc->scope))) {
+		send_inc_error(rc->req, 400, "incremental_bad_cursor",
+			       "the cursor was issued for another reader, community or scope");
+		return false;
+	}
+	if (c->system_id != rc->system_id || c->epoch != rc->epoch) {
+		send_inc_error(rc->req, 409, "incremental_reset",
+			       "the cursor cannot be continued: read again without a cursor and revalidate saved ids");
+		return false;
+	}
+	return true;
+}
+
+/* Runs one cursor read inside the snapshot and sends its answer. */
+static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
+{
+	struct comb_cursor cur = {0};
+	char text[COMB_CURSOR_MAX_TEXT];
+	int limit = rc->in.limit, n;
+	bool more = false;
+
+	if (rc->in.cursor) {
+		if (comb_cursor_decode(rc->in.cursor, key, &cur)) {
+			send_inc_error(rc->req, 400, "incremental_bad_cursor",
+				       "the cursor is not one this relay issued");
+			return;
+		}
+		if (!cursor_usable(rc, &cur))
+			return;
+	} else {
+		cur.community = rc->req->community.id;
+		cur.epoch = rc->epoch;
+		cur.system_id = rc->system_id;
+		memcpy(cur.scope, rc->scope, sizeof(cur.scope));
+		cur.phase = COMB_CURSOR_INITIAL;
+		cur.horizon = rc->horizon;
+	}
+
+	if (cur.phase == COMB_CURSOR_INITIAL) {
+		char last[37] = "";
+
+		n = initial_page(rc, *cur.after.key ? cur.after.key : NIL_UUID,
+				 limit, last);
+		if (n < 0)
+			return;
+		if (n > limit) {
+			more = true;
+			snprintf(cur.after.key, sizeof(cur.after.key), "%s", last);
+		} else {
+			/* Listing done: the changes since its horizon follow. */
+			limit -= n;
+			cur.phase = COMB_CURSOR_CHANGES;
+			cur.after = (struct comb_position){.xid = cur.horizon};
+		}
+	}
+	if (cur.phase == COMB_CURSOR_CHANGES && !more) {
+		if (limit == 0) {
+			more = rc->horizon > cur.after.xid;
+		} else if (rc->horizon <= cur.after.xid) {
+			/* Every item lies below the horizon and after the
+			 * cursor: there is none, nothing to ask. */
+			more = false;
+		} else {
+			n = changes_page(rc, &cur.after, limit);
+			if (n < 0)
+				return;
+			more = n > limit;
+			if (!more && rc->horizon > cur.after.xid)
+				cur.after = (struct comb_position){.xid = rc->horizon};
+		}
+	}
+	if (comb_cursor_encode(&cur, key, text, sizeof(text)) ||
+	    comb_buf_printf(&rc->out, "],\"cursor\":\"%s\",\"more\":%s}", text,
+			    more ? "true" : "false")) {
+		http_send_error(rc->req, 503, "error: out of memory");
+		return;
+	}
+	http_send_json(rc->req, 200, rc->out.data, "");
+}
+
+void incremental_read(struct request *req, json_t *filter)
+{
+	struct read_ctx rc = {.req = req};
+	unsigned char key[32];
+	struct actor actor;
+	char err[256], token[32];
+	PGresult *res;
+	int admitted;
+
+	if (!req->relay->cfg.incremental_enabled) {
+		send_inc_error(req, 503, "incremental_unavailable",
+			       "incremental reads are disabled on this relay");
+		return;
+	}
+	switch (inc_request_parse(filter, &rc.in, err, sizeof(err))) {
+	case INC_BAD_REQUEST:
+		send_inc_error(req, 400, "incremental_bad_request", err);
+		return;
+	case INC_BAD_CURSOR:
+		send_inc_error(req, 400, "incremental_bad_cursor", err);
+		return;
+	default:
+		break;
+	}
+	admitted = admit(req->relay, token);
+	if (admitted) {
+		send_inc_error(req, 503, "incremental_busy",
+			       admitted == COMB_EDENIED ? "too many incremental reads are running"
+							: "admission control unavailable");
+		return;
+	}
+	comb_buf_init(&rc.named, 64 * INC_MAX_SCOPE);
+	comb_buf_init(&rc.types, 160 * INC_MAX_SCOPE);
+	comb_buf_init(&rc.out, 64u << 20);
+	if (access_load_actor(req->db, &req->community, req->pubkey, &actor)) {
+		req->db_broken = comb_db_conn_lost(req->db);
+		http_send_unavailable(req, "database");
+		goto out;
+	}
+	access_read_keys_literal(req->relay, &actor, rc.keys);
+	comb_cursor_scope(req->pubkey, rc.in.channels, rc.in.nchannels,
+			  rc.in.types, rc.in.ntypes, rc.scope);
+	if (array_literal(&rc.named, rc.in.channels, rc.in.nchannels) ||
+	    array_literal(&rc.types, rc.in.types, rc.in.ntypes) ||
+	    comb_buf_puts(&rc.out, "{\"changes\":[") ||
+	    comb_cursor_key(req->relay->secret_key, key)) {
+		http_send_error(req, 503, "error: out of memory");
+		goto out;
+	}
+	res = begin_snapshot(&rc);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		send_db_failure(&rc, res);
+		PQclear(res);
+		goto out;
+	}
+	PQclear(res);
+	if (rc.in.has_ids)
+		known_ids(&rc);
+	else
+		cursor_read(&rc, key);
+out:
+	if (req->db && PQtransactionStatus(req->db) != PQTRANS_IDLE)
+		PQclear(PQexec(req->db, "COMMIT"));
+	release_admission(req->relay, token);
+	memset(key, 0, sizeof(key));
+	comb_buf_release(&rc.named);
+	comb_buf_release(&rc.types);
+	comb_buf_release(&rc.out);
+}

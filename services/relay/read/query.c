@@ -1,0 +1,157 @@
+/*
+ * POST /query and POST /count (PROTOCOL.md section 6): the body is a JSON
+ * array holding exactly one filter. Artifact filters go to
+ * artifact_query(); plain NIP-01 filters are answered here over the stored
+ * events the caller can read, with access applied inside the SQL before
+ * LIMIT so a page is never filtered afterwards.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "access.h"
+#include "comb/error.h"
+#include "comb/json.h"
+#include "comb/log.h"
+#include "proto/proto.h"
+#include "protocol_limits.h"
+#include "read.h"
+#include "read_int.h"
+#include "request.h"
+
+int query_plain_sql(const struct plain_filter *f, const char *columns,
+		    bool ordered, struct comb_buf *sql,
+		    struct filter_params *params)
+{
+	char join[256], readable[256];
+	int rc;
+
+	access_member_join_sql(join, sizeof(join), QUERY_P_READER);
+	access_readable_sql(readable, sizeof(readable), QUERY_P_NAMED,
+			    QUERY_P_KEYS);
+	rc = comb_buf_printf(sql,
+		"SELECT %s FROM events e"
+		" LEFT JOIN channels c ON c.community_id = e.community_id"
+		" AND c.id = e.channel_id %s"
+		" WHERE e.community_id = $%d AND NOT e.deleted AND NOT e.redacted"
+		" AND ((e.channel_id IS NULL AND e.pubkey = $%d)"
+		" OR (c.id IS NOT NULL AND %s))",
+		columns, join, QUERY_P_COMMUNITY, QUERY_P_READER, readable);
+	if (rc == 0)
+		rc = filter_append_sql(f, sql, QUERY_P_COMMUNITY,
+				       QUERY_P_FIRST_FILTER, params);
+	if (rc == 0 && ordered)
+		rc = comb_buf_printf(sql, " ORDER BY e.created_at DESC, e.id LIMIT %d",
+				     f->limit);
+	return rc;
+}
+
+/* Sends the rows of res as a bare JSON array of their raw events. */
+static void send_events(struct request *req, const PGresult *res, int limit)
+{
+	struct comb_buf out;
+	int i, n = PQntuples(res), rc;
+
+	comb_buf_init(&out, (size_t)limit *
+		      (4 * (size_t)req->relay->cfg.max_message_length + 4096) + 2);
+	rc = comb_buf_putc(&out, '[');
+	for (i = 0; i < n && rc == 0; i++) {
+		if (i)
+			rc = comb_buf_putc(&out, ',');
+		if (rc == 0)
+			rc = comb_buf_append(&out, PQgetvalue(res, i, 0),
+					     (size_t)PQgetlength(res, i, 0));
+	}
+	if (rc == 0)
+		rc = comb_buf_putc(&out, ']');
+	if (rc)
+		http_send_error(req, 503, "error: out of memory");
+	else
+		http_send_json(req, 200, out.data, "");
+	comb_buf_release(&out);
+}
+
+static void plain_query(struct request *req, const json_t *obj, bool count)
+{
+	char err[256], msg[300], keys[ACCESS_KEYS_LITERAL];
+	const char *values[QUERY_P_MAX];
+	struct filter_params params = {0};
+	struct comb_buf sql, named;
+	struct plain_filter f;
+	struct actor actor;
+	PGresult *res = NULL;
+	int i;
+
+	comb_buf_init(&sql, 16384);
+	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
+	if (filter_parse(&f, obj, req->relay->cfg.max_limit, err, sizeof(err))) {
+		snprintf(msg, sizeof(msg), "invalid: %s", err);
+		http_send_error(req, 400, msg);
+		goto out;
+	}
+	if (access_load_actor(req->db, &req->community, req->pubkey, &actor)) {
+		req->db_broken = comb_db_conn_lost(req->db);
+		http_send_unavailable(req, "database");
+		goto out;
+	}
+	access_read_keys_literal(req->relay, &actor, keys);
+	if (filter_named_channels(&f, &named) ||
+	    query_plain_sql(&f, count ? "count(*)" : "e.raw", !count, &sql, &params)) {
+		http_send_error(req, 503, "error: out of memory");
+		goto out;
+	}
+	values[QUERY_P_COMMUNITY - 1] = req->community.id_text;
+	values[QUERY_P_READER - 1] = req->pubkey;
+	values[QUERY_P_NAMED - 1] = named.data;
+	values[QUERY_P_KEYS - 1] = keys;
+	for (i = 0; i < params.count; i++)
+		values[QUERY_P_FIRST_FILTER - 1 + i] = params.values[i];
+	res = PQexecParams(req->db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
+			   NULL, values, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		if (comb_db_is_error(res, "57014")) {
+			http_send_error(req, 503, "error: query budget exceeded");
+		} else {
+			comb_warn("plain query failed: %s", PQresultErrorMessage(res));
+			req->db_broken = comb_db_conn_lost(req->db);
+			http_send_unavailable(req, "database");
+		}
+		goto out;
+	}
+	if (count) {
+		snprintf(msg, sizeof(msg), "{\"count\":%s}", PQgetvalue(res, 0, 0));
+		http_send_json(req, 200, msg, "");
+	} else {
+		send_events(req, res, f.limit);
+	}
+out:
+	PQclear(res);
+	filter_params_release(&params);
+	comb_buf_release(&named);
+	comb_buf_release(&sql);
+}
+
+void handle_query(struct request *req, bool count)
+{
+	char err[128], msg[160];
+	json_t *body, *filter;
+
+	body = comb_json_parse(req->body, req->body_len,
+			       (size_t)req->relay->cfg.max_message_length,
+			       err, sizeof(err));
+	if (!body) {
+		snprintf(msg, sizeof(msg), "invalid: %s", err);
+		http_send_error(req, 400, msg);
+		return;
+	}
+	filter = json_array_get(body, 0);
+	if (!json_is_array(body) || json_array_size(body) != 1 ||
+	    !json_is_object(filter)) {
+		http_send_error(req, 400,
+				"invalid: the body must be a json array holding exactly one filter");
+	} else if (json_object_get(filter, "artifact")) {
+		artifact_query(req, filter, count);
+	} else {
+		plain_query(req, filter, count);
+	}
+	json_decref(body);
+}

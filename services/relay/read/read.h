@@ -1,0 +1,44 @@
+/*
+ * read/: everything that answers a read over HTTP (PROTOCOL.md sections 6
+ * and 8): POST /query and /count with plain NIP-01 filters (query.c),
+ * artifact queries current/history/head/count (artifact_query.c) and
+ * incremental reads (incremental.c); and the statement of plain filters
+ * over stored events that WebSocket REQ shares. The only public header of
+ * the folder.
+ */
+#ifndef COMB_READ_H
+#define COMB_READ_H
+
+#include <stdbool.h>
+
+#include "comb/buf.h"
+#include "proto/proto.h"
+#include "request.h"
+
+/* Fixed parameters of the plain query; the filter's follow. */
+enum {
+	QUERY_P_COMMUNITY = 1,
+	QUERY_P_READER = 2,
+	QUERY_P_NAMED = 3,  /* uuid[] of the channels named in #h */
+	QUERY_P_KEYS = 4,   /* int[] of the reader's read keys */
+	QUERY_P_FIRST_FILTER = 5,
+	QUERY_P_MAX = QUERY_P_FIRST_FILTER + FILTER_MAX_PARAMS,
+};
+
+/*
+ * Appends the statement selecting columns (e.g. "e.raw" or "count(*)") of
+ * every stored event of the community matching f that is neither deleted
+ * nor redacted, in a channel the reader may read (its read key is among
+ * the reader's) or, with no channel, written by the reader. With ordered,
+ * newest first and limited to f->limit. The filter's values are added to
+ * params. Shared by POST /query and /count and WebSocket REQ (ws/ws_req.c).
+ */
+int query_plain_sql(const struct plain_filter *f, const char *columns,
+		    bool ordered, struct comb_buf *sql,
+		    struct filter_params *params);
+
+/* Answers POST /query (count false) or POST /count (count true) for the
+ * authenticated request req; sends exactly one answer. */
+void handle_query(struct request *req, bool count);
+
+#endif

@@ -1,0 +1,24 @@
+/* What the files of read/ call of each other: query.c hands artifact
+ * filters to artifact_query.c, which hands incremental ones on. */
+#ifndef COMB_READ_INT_H
+#define COMB_READ_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "request.h"
+
+/*
+ * Answers POST /query (count false) or POST /count (count true) for a
+ * filter object that has an "artifact" key (borrowed); sends exactly one
+ * answer (artifact_query.c).
+ */
+void artifact_query(struct request *req, json_t *filter, bool count);
+
+/* Incremental reads (PROTOCOL.md section 8), a cursor-driven feed of
+ * current revisions and explicit removals, exact without any clock bound:
+ * answers POST /query for a filter whose "artifact" is "incremental"
+ * (borrowed); sends exactly one answer (incremental.c). */
+void incremental_read(struct request *req, json_t *filter);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * One HTTP request as every part of the relay sees it: the context of a
+ * civetweb callback (built by http/http.c, read by the route handlers in
+ * http/, write/ and read/), and the JSON answers in the shapes of
+ * PROTOCOL.md sections 2 and 10 (request.c).
+ */
+#ifndef COMB_REQUEST_H
+#define COMB_REQUEST_H
+
+#include <civetweb.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "relay.h"
+
+enum route {
+	ROUTE_NIP11,
+	ROUTE_EVENTS,
+	ROUTE_QUERY,
+	ROUTE_COUNT,
+	ROUTE_HEALTHZ,
+	ROUTE_READYZ,
+	ROUTE_METRICS,
+	ROUTE_WEBSOCKET,
+	ROUTE_OTHER,
+	ROUTE_COUNT_,
+};
+
+struct request {
+	struct relay *relay;
+	struct mg_connection *conn;
+	const struct mg_request_info *info;
+	enum route route;
+	char host[256];            /* Host header lowercased, port removed */
+	char host_header[264];     /* Host header as sent */
+	char *body;                /* owned; NUL-terminated */
+	size_t body_len;
+	char pubkey[65];           /* the NIP-98 signer, once authenticated */
+	struct community community;
+	PGconn *db;                /* borrowed from the pool while handling */
+	bool db_broken;
+	int status;                /* the status sent, for metrics */
+};
+
+/* Sends status with a JSON body (borrowed) and extra headers ("" or lines
+ * ending in \r\n). */
+void http_send_json(struct request *req, int status, const char *json,
+		    const char *extra_headers);
+
+/* Sends {"error": message} with status; 503 and 429 get a Retry-After. */
+void http_send_error(struct request *req, int status, const char *message);
+
+/* Sends the error of a failed database step: 503 "error: ..." */
+void http_send_unavailable(struct request *req, const char *what);
+
+/* Borrows a database connection into req->db; on failure sends 503 and
+ * returns false. */
+bool http_acquire_db(struct request *req);
+
+#endif

@@ -1,0 +1,251 @@
+/*
+ * session/: what one WebSocket connection is, below everything that
+ * serves it: its protocol state (community, NIP-42 challenge and reader,
+ * subscriptions), the NIP-01 frames it sends and the outbound queue they
+ * go through. The messages themselves are handled above, in ws/; the
+ * syncs (sync/) and plain REQs (ws/) add their subscriptions here. The
+ * only public header of the folder.
+ */
+#ifndef COMB_SESSION_H
+#define COMB_SESSION_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "feed/feed.h"
+#include "relay.h"
+
+/*
+ * ws_outbox.c, the outbound queue of one WebSocket connection. Every frame
+ * the relay sends on a connection goes through it, in order: answers to
+ * the client's own messages, stored events, live events and (later) sync
+ * frames. A writer thread of the connection's own drains it, so a producer
+ * on another thread (the live dispatcher, the sync code) never blocks on a
+ * slow client: when the queue is full its push fails at once and the
+ * producer closes what it was feeding (`resync: slow consumer`).
+ *
+ * The queue knows nothing of civetweb: frames leave through the write
+ * function given at creation, which makes it testable alone
+ * (tests/unit/test_ws_outbox.c).
+ */
+
+/* WebSocket opcodes (RFC 6455 section 5.2). */
+enum ws_opcode {
+	WS_OP_CONTINUATION = 0x0,
+	WS_OP_TEXT = 0x1,
+	WS_OP_BINARY = 0x2,
+	WS_OP_CLOSE = 0x8,
+	WS_OP_PING = 0x9,
+	WS_OP_PONG = 0xa,
+};
+
+/* Close status codes the relay sends (RFC 6455 section 7.4.1). */
+enum ws_close_code {
+	WS_CLOSE_NORMAL = 1000,
+	WS_CLOSE_GOING_AWAY = 1001,
+	WS_CLOSE_PROTOCOL = 1002,
+	WS_CLOSE_UNSUPPORTED = 1003,
+	WS_CLOSE_POLICY = 1008,
+	WS_CLOSE_TOO_BIG = 1009,
+	WS_CLOSE_INTERNAL = 1011,
+};
+
+/*
+ * Writes one whole frame to the client; returns a positive number on
+ * success, 0 or negative when the connection failed. May block for as
+ * long as the client takes to read. Called only from the writer thread
+ * and from ws_outbox_close_now().
+ */
+typedef int (*ws_outbox_write_fn)(void *conn, int opcode, const char *data,
+				  size_t len);
+
+struct ws_outbox_limits {
+	size_t max_bytes;     /* queued bytes (payload + WS_OUTBOX_FRAME_COST
+	                         each) beyond which ordinary pushes fail */
+	size_t reserve_bytes; /* extra room only WS_PUSH_RESERVED may use */
+	int linger_ms;        /* an idle writer thread exits after this */
+	size_t stack_bytes;   /* stack of the writer thread */
+};
+
+/* What each queued frame costs beyond its payload, so that many tiny
+ * frames are bounded too. */
+#define WS_OUTBOX_FRAME_COST 64
+
+enum ws_push_flags {
+	/* Wait until the frame fits instead of failing. Only the thread that
+	 * serves the connection's own messages may wait (it then delays only
+	 * its own client); a frame larger than max_bytes is taken once the
+	 * queue is empty. */
+	WS_PUSH_WAIT = 1 << 0,
+	/* May use reserve_bytes: for the few small frames that must follow an
+	 * overflow (CLOSED, NOTICE). */
+	WS_PUSH_RESERVED = 1 << 1,
+};
+
+struct ws_outbox;
+
+/* Fills limits with the relay's defaults. */
+void ws_outbox_default_limits(struct ws_outbox_limits *limits);
+
+/*
+ * Creates an empty queue writing through write(conn, ...) (conn borrowed;
+ * it must stay valid until ws_outbox_free returns). No thread runs until
+ * the first push. Returns NULL when out of memory.
+ */
+struct ws_outbox *ws_outbox_new(ws_outbox_write_fn write, void *conn,
+				const struct ws_outbox_limits *limits);
+
+/*
+ * Stops the writer (waiting for a write in progress to finish), discards
+ * what is still queued and frees the queue. Call once, when the connection
+ * is gone, from its own thread; nobody may push afterwards.
+ */
+void ws_outbox_free(struct ws_outbox *ob);
+
+/*
+ * Queues one frame (data copied). Returns 0; COMB_ETOOBIG when it does not
+ * fit (never with WS_PUSH_WAIT, unless the queue closed while waiting);
+ * COMB_EIO when the queue is closed or a write failed; COMB_ENOMEM.
+ */
+int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
+		   size_t len, unsigned flags);
+
+/* Same as ws_outbox_push for a text frame holding the NUL-terminated s. */
+int ws_outbox_push_text(struct ws_outbox *ob, const char *s, unsigned flags);
+
+/*
+ * Queues a close frame with code and reason (at most 123 bytes kept) after
+ * everything already queued, then refuses further pushes. The frame goes
+ * out once; later calls do nothing. Returns 0 or COMB_ENOMEM.
+ */
+int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason);
+
+/*
+ * Answers a close frame from the client: refuses further pushes, drops
+ * what is queued, waits for a write in progress and, unless a close frame
+ * went out already, writes payload (the client's code, at most 125 bytes)
+ * as the close frame from the calling thread.
+ */
+void ws_outbox_close_now(struct ws_outbox *ob, const char *payload, size_t len);
+
+/*
+ * Waits up to timeout_ms until everything queued has been written (or
+ * the queue failed). Returns true when the queue is empty.
+ */
+bool ws_outbox_drain(struct ws_outbox *ob, int timeout_ms);
+
+/* True once a write failed or the queue was closed. */
+bool ws_outbox_closed(struct ws_outbox *ob);
+
+/* Bytes queued now (payload plus frame costs). */
+size_t ws_outbox_queued(struct ws_outbox *ob);
+
+/*
+ * ws_session.c, one WebSocket connection's protocol state (PROTOCOL.md
+ * section 7): its community, the NIP-42 challenge and the authenticated
+ * pubkey with its read keys, the open subscriptions, and the outbound
+ * queue every answer goes through. Knows nothing of civetweb (ws/ws.c is
+ * the transport) nor of the messages (ws/ws_message.c).
+ *
+ * Threads: the connection's own thread calls everything here; the live
+ * dispatcher (and later the sync code) only pushes to the outbox and
+ * changes a subscription's delivery state under `mu`.
+ */
+
+/* The longest subscription id accepted (NIP-01 suggests 64). */
+#define WS_SUB_ID_MAX 64
+/* Seconds a connection may stay unauthenticated. */
+#define WS_AUTH_TIMEOUT_S 30
+
+struct ws_session;
+
+/*
+ * What every kind of subscription (plain REQ, sync) has in common, so the
+ * session can count, find, replace and close them alike. A subscription
+ * type embeds it as its first member.
+ */
+struct ws_sub {
+	struct ws_sub *next;
+	char id[WS_SUB_ID_MAX + 1];
+	/* Set under the session's mu once the subscription was closed by the
+	 * relay (CLOSED sent or about to be); dead ones are released at the
+	 * next message and no longer count. */
+	bool dead;
+	/* Unregisters from everything that may still deliver to it and frees
+	 * it. Called on the connection's thread, never under mu. */
+	void (*release)(struct ws_session *s, struct ws_sub *sub);
+};
+
+struct ws_session {
+	struct relay *relay;             /* borrowed */
+	struct ws_outbox *outbox;        /* owned */
+	struct community community;
+	char host_header[264];           /* as sent: the NIP-42 relay tag names it */
+	char challenge[65];
+	struct timespec connected_at;    /* CLOCK_MONOTONIC */
+
+	pthread_mutex_t mu;              /* guards authenticated, dead flags
+	                                    and subscription delivery state */
+	bool authenticated;
+	char pubkey[65];                 /* constant once authenticated */
+	uint8_t read_keys[WS_LIVE_KEY_BYTES];
+
+	struct ws_sub *subs;             /* connection thread only */
+};
+
+/*
+ * Creates a session for a connection of community c whose Host header was
+ * host_header (borrowed, copied), writing frames through write(conn,...)
+ * (see above). Returns NULL when out of memory.
+ */
+struct ws_session *ws_session_new(struct relay *relay,
+				  const struct community *c,
+				  const char *host_header,
+				  ws_outbox_write_fn write, void *conn);
+
+/* Closes every subscription, stops the outbox and frees the session. Call
+ * from the connection's thread when the connection is gone. */
+void ws_session_free(struct ws_session *s);
+
+/* Sends ["AUTH",<challenge>]. Returns 0 or a negative COMB_E*. */
+int ws_session_start(struct ws_session *s);
+
+/* True once NIP-42 authentication succeeded. Any thread. */
+bool ws_session_authenticated(struct ws_session *s);
+
+/*
+ * Makes pubkey (64 lowercase hex, verified by NIP-42 by the caller) the
+ * reader of s: loads the read keys the policy plugins give it and marks s
+ * authenticated. Returns 0, or COMB_EUNAVAIL when the database failed (s
+ * stays as it was).
+ */
+int ws_session_set_reader(struct ws_session *s, const char *pubkey);
+
+/* Frames. Each builds one NIP-01 message and pushes it with flags (see
+ * ws_push_flags); returns what the push returned. */
+int ws_send_notice(struct ws_session *s, const char *message, unsigned flags);
+int ws_send_ok(struct ws_session *s, const char *event_id, bool accepted,
+	       const char *message, unsigned flags);
+int ws_send_closed(struct ws_session *s, const char *sub_id,
+		   const char *message, unsigned flags);
+int ws_send_eose(struct ws_session *s, const char *sub_id, unsigned flags);
+/* ["EVENT",sub_id,<json>] where json (len bytes) is an event as served. */
+int ws_send_event(struct ws_session *s, const char *sub_id, const char *json,
+		  size_t len, unsigned flags);
+/* Builds ["EVENT",sub_id,<json>] into out (caller releases). */
+int ws_format_event(struct comb_buf *out, const char *sub_id,
+		    const char *json, size_t len);
+
+/* Subscriptions, on the connection's thread. */
+struct ws_sub *ws_session_find_sub(struct ws_session *s, const char *id);
+void ws_session_add_sub(struct ws_session *s, struct ws_sub *sub);
+/* Unlinks sub and releases it. */
+void ws_session_drop_sub(struct ws_session *s, struct ws_sub *sub);
+/* Releases every dead subscription; returns how many stay open. */
+int ws_session_prune(struct ws_session *s);
+
+#endif

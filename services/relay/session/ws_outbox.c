@@ -1,0 +1,318 @@
+/*
+ * The bounded outbound queue of one WebSocket connection (see
+ * session.h). One mutex guards the queue; the writer thread takes a
+ * frame under it, writes without it, and exits after linger_ms without
+ * work so that idle connections cost no thread. Queued bytes count the
+ * frame being written until its write returns, so the bound covers every
+ * byte the queue holds.
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comb/clock.h"
+#include "comb/error.h"
+#include "comb/log.h"
+#include "ws_outbox_int.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WRITER_STACK (1024 * 1024)
+#else
+#define WRITER_STACK (256 * 1024)
+#endif
+
+static size_t frame_cost(size_t len)
+{
+	return len + WS_OUTBOX_FRAME_COST;
+}
+
+void ws_outbox_default_limits(struct ws_outbox_limits *limits)
+{
+	limits->max_bytes = 1024 * 1024;
+	limits->reserve_bytes = 64 * 1024;
+	limits->linger_ms = 10000;
+	limits->stack_bytes = WRITER_STACK;
+}
+
+/* Frees every queued frame; the caller holds mu. */
+static void discard_locked(struct ws_outbox *ob)
+{
+	struct frame *f = ob->head, *next;
+
+	while (f) {
+		next = f->next;
+		ob->queued -= frame_cost(f->len);
+		free(f);
+		f = next;
+	}
+	ob->head = ob->tail = NULL;
+	pthread_cond_broadcast(&ob->room);
+}
+
+static void *writer_main(void *arg)
+{
+	struct ws_outbox *ob = arg;
+	struct timespec deadline;
+	struct frame *f;
+	bool ok;
+
+	pthread_mutex_lock(&ob->mu);
+	for (;;) {
+		if (!ob->head && !ob->stopping) {
+			comb_deadline_in(&deadline, CLOCK_MONOTONIC, ob->limits.linger_ms);
+			while (!ob->head && !ob->stopping) {
+				if (pthread_cond_timedwait(&ob->work, &ob->mu,
+							   &deadline) == ETIMEDOUT)
+					break;
+			}
+		}
+		if (ob->stopping || !ob->head)
+			break;
+		f = ob->head;
+		ob->head = f->next;
+		if (!ob->head)
+			ob->tail = NULL;
+		ob->writing = true;
+		pthread_mutex_unlock(&ob->mu);
+		ok = ob->write(ob->conn, f->opcode, f->data, f->len) > 0;
+		pthread_mutex_lock(&ob->mu);
+		ob->writing = false;
+		ob->queued -= frame_cost(f->len);
+		if (f->opcode == WS_OP_CLOSE)
+			ob->close_sent = true;
+		free(f);
+		if (!ok && !ob->failed) {
+			ob->failed = true;
+			discard_locked(ob);
+		}
+		pthread_cond_broadcast(&ob->room);
+	}
+	ob->thread_running = false;
+	pthread_cond_broadcast(&ob->room);
+	pthread_mutex_unlock(&ob->mu);
+	return NULL;
+}
+
+/* Makes sure a writer runs; the caller holds mu. Returns 0 or COMB_EIO. */
+static int ensure_writer_locked(struct ws_outbox *ob)
+{
+	pthread_attr_t attr;
+	int err;
+
+	if (ob->thread_running) {
+		pthread_cond_signal(&ob->work);
+		return 0;
+	}
+	/* The previous writer has left the loop; reap it before the next. */
+	if (ob->thread_started)
+		pthread_join(ob->thread, NULL);
+	ob->thread_started = false;
+	pthread_attr_init(&attr);
+	if (ob->limits.stack_bytes)
+		pthread_attr_setstacksize(&attr, ob->limits.stack_bytes);
+	err = pthread_create(&ob->thread, &attr, writer_main, ob);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		comb_error("websocket writer thread: %s", strerror(err));
+		ob->failed = true;
+		discard_locked(ob);
+		return COMB_EIO;
+	}
+	ob->thread_started = true;
+	ob->thread_running = true;
+	return 0;
+}
+
+struct ws_outbox *ws_outbox_new(ws_outbox_write_fn write, void *conn,
+				const struct ws_outbox_limits *limits)
+{
+	struct ws_outbox *ob = calloc(1, sizeof(*ob));
+	pthread_condattr_t ca;
+
+	if (!ob)
+		return NULL;
+	ob->write = write;
+	ob->conn = conn;
+	if (limits)
+		ob->limits = *limits;
+	else
+		ws_outbox_default_limits(&ob->limits);
+	if (ob->limits.linger_ms <= 0)
+		ob->limits.linger_ms = 1;
+	pthread_mutex_init(&ob->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ob->work, &ca);
+	pthread_cond_init(&ob->room, &ca);
+	pthread_condattr_destroy(&ca);
+	return ob;
+}
+
+void ws_outbox_free(struct ws_outbox *ob)
+{
+	if (!ob)
+		return;
+	pthread_mutex_lock(&ob->mu);
+	ob->stopping = true;
+	discard_locked(ob);
+	pthread_cond_broadcast(&ob->work);
+	pthread_mutex_unlock(&ob->mu);
+	if (ob->thread_started)
+		pthread_join(ob->thread, NULL);
+	pthread_cond_destroy(&ob->work);
+	pthread_cond_destroy(&ob->room);
+	pthread_mutex_destroy(&ob->mu);
+	free(ob);
+}
+
+static struct frame *frame_new(int opcode, const char *data, size_t len)
+{
+	struct frame *f = malloc(sizeof(*f) + len + 1);
+
+	if (!f)
+		return NULL;
+	f->next = NULL;
+	f->opcode = opcode;
+	f->len = len;
+	if (len)
+		memcpy(f->data, data, len);
+	f->data[len] = '\0';
+	return f;
+}
+
+static void append_locked(struct ws_outbox *ob, struct frame *f)
+{
+	if (ob->tail)
+		ob->tail->next = f;
+	else
+		ob->head = f;
+	ob->tail = f;
+	ob->queued += frame_cost(f->len);
+}
+
+int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
+		   size_t len, unsigned flags)
+{
+	size_t limit = ob->limits.max_bytes, cost = frame_cost(len);
+	struct frame *f = frame_new(opcode, data, len);
+	int rc = 0;
+
+	if (!f)
+		return COMB_ENOMEM;
+	if (flags & WS_PUSH_RESERVED)
+		limit += ob->limits.reserve_bytes;
+	pthread_mutex_lock(&ob->mu);
+	for (;;) {
+		if (ob->closing || ob->failed || ob->stopping) {
+			rc = COMB_EIO;
+			goto out;
+		}
+		if (ob->queued == 0 || ob->queued + cost <= limit)
+			break;
+		if (!(flags & WS_PUSH_WAIT)) {
+			rc = COMB_ETOOBIG;
+			goto out;
+		}
+		pthread_cond_wait(&ob->room, &ob->mu);
+	}
+	append_locked(ob, f);
+	f = NULL;
+	rc = ensure_writer_locked(ob);
+out:
+	pthread_mutex_unlock(&ob->mu);
+	free(f);
+	return rc;
+}
+
+int ws_outbox_push_text(struct ws_outbox *ob, const char *s, unsigned flags)
+{
+	return ws_outbox_push(ob, WS_OP_TEXT, s, strlen(s), flags);
+}
+
+int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason)
+{
+	char payload[125];
+	size_t rlen = reason ? strlen(reason) : 0;
+	struct frame *f;
+	int rc = 0;
+
+	if (rlen > sizeof(payload) - 2)
+		rlen = sizeof(payload) - 2;
+	payload[0] = (char)(code >> 8);
+	payload[1] = (char)(code & 0xff);
+	if (rlen)
+		memcpy(payload + 2, reason, rlen);
+	f = frame_new(WS_OP_CLOSE, payload, rlen + 2);
+	if (!f)
+		return COMB_ENOMEM;
+	pthread_mutex_lock(&ob->mu);
+	if (ob->closing || ob->failed || ob->stopping)
+		goto out;
+	append_locked(ob, f);
+	f = NULL;
+	ob->closing = true;
+	pthread_cond_broadcast(&ob->room);
+	ensure_writer_locked(ob);
+out:
+	pthread_mutex_unlock(&ob->mu);
+	free(f);
+	return rc;
+}
+
+void ws_outbox_close_now(struct ws_outbox *ob, const char *payload, size_t len)
+{
+	bool sent;
+
+	if (len > 125)
+		len = 125;
+	pthread_mutex_lock(&ob->mu);
+	ob->closing = true;
+	discard_locked(ob);
+	while (ob->writing)
+		pthread_cond_wait(&ob->room, &ob->mu);
+	sent = ob->close_sent || ob->failed;
+	ob->close_sent = true;
+	pthread_mutex_unlock(&ob->mu);
+	if (!sent)
+		ob->write(ob->conn, WS_OP_CLOSE, payload, len);
+}
+
+bool ws_outbox_drain(struct ws_outbox *ob, int timeout_ms)
+{
+	struct timespec deadline;
+	bool empty;
+
+	comb_deadline_in(&deadline, CLOCK_MONOTONIC, timeout_ms);
+	pthread_mutex_lock(&ob->mu);
+	while ((ob->head || ob->writing) && !ob->failed) {
+		if (pthread_cond_timedwait(&ob->room, &ob->mu, &deadline) == ETIMEDOUT)
+			break;
+	}
+	empty = !ob->head && !ob->writing;
+	pthread_mutex_unlock(&ob->mu);
+	return empty;
+}
+
+bool ws_outbox_closed(struct ws_outbox *ob)
+{
+	bool closed;
+
+	pthread_mutex_lock(&ob->mu);
+	closed = ob->closing || ob->failed || ob->stopping;
+	pthread_mutex_unlock(&ob->mu);
+	return closed;
+}
+
+size_t ws_outbox_queued(struct ws_outbox *ob)
+{
+	size_t n;
+
+	pthread_mutex_lock(&ob->mu);
+	n = ob->queued;
+	pthread_mutex_unlock(&ob->mu);
+	return n;
+}

@@ -1,0 +1,298 @@
+/*
+ * One WebSocket connection's state (see session.h): creating and freeing
+ * it, the NIP-01 frame builders, the AUTH challenge, the reader and its
+ * read keys, and the list of open subscriptions. The messages are handled
+ * in ws/ws_message.c.
+ */
+#include "session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "access.h"
+#include "comb/db.h"
+#include "comb/error.h"
+#include "comb/hex.h"
+#include "comb/log.h"
+
+/* Frames other than EVENT are small; this bounds them. */
+#define SMALL_FRAME 4096
+
+struct ws_session *ws_session_new(struct relay *relay,
+				  const struct community *c,
+				  const char *host_header,
+				  ws_outbox_write_fn write, void *conn)
+{
+	struct ws_session *s = calloc(1, sizeof(*s));
+	struct ws_outbox_limits limits;
+	unsigned char nonce[32];
+	size_t got = 0;
+	ssize_t n;
+
+	if (!s)
+		return NULL;
+	ws_outbox_default_limits(&limits);
+	s->outbox = ws_outbox_new(write, conn, &limits);
+	if (!s->outbox) {
+		free(s);
+		return NULL;
+	}
+	while (got < sizeof(nonce)) {
+		n = getrandom(nonce + got, sizeof(nonce) - got, 0);
+		if (n <= 0) {
+			comb_error("websocket: no randomness for the auth challenge");
+			ws_outbox_free(s->outbox);
+			free(s);
+			return NULL;
+		}
+		got += (size_t)n;
+	}
+	comb_hex_encode(nonce, sizeof(nonce), s->challenge);
+	s->relay = relay;
+	s->community = *c;
+	snprintf(s->host_header, sizeof(s->host_header), "%s", host_header);
+	clock_gettime(CLOCK_MONOTONIC, &s->connected_at);
+	pthread_mutex_init(&s->mu, NULL);
+	return s;
+}
+
+void ws_session_free(struct ws_session *s)
+{
+	if (!s)
+		return;
+	while (s->subs)
+		ws_session_drop_sub(s, s->subs);
+	ws_outbox_free(s->outbox);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+bool ws_session_authenticated(struct ws_session *s)
+{
+	bool a;
+
+	pthread_mutex_lock(&s->mu);
+	a = s->authenticated;
+	pthread_mutex_unlock(&s->mu);
+	return a;
+}
+
+/* ------------------------------------------------------------------ */
+/* frames */
+
+static int push(struct ws_session *s, struct comb_buf *b, int rc, unsigned flags)
+{
+	if (rc == 0)
+		rc = ws_outbox_push(s->outbox, WS_OP_TEXT, b->data, b->len, flags);
+	comb_buf_release(b);
+	return rc;
+}
+
+static int json_str(struct comb_buf *b, const char *s)
+{
+	return comb_buf_json_string(b, s, strlen(s));
+}
+
+int ws_send_notice(struct ws_session *s, const char *message, unsigned flags)
+{
+	struct comb_buf b;
+	int rc;
+
+	comb_buf_init(&b, SMALL_FRAME);
+	rc = comb_buf_puts(&b, "[\"NOTICE\",");
+	if (rc == 0)
+		rc = json_str(&b, message);
+	if (rc == 0)
+		rc = comb_buf_putc(&b, ']');
+	return push(s, &b, rc, flags);
+}
+
+int ws_send_ok(struct ws_session *s, const char *event_id, bool accepted,
+	       const char *message, unsigned flags)
+{
+	struct comb_buf b;
+	int rc;
+
+	comb_buf_init(&b, SMALL_FRAME);
+	rc = comb_buf_puts(&b, "[\"OK\",");
+	if (rc == 0)
+		rc = json_str(&b, event_id);
+	if (rc == 0)
+		rc = comb_buf_printf(&b, ",%s,", accepted ? "true" : "false");
+	if (rc == 0)
+		rc = json_str(&b, message);
+	if (rc == 0)
+		rc = comb_buf_putc(&b, ']');
+	return push(s, &b, rc, flags);
+}
+
+int ws_send_closed(struct ws_session *s, const char *sub_id,
+		   const char *message, unsigned flags)
+{
+	struct comb_buf b;
+	int rc;
+
+	comb_buf_init(&b, SMALL_FRAME);
+	rc = comb_buf_puts(&b, "[\"CLOSED\",");
+	if (rc == 0)
+		rc = json_str(&b, sub_id);
+	if (rc == 0)
+		rc = comb_buf_putc(&b, ',');
+	if (rc == 0)
+		rc = json_str(&b, message);
+	if (rc == 0)
+		rc = comb_buf_putc(&b, ']');
+	return push(s, &b, rc, flags);
+}
+
+int ws_send_eose(struct ws_session *s, const char *sub_id, unsigned flags)
+{
+	struct comb_buf b;
+	int rc;
+
+	comb_buf_init(&b, SMALL_FRAME);
+	rc = comb_buf_puts(&b, "[\"EOSE\",");
+	if (rc == 0)
+		rc = json_str(&b, sub_id);
+	if (rc == 0)
+		rc = comb_buf_putc(&b, ']');
+	return push(s, &b, rc, flags);
+}
+
+int ws_format_event(struct comb_buf *out, const char *sub_id,
+		    const char *json, size_t len)
+{
+	int rc = comb_buf_puts(out, "[\"EVENT\",");
+
+	if (rc == 0)
+		rc = json_str(out, sub_id);
+	if (rc == 0)
+		rc = comb_buf_putc(out, ',');
+	if (rc == 0)
+		rc = comb_buf_append(out, json, len);
+	if (rc == 0)
+		rc = comb_buf_putc(out, ']');
+	return rc;
+}
+
+int ws_send_event(struct ws_session *s, const char *sub_id, const char *json,
+		  size_t len, unsigned flags)
+{
+	struct comb_buf b;
+	int rc;
+
+	comb_buf_init(&b, len + SMALL_FRAME);
+	rc = ws_format_event(&b, sub_id, json, len);
+	return push(s, &b, rc, flags);
+}
+
+/* ------------------------------------------------------------------ */
+/* subscriptions */
+
+struct ws_sub *ws_session_find_sub(struct ws_session *s, const char *id)
+{
+	struct ws_sub *sub;
+
+	for (sub = s->subs; sub; sub = sub->next) {
+		if (!strcmp(sub->id, id))
+			return sub;
+	}
+	return NULL;
+}
+
+void ws_session_add_sub(struct ws_session *s, struct ws_sub *sub)
+{
+	sub->next = s->subs;
+	s->subs = sub;
+}
+
+void ws_session_drop_sub(struct ws_session *s, struct ws_sub *sub)
+{
+	struct ws_sub **p;
+
+	for (p = &s->subs; *p; p = &(*p)->next) {
+		if (*p == sub) {
+			*p = sub->next;
+			break;
+		}
+	}
+	sub->release(s, sub);
+}
+
+int ws_session_prune(struct ws_session *s)
+{
+	struct ws_sub *sub, *next;
+	int open = 0;
+	bool dead;
+
+	for (sub = s->subs; sub; sub = next) {
+		next = sub->next;
+		pthread_mutex_lock(&s->mu);
+		dead = sub->dead;
+		pthread_mutex_unlock(&s->mu);
+		if (dead)
+			ws_session_drop_sub(s, sub);
+		else
+			open++;
+	}
+	return open;
+}
+
+int ws_session_start(struct ws_session *s)
+{
+	struct comb_buf b;
+	int rc;
+
+	comb_buf_init(&b, SMALL_FRAME);
+	rc = comb_buf_puts(&b, "[\"AUTH\",");
+	if (rc == 0)
+		rc = json_str(&b, s->challenge);
+	if (rc == 0)
+		rc = comb_buf_putc(&b, ']');
+	return push(s, &b, rc, WS_PUSH_WAIT);
+}
+
+/* Loads the reader's read keys for pubkey into keys. */
+static int load_read_keys(struct ws_session *s, const char *pubkey,
+			  uint8_t keys[WS_LIVE_KEY_BYTES])
+{
+	int list[COMB_POLICY_READ_KEYS], count, i, rc;
+	struct comb_policy_actor pa;
+	struct actor actor;
+	PGconn *db;
+
+	db = comb_db_acquire(s->relay->db, 2000);
+	if (!db)
+		return COMB_EUNAVAIL;
+	rc = access_load_actor(db, &s->community, pubkey, &actor);
+	comb_db_release(s->relay->db, db, rc && comb_db_conn_lost(db));
+	if (rc)
+		return rc;
+	pa.pubkey = actor.pubkey;
+	pa.community_admin = actor.community_admin;
+	comb_policy_read_keys(s->relay->policy, &pa, list, &count);
+	memset(keys, 0, WS_LIVE_KEY_BYTES);
+	for (i = 0; i < count; i++) {
+		if (list[i] >= 0 && list[i] < COMB_POLICY_READ_KEYS)
+			keys[list[i] / 8] |= (uint8_t)(1u << (list[i] % 8));
+	}
+	return 0;
+}
+
+int ws_session_set_reader(struct ws_session *s, const char *pubkey)
+{
+	uint8_t keys[WS_LIVE_KEY_BYTES];
+	int rc;
+
+	rc = load_read_keys(s, pubkey, keys);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&s->mu);
+	memcpy(s->pubkey, pubkey, sizeof(s->pubkey));
+	memcpy(s->read_keys, keys, sizeof(keys));
+	s->authenticated = true;
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}

@@ -1,0 +1,845 @@
+/*
+ * Opening artifact syncs (see sync.h) and the registry the capture feed
+ * finds them in.
+ *
+ * Order of an open: the filter is checked; the sync enters the registry
+ * under each of its channels, so that from then on every signal of those
+ * channels is held for it; the community's feed must be trusted (feed/feed.h);
+ * then one REPEATABLE READ READ ONLY transaction checks that the reader
+ * may read every channel, counts the set and reads it ordered by d,
+ * streaming the rows out as they arrive (those the outbox has no room for
+ * wait in memory until the database connection is given back; only then
+ * may the connection's own thread wait for its client) and remembering
+ * per d the accepted_seq sent; if the feed stayed trusted and nothing
+ * overflowed, EOSE; then the workers (ws_sync_apply.c) apply what was
+ * held and whatever comes. A change committed after the snapshot began
+ * reaches the sync as a signal (or the feed is interrupted and the sync
+ * closed), and re-reading an artifact sends it only when it is newer than
+ * what the client holds, so the client's set stays exact.
+ *
+ * The registry is a hash table of slots per (community, channel) under a
+ * read-write lock: the feed thread reads, opens and releases write.
+ */
+#include "sync.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comb/error.h"
+#include "comb/log.h"
+#include "feed/feed.h"
+#include "proto/proto.h"
+#include "ws_sync_int.h"
+
+#define BUCKETS 4096
+#define INTERRUPTED "resync: change feed interrupted"
+/* The largest frame built (a stored event, with the frame around it). */
+#define MAX_FRAME (16 * 1024 * 1024 + 4096)
+
+struct slot {
+	struct slot *next;
+	int64_t community;
+	char channel[37];
+	struct sync_sub **subs;
+	size_t n, cap;
+};
+
+static struct {
+	pthread_rwlock_t lock;
+	struct slot *buckets[BUCKETS];
+	struct relay *relay;
+	atomic_bool started;
+} reg = {
+	.lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
+};
+
+/* ------------------------------------------------------------------ */
+/* the registry */
+
+static unsigned bucket_of(int64_t community, const char *channel)
+{
+	uint64_t h = 1469598103934665603ULL ^ (uint64_t)community;
+
+	for (; *channel; channel++) {
+		h ^= (unsigned char)*channel;
+		h *= 1099511628211ULL;
+	}
+	return (unsigned)(h % BUCKETS);
+}
+
+static struct slot *slot_find(int64_t community, const char *channel, bool create)
+{
+	unsigned b = bucket_of(community, channel);
+	struct slot *s;
+
+	for (s = reg.buckets[b]; s; s = s->next) {
+		if (s->community == community && !strcmp(s->channel, channel))
+			return s;
+	}
+	if (!create || !(s = calloc(1, sizeof(*s))))
+		return NULL;
+	s->community = community;
+	memcpy(s->channel, channel, sizeof(s->channel));
+	s->next = reg.buckets[b];
+	reg.buckets[b] = s;
+	return s;
+}
+
+static void slot_remove(struct sync_sub *sub, const char *channel)
+{
+	unsigned b = bucket_of(sub->community, channel);
+	struct slot *s = slot_find(sub->community, channel, false), **p;
+	size_t i;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->n; i++) {
+		if (s->subs[i] == sub) {
+			s->subs[i] = s->subs[--s->n];
+			break;
+		}
+	}
+	if (s->n)
+		return;
+	for (p = &reg.buckets[b]; *p; p = &(*p)->next) {
+		if (*p == s) {
+			*p = s->next;
+			break;
+		}
+	}
+	free(s->subs);
+	free(s);
+}
+
+static int reg_add(struct sync_sub *sub)
+{
+	struct sync_sub **grown;
+	struct slot *s;
+	size_t i, cap;
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&reg.lock);
+	for (i = 0; i < sub->nchannels && rc == 0; i++) {
+		s = slot_find(sub->community, sub->channels[i], true);
+		if (!s) {
+			rc = COMB_ENOMEM;
+			break;
+		}
+		if (s->n == s->cap) {
+			cap = s->cap ? 2 * s->cap : 4;
+			grown = realloc(s->subs, cap * sizeof(*grown));
+			if (!grown) {
+				if (!s->n)
+					slot_remove(sub, sub->channels[i]);
+				rc = COMB_ENOMEM;
+				break;
+			}
+			s->subs = grown;
+			s->cap = cap;
+		}
+		s->subs[s->n++] = sub;
+	}
+	if (rc) {
+		while (i-- > 0)
+			slot_remove(sub, sub->channels[i]);
+	} else {
+		sub->registered = true;
+	}
+	pthread_rwlock_unlock(&reg.lock);
+	return rc;
+}
+
+static void reg_remove(struct sync_sub *sub)
+{
+	size_t i;
+
+	pthread_rwlock_wrlock(&reg.lock);
+	if (sub->registered) {
+		for (i = 0; i < sub->nchannels; i++)
+			slot_remove(sub, sub->channels[i]);
+		sub->registered = false;
+	}
+	pthread_rwlock_unlock(&reg.lock);
+}
+
+/*
+ * The feed listener's signal callback: hands a signal (borrowed) from the
+ * capture feed to the syncs it concerns: head, move and redaction signals to the syncs covering the
+ * channel, member signals to that reader's syncs on the channel, channel
+ * signals to every sync covering it; other types are ignored. Only
+ * queues; never blocks on a client or the database.
+ */
+static void ws_sync_signal(const struct comb_signal *s)
+{
+	uint8_t d[16];
+	bool has_d = false;
+	struct slot *slot;
+	size_t i;
+
+	if (!s->channel[0])
+		return;
+	switch (s->type) {
+	case COMB_SIGNAL_HEAD:
+	case COMB_SIGNAL_MOVE:
+	case COMB_SIGNAL_REDACTION:
+		if (sync_uuid_parse(s->d, d))
+			return;
+		has_d = true;
+		break;
+	case COMB_SIGNAL_MEMBER:
+	case COMB_SIGNAL_CHANNEL:
+		break;
+	default:
+		return;  /* chat, moderation, ephemeral: never a frame on a sync */
+	}
+	pthread_rwlock_rdlock(&reg.lock);
+	slot = slot_find(s->community, s->channel, false);
+	if (slot)
+		sync_note_begin();
+	for (i = 0; slot && i < slot->n; i++) {
+		struct sync_sub *sub = slot->subs[i];
+
+		if (has_d) {
+			if (sub->has_dfilter && !dmap_get(&sub->dfilter, d))
+				continue;
+			sync_note_change(sub, d);
+		} else if (s->type == COMB_SIGNAL_CHANNEL ||
+			   !strcmp(sub->session->pubkey, s->pubkey)) {
+			sync_note_change(sub, NULL);
+		}
+	}
+	if (slot)
+		sync_note_end();
+	pthread_rwlock_unlock(&reg.lock);
+}
+
+/*
+ * The feed listener's interrupt callback: closes every sync of
+ * community_id (0: of every community) that is past its trust check with
+ * CLOSED reason (`resync: change feed interrupted`).
+ */
+static void ws_sync_interrupt(int64_t community_id, const char *reason)
+{
+	struct slot *slot;
+	size_t b, i;
+
+	pthread_rwlock_rdlock(&reg.lock);
+	for (b = 0; b < BUCKETS; b++) {
+		for (slot = reg.buckets[b]; slot; slot = slot->next) {
+			if (community_id != 0 && slot->community != community_id)
+				continue;
+			for (i = 0; i < slot->n; i++) {
+				struct sync_sub *sub = slot->subs[i];
+
+				pthread_mutex_lock(&sub->session->mu);
+				/* One still waiting for trust has read nothing yet. */
+				if (sub->started)
+					sync_kill_locked(sub, reason);
+				pthread_mutex_unlock(&sub->session->mu);
+			}
+		}
+	}
+	pthread_rwlock_unlock(&reg.lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* the filter */
+
+static void sub_free(struct sync_sub *sub)
+{
+	size_t i;
+
+	if (!sub)
+		return;
+	for (i = 0; i < sub->ntypes; i++)
+		free(sub->types[i]);
+	free(sub->types);
+	free(sub->channels);
+	dmap_release(&sub->dfilter);
+	dmap_release(&sub->known);
+	free(sub);
+}
+
+static void sub_release(struct ws_session *s, struct ws_sub *base)
+{
+	struct sync_sub *sub = (struct sync_sub *)base;
+
+	(void)s;
+	reg_remove(sub);
+	sync_sched_release(sub);
+	sub_free(sub);
+}
+
+/* Only these keys make a sync: anything else could let an artifact leave
+ * the set through an edit without the client being told. */
+static int check_keys(const json_t *filter, char *why, size_t whylen)
+{
+	const char *key;
+	json_t *value;
+
+	json_object_foreach((json_t *)filter, key, value) {
+		(void)value;
+		if (!strcmp(key, "artifact") || !strcmp(key, "kinds") ||
+		    !strcmp(key, "#h") || !strcmp(key, "#type") || !strcmp(key, "#d"))
+			continue;
+		if (!strcmp(key, "limit") || !strcmp(key, "offset"))
+			return comb_fail(why, whylen, COMB_EINVAL,
+					 "invalid: a sync takes no %s", key);
+		return comb_fail(why, whylen, COMB_EINVAL,
+				 "invalid: a sync filter may hold only #h, #type, #d and kinds");
+	}
+	return 0;
+}
+
+/* Copies the parsed filter into sub. */
+static int copy_filter(struct sync_sub *sub, const struct artifact_filter *f)
+{
+	size_t i, n = json_array_size(f->h);
+	uint8_t d[16];
+
+	sub->channels = calloc(n, sizeof(*sub->channels));
+	if (!sub->channels)
+		return COMB_ENOMEM;
+	for (i = 0; i < n; i++)
+		snprintf(sub->channels[i], sizeof(sub->channels[i]), "%s",
+			 json_string_value(json_array_get(f->h, i)));
+	qsort(sub->channels, n, sizeof(*sub->channels), sync_cmp_channel);
+	for (i = 0; i < n; i++) {
+		if (sub->nchannels && !strcmp(sub->channels[sub->nchannels - 1],
+					      sub->channels[i]))
+			continue;
+		memmove(sub->channels[sub->nchannels++], sub->channels[i],
+			sizeof(sub->channels[i]));
+	}
+	if (f->type) {
+		n = json_array_size(f->type);
+		sub->types = calloc(n, sizeof(*sub->types));
+		if (!sub->types)
+			return COMB_ENOMEM;
+		for (i = 0; i < n; i++) {
+			sub->types[i] = strdup(json_string_value(json_array_get(f->type, i)));
+			if (!sub->types[i])
+				return COMB_ENOMEM;
+			sub->ntypes++;
+		}
+		qsort(sub->types, sub->ntypes, sizeof(*sub->types), sync_cmp_type);
+	}
+	if (f->d) {
+		n = json_array_size(f->d);
+		dmap_init(&sub->dfilter, n);
+		sub->has_dfilter = true;
+		for (i = 0; i < n; i++) {
+			if (sync_uuid_parse(json_string_value(json_array_get(f->d, i)), d) ||
+			    dmap_put(&sub->dfilter, d, 0))
+				return COMB_ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static struct sync_sub *sub_new(struct ws_session *s, const char *id,
+				const json_t *filter, char *why, size_t whylen)
+{
+	const struct comb_config *cfg = &s->relay->cfg;
+	struct artifact_filter f;
+	struct sync_sub *sub;
+	char err[200];
+
+	if (check_keys(filter, why, whylen))
+		return NULL;
+	if (artifact_filter_parse(filter, cfg->max_limit, &f, err, sizeof(err))) {
+		snprintf(why, whylen, "invalid: %s", err);
+		return NULL;
+	}
+	if (f.mode != ARTIFACT_MODE_CURRENT || !f.h) {
+		snprintf(why, whylen, "invalid: a sync is one \"current\" filter with #h");
+		return NULL;
+	}
+	sub = calloc(1, sizeof(*sub));
+	if (!sub) {
+		snprintf(why, whylen, "error: out of memory");
+		return NULL;
+	}
+	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
+	sub->base.release = sub_release;
+	sub->session = s;
+	sub->community = s->community.id;
+	dmap_init(&sub->known, (size_t)cfg->sync_max_events);
+	sync_sched_init(sub);
+	if (copy_filter(sub, &f)) {
+		sub_free(sub);
+		snprintf(why, whylen, "error: out of memory");
+		return NULL;
+	}
+	return sub;
+}
+
+/* ------------------------------------------------------------------ */
+/* the snapshot */
+
+/* values (n strings) as a PostgreSQL array literal appended to b. */
+static int array_literal(struct comb_buf *b, char *const *values, size_t n)
+{
+	const char *v;
+	size_t i;
+	int rc = comb_buf_putc(b, '{');
+
+	for (i = 0; i < n && rc == 0; i++) {
+		if (i)
+			rc = comb_buf_putc(b, ',');
+		rc = rc ? rc : comb_buf_putc(b, '"');
+		for (v = values[i]; *v && rc == 0; v++) {
+			if (*v == '"' || *v == '\\')
+				rc = comb_buf_putc(b, '\\');
+			rc = rc ? rc : comb_buf_putc(b, *v);
+		}
+		rc = rc ? rc : comb_buf_putc(b, '"');
+	}
+	return rc ? rc : comb_buf_putc(b, '}');
+}
+
+/* sub's channels (canonical uuids) as a uuid[] literal. */
+static int channels_literal(struct comb_buf *b, const struct sync_sub *sub)
+{
+	size_t i;
+	int rc = comb_buf_putc(b, '{');
+
+	for (i = 0; i < sub->nchannels && rc == 0; i++)
+		rc = comb_buf_printf(b, "%s%s", i ? "," : "", sub->channels[i]);
+	return rc ? rc : comb_buf_putc(b, '}');
+}
+
+static int d_literal(struct comb_buf *b, const struct dmap *m)
+{
+	char text[37];
+	size_t i, k = 0;
+	int rc = comb_buf_putc(b, '{');
+
+	for (i = 0; i < m->cap && rc == 0; i++) {
+		if (!m->slots[i].used)
+			continue;
+		sync_uuid_format(m->slots[i].d, text);
+		rc = comb_buf_printf(b, "%s%s", k++ ? "," : "", text);
+	}
+	return rc ? rc : comb_buf_putc(b, '}');
+}
+
+static void set_failure(PGresult *res, char *why, size_t whylen)
+{
+	if (comb_db_is_error(res, "57014")) {
+		snprintf(why, whylen, "error: query budget exceeded");
+	} else {
+		comb_warn("sync snapshot failed: %s", PQresultErrorMessage(res));
+		snprintf(why, whylen, "error: database unavailable");
+	}
+}
+
+/* Runs sql inside the snapshot; returns the result or NULL (why set). */
+static PGresult *run(PGconn *db, const char *sql, const char *const *params,
+		     ExecStatusType want, char *why, size_t whylen)
+{
+	PGresult *res = PQexecParams(db, sql, params ? 4 : 0, NULL, params,
+				     NULL, NULL, 0);
+
+	if (PQresultStatus(res) == want)
+		return res;
+	set_failure(res, why, whylen);
+	PQclear(res);
+	return NULL;
+}
+
+#define SET_WHERE \
+	" WHERE h.community_id = $1 AND h.channel_id = ANY ($2::uuid[])" \
+	" AND NOT h.deleted AND NOT h.redacted" \
+	" AND ($3::text[] IS NULL OR h.type = ANY ($3::text[]))" \
+	" AND ($4::uuid[] IS NULL OR h.d = ANY ($4::uuid[]))"
+
+/* A snapshot frame that did not fit in the outbox yet. */
+struct held_frame {
+	struct held_frame *next;
+	size_t len;
+	char data[];
+};
+
+/*
+ * Frames of the snapshot on their way out. Rows are turned into frames as
+ * the database sends them, and each frame is pushed at once when the
+ * outbox has room (so the client reads while the database still sends);
+ * otherwise, and behind it every later frame, it waits in memory until
+ * the database connection has been given back. No connection or snapshot
+ * is ever held while the client is slow.
+ */
+struct stream {
+	struct sync_sub *sub;
+	struct comb_buf frame;
+	struct held_frame *head, *tail;
+	int rows;
+};
+
+static void stream_release(struct stream *st)
+{
+	struct held_frame *f, *next;
+
+	for (f = st->head; f; f = next) {
+		next = f->next;
+		free(f);
+	}
+	st->head = st->tail = NULL;
+	comb_buf_release(&st->frame);
+}
+
+/* Pushes held frames in order without waiting; true when none is left. */
+static bool stream_flush_nowait(struct stream *st)
+{
+	struct ws_outbox *ob = st->sub->session->outbox;
+	struct held_frame *f;
+
+	while ((f = st->head)) {
+		if (ws_outbox_push(ob, WS_OP_TEXT, f->data, f->len, 0))
+			return false;
+		st->head = f->next;
+		if (!st->head)
+			st->tail = NULL;
+		free(f);
+	}
+	return true;
+}
+
+/* Pushes what is held, waiting for the client (the connection's own
+ * thread may). Returns 0 or what the push returned. */
+static int stream_flush_wait(struct stream *st)
+{
+	struct ws_outbox *ob = st->sub->session->outbox;
+	struct held_frame *f;
+	int rc;
+
+	while ((f = st->head)) {
+		rc = ws_outbox_push(ob, WS_OP_TEXT, f->data, f->len, WS_PUSH_WAIT);
+		if (rc)
+			return rc;
+		st->head = f->next;
+		if (!st->head)
+			st->tail = NULL;
+		free(f);
+	}
+	return 0;
+}
+
+/* One row (d, accepted_seq, raw): remembered, framed, pushed or held. */
+static int stream_row(struct stream *st, const PGresult *res, int row)
+{
+	struct sync_sub *sub = st->sub;
+	struct held_frame *f;
+	uint8_t d[16];
+	int rc;
+
+	if (sync_uuid_parse(PQgetvalue(res, row, 0), d))
+		return 0;
+	rc = dmap_put(&sub->known, d, strtoll(PQgetvalue(res, row, 1), NULL, 10));
+	if (rc)
+		return rc == COMB_ETOOBIG ? COMB_ENOMEM : rc;
+	comb_buf_reset(&st->frame);
+	rc = ws_format_event(&st->frame, sub->base.id, PQgetvalue(res, row, 2),
+			     (size_t)PQgetlength(res, row, 2));
+	if (rc)
+		return COMB_ENOMEM;
+	st->rows++;
+	if (stream_flush_nowait(st) &&
+	    ws_outbox_push(sub->session->outbox, WS_OP_TEXT, st->frame.data,
+			   st->frame.len, 0) == 0)
+		return 0;
+	f = malloc(sizeof(*f) + st->frame.len);
+	if (!f)
+		return COMB_ENOMEM;
+	f->next = NULL;
+	f->len = st->frame.len;
+	memcpy(f->data, st->frame.data, st->frame.len);
+	if (st->tail)
+		st->tail->next = f;
+	else
+		st->head = f;
+	st->tail = f;
+	return 0;
+}
+
+/* Runs the set's rows query in single-row mode, streaming every row. */
+static int stream_rows(PGconn *db, struct stream *st, const char *const *params,
+		       char *why, size_t whylen)
+{
+	PGresult *res;
+	bool failed = false;
+	int rc = 0, n;
+
+	if (!PQsendQueryParams(db, "SELECT h.d, h.accepted_seq, e.raw FROM artifact_heads h"
+			       " JOIN events e ON e.seq = h.accepted_seq" SET_WHERE
+			       " ORDER BY h.d", 4, NULL, params, NULL, NULL, 0) ||
+	    !PQsetSingleRowMode(db)) {
+		snprintf(why, whylen, "error: database unavailable");
+		return COMB_EUNAVAIL;
+	}
+	while ((res = PQgetResult(db))) {
+		switch (PQresultStatus(res)) {
+		case PGRES_SINGLE_TUPLE:
+		case PGRES_TUPLES_OK:
+			for (n = 0; n < PQntuples(res) && rc == 0 && !failed; n++)
+				rc = stream_row(st, res, n);
+			if (rc && !failed) {
+				snprintf(why, whylen, "error: out of memory");
+				failed = true;
+			}
+			break;
+		default:
+			if (!failed)
+				set_failure(res, why, whylen);
+			failed = true;
+			rc = COMB_EUNAVAIL;
+			break;
+		}
+		PQclear(res);
+	}
+	return failed ? (rc ? rc : COMB_EUNAVAIL) : 0;
+}
+
+/*
+ * Reads sub's set in one snapshot, streaming it into st (ordered by d).
+ * Returns 0, or a negative COMB_E* with the CLOSED message in why.
+ */
+static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
+		    size_t whylen)
+{
+	struct ws_session *s = sub->session;
+	struct comb_buf channels, types, ds;
+	struct sync_probe *probes = NULL;
+	const char *params[4];
+	PGresult *res = NULL;
+	PGconn *db;
+	bool budget = false, broken = false;
+	long count;
+	size_t i;
+	int rc = 0;
+
+	comb_buf_init(&channels, sub->nchannels * 40 + 8);
+	comb_buf_init(&types, 4 * COMB_MAX_TAG_BYTES + 8 * COMB_MAX_VALUES + 8);
+	comb_buf_init(&ds, sub->dfilter.count * 40 + 8);
+	probes = calloc(sub->nchannels, sizeof(*probes));
+	if (!probes || channels_literal(&channels, sub) ||
+	    (sub->types && array_literal(&types, sub->types, sub->ntypes)) ||
+	    (sub->has_dfilter && d_literal(&ds, &sub->dfilter))) {
+		snprintf(why, whylen, "error: out of memory");
+		rc = COMB_ENOMEM;
+		goto out_nodb;
+	}
+	params[0] = s->community.id_text;
+	params[1] = channels.data;
+	params[2] = sub->types ? types.data : NULL;
+	params[3] = sub->has_dfilter ? ds.data : NULL;
+
+	db = comb_db_acquire(s->relay->db, 2000);
+	if (!db) {
+		snprintf(why, whylen, "error: database unavailable");
+		rc = COMB_EUNAVAIL;
+		goto out_nodb;
+	}
+	res = run(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL,
+		  PGRES_COMMAND_OK, why, whylen);
+	if (!res) {
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	PQclear(res);
+	for (i = 0; i < sub->nchannels; i++)
+		probes[i] = (struct sync_probe){
+			.community = sub->community,
+			.channel = sub->channels[i],
+			.reader = s->pubkey,
+			.read_keys = s->read_keys,
+		};
+	rc = sync_probe_access(db, probes, sub->nchannels, &budget);
+	if (rc) {
+		snprintf(why, whylen, "%s", budget ? "error: query budget exceeded" :
+			 rc == COMB_ENOMEM ? "error: out of memory" :
+			 "error: database unavailable");
+		goto out;
+	}
+	for (i = 0; i < sub->nchannels; i++) {
+		if (!probes[i].readable) {
+			snprintf(why, whylen, "restricted: not a channel member");
+			rc = COMB_EDENIED;
+			goto out;
+		}
+	}
+	res = run(db, "SELECT count(*) FROM artifact_heads h" SET_WHERE, params,
+		  PGRES_TUPLES_OK, why, whylen);
+	if (!res) {
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (count > s->relay->cfg.sync_max_events) {
+		snprintf(why, whylen, "invalid: sync set too large");
+		rc = COMB_ETOOBIG;
+		goto out;
+	}
+	rc = stream_rows(db, st, params, why, whylen);
+	if (rc)
+		goto out;
+	res = run(db, "COMMIT", NULL, PGRES_COMMAND_OK, why, whylen);
+	if (!res) {
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	PQclear(res);
+out:
+	broken = rc && comb_db_conn_lost(db);
+	comb_db_release(s->relay->db, db, broken);
+out_nodb:
+	free(probes);
+	comb_buf_release(&channels);
+	comb_buf_release(&types);
+	comb_buf_release(&ds);
+	return rc;
+}
+
+/* Drops sub and answers CLOSED message (copied first: sub is freed). */
+static void refuse(struct ws_session *s, struct sync_sub *sub, const char *message)
+{
+	char text[300], id[WS_SUB_ID_MAX + 1];
+
+	snprintf(text, sizeof(text), "%s", message);
+	snprintf(id, sizeof(id), "%s", sub->base.id);
+	ws_session_drop_sub(s, &sub->base);
+	ws_send_closed(s, id, text, WS_PUSH_WAIT);
+}
+
+/* After the rows: EOSE when the set is still exact, else CLOSED. */
+static void finish(struct ws_session *s, struct sync_sub *sub, uint64_t generation)
+{
+	char reason[sizeof(sub->dead_reason)];
+	bool dead;
+
+	if (!feed_still_trusted(sub->community, generation))
+		sync_kill(sub, INTERRUPTED);
+	if (sync_overflowed(sub))
+		sync_kill(sub, "resync: too many held changes");
+	pthread_mutex_lock(&s->mu);
+	dead = sub->base.dead;
+	memcpy(reason, sub->dead_reason, sizeof(reason));
+	pthread_mutex_unlock(&s->mu);
+	if (dead) {
+		refuse(s, sub, reason);
+		return;
+	}
+	if (ws_send_eose(s, sub->base.id, WS_PUSH_WAIT)) {
+		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	sub->live = true;
+	dead = sub->base.dead;
+	memcpy(reason, sub->dead_reason, sizeof(reason));
+	pthread_mutex_unlock(&s->mu);
+	if (dead) {
+		/* Killed while EOSE was on its way: the snapshot was exact,
+		 * what follows is not. */
+		ws_send_closed(s, sub->base.id, reason, WS_PUSH_WAIT);
+		return;
+	}
+	sync_make_runnable(sub);
+}
+
+static double ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void ws_sync_open(struct ws_session *s, const char *sub_id,
+		  const json_t *filter)
+{
+	struct stream st = {0};
+	struct sync_sub *sub;
+	uint64_t generation;
+	char why[300];
+	double t0 = ms_now(), t1, t2;
+	int wait_ms, rc;
+
+	if (!atomic_load(&reg.started)) {
+		ws_send_closed(s, sub_id, "error: sync unavailable", WS_PUSH_WAIT);
+		return;
+	}
+	sub = sub_new(s, sub_id, filter, why, sizeof(why));
+	if (!sub) {
+		ws_send_closed(s, sub_id, why, WS_PUSH_WAIT);
+		return;
+	}
+	ws_session_add_sub(s, &sub->base);
+	if (reg_add(sub)) {
+		refuse(s, sub, "error: out of memory");
+		return;
+	}
+	/* Registered first: from here every change of the channels is held. */
+	wait_ms = (FEED_MISSED_HEARTBEATS + 1) * s->relay->cfg.capture_heartbeat_ms + 500;
+	if (feed_wait_trusted(sub->community, wait_ms, &generation)) {
+		refuse(s, sub, "error: change feed unavailable");
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	sub->started = true;
+	pthread_mutex_unlock(&s->mu);
+	t1 = ms_now();
+	comb_buf_init(&st.frame, MAX_FRAME);
+	st.sub = sub;
+	rc = snapshot(sub, &st, why, sizeof(why));
+	t2 = ms_now();
+	if (rc == 0) {
+		rc = stream_flush_wait(&st);
+		if (rc && rc != COMB_EIO)
+			snprintf(why, sizeof(why), "error: out of memory");
+	}
+	comb_debug("sync %s: %d artifacts; feed wait %.1f ms, snapshot %.1f ms, rest queued %.1f ms",
+		   sub->base.id, st.rows, t1 - t0, t2 - t1, ms_now() - t2);
+	stream_release(&st);
+	if (rc == COMB_EIO) {
+		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
+		return;
+	}
+	if (rc) {
+		refuse(s, sub, why);
+		return;
+	}
+	finish(s, sub, generation);
+}
+
+int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen)
+{
+	static const struct feed_listener listener = {
+		.signal = ws_sync_signal,
+		.interrupt = ws_sync_interrupt,
+	};
+	int rc;
+
+	reg.relay = relay;
+	if (feed_listen(&listener))
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "cannot listen to the capture feed");
+	rc = sync_workers_start(relay, errbuf, errlen);
+	if (rc)
+		return rc;
+	atomic_store(&reg.started, true);
+	return 0;
+}
+
+void ws_sync_stop(void)
+{
+	if (!atomic_load(&reg.started))
+		return;
+	atomic_store(&reg.started, false);
+	sync_workers_stop();
+}

@@ -1,0 +1,902 @@
+/*
+ * Applying changes to open syncs (see sync.h and ws_sync_int.h): the
+ * held changes of each sync, the run queue, and the workers that re-read
+ * changed artifacts and push frames.
+ *
+ * The feed thread only notes a change (a d, or "access") in the sync's
+ * pending set and, once the sync sent its EOSE, puts it on the run queue.
+ * A worker takes a batch of runnable syncs and serves all of them with one
+ * READ ONLY REPEATABLE READ transaction: the current head of every changed
+ * artifact (shared by every sync holding it), whether each sync's reader
+ * may still read each of its channels, and, for artifacts that left a
+ * sync, the moves with their stored markers. Access is checked in the
+ * same snapshot as the data, so nothing written after a reader lost a
+ * channel ever reaches that reader. Then, per sync and artifact:
+ *
+ *   head in the synced channels and live, newer than what the client
+ *     holds (or unknown to it)          -> the current revision;
+ *   head there but deleted or redacted, known to the client
+ *                                       -> the delete revision, or the
+ *                                          redaction's marker; forgotten;
+ *   head elsewhere, known to the client -> the marker of its latest move
+ *                                          out of a synced channel;
+ *                                          forgotten;
+ *   anything else                       -> nothing.
+ *
+ * A sync is applied by one worker at a time, so what it sends about an
+ * artifact only ever moves forward. Frames are pushed without waiting; a
+ * full outbox closes the sync (`resync: slow consumer`).
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comb/error.h"
+#include "comb/log.h"
+#include "comb/policy_set.h"
+#include "sync.h"
+#include "ws_sync_int.h"
+
+/* Syncs one worker serves with one transaction. */
+#define BATCH 1024
+/* The largest frame a worker builds (an event as stored, escaped). */
+#define MAX_FRAME (16 * 1024 * 1024)
+
+/* One sync of a batch and what it held. */
+struct work {
+	struct sync_sub *sub;
+	struct dmap pending;
+	bool access;               /* check every channel */
+	bool overflow;
+	bool skip;                 /* dead, or closed during this batch */
+	size_t probe_first, probe_count;
+};
+
+/* One artifact to re-read, shared by every sync of the batch holding it. */
+struct head_key {
+	int64_t community;
+	uint8_t d[16];
+	int row;                   /* in the heads result, or -1 */
+	bool want_moves;
+	int move_first, move_count;
+};
+
+struct batch {
+	struct work *works;
+	size_t n;
+	struct head_key *keys;
+	size_t nkeys, capkeys;
+	struct sync_probe *probes;
+	size_t nprobes, capprobes;
+	PGresult *heads, *moves;
+	struct comb_buf frame;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t work;       /* the run queue is not empty, or stop */
+	pthread_cond_t idle;       /* a sync stopped running */
+	struct sync_sub *head, *tail;
+	bool stop;
+	int nthreads;
+	pthread_t threads[WS_SYNC_WORKERS];
+	struct relay *relay;
+} pool = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+	.idle = PTHREAD_COND_INITIALIZER,
+};
+
+/* ------------------------------------------------------------------ */
+/* scheduling */
+
+void sync_sched_init(struct sync_sub *sub)
+{
+	dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
+}
+
+/* Appends sub to the run queue; the caller holds mu and wakes a worker
+ * (at once, or once for a whole series in sync_note_end). */
+static void enqueue_locked(struct sync_sub *sub)
+{
+	sub->scheduled = true;
+	sub->rq_next = NULL;
+	sub->rq_prev = pool.tail;
+	if (pool.tail)
+		pool.tail->rq_next = sub;
+	else
+		pool.head = sub;
+	pool.tail = sub;
+}
+
+static void schedule_locked(struct sync_sub *sub)
+{
+	enqueue_locked(sub);
+	pthread_cond_signal(&pool.work);
+}
+
+static void unlink_locked(struct sync_sub *sub)
+{
+	if (sub->rq_prev)
+		sub->rq_prev->rq_next = sub->rq_next;
+	else
+		pool.head = sub->rq_next;
+	if (sub->rq_next)
+		sub->rq_next->rq_prev = sub->rq_prev;
+	else
+		pool.tail = sub->rq_prev;
+	sub->rq_prev = sub->rq_next = NULL;
+	sub->scheduled = false;
+}
+
+static bool has_work_locked(const struct sync_sub *sub)
+{
+	return sub->pending.count || sub->access_check || sub->overflow;
+}
+
+/* Syncs queued since sync_note_begin: one wake-up for all of them, so
+ * that a worker finds the whole series and serves it with one batch. */
+static size_t noted;
+
+void sync_note_begin(void)
+{
+	pthread_mutex_lock(&pool.mu);
+	noted = 0;
+}
+
+void sync_note_change(struct sync_sub *sub, const uint8_t *d)
+{
+	if (sub->released || sub->quiet || sub->overflow)
+		return;
+	if (!d)
+		sub->access_check = true;
+	else if (dmap_put(&sub->pending, d, 0))
+		sub->overflow = true;
+	if (sub->runnable && !sub->scheduled && !sub->running) {
+		enqueue_locked(sub);
+		noted++;
+	}
+}
+
+void sync_note_end(void)
+{
+	if (noted > BATCH)
+		pthread_cond_broadcast(&pool.work);
+	else if (noted)
+		pthread_cond_signal(&pool.work);
+	pthread_mutex_unlock(&pool.mu);
+}
+
+bool sync_overflowed(struct sync_sub *sub)
+{
+	bool o;
+
+	pthread_mutex_lock(&pool.mu);
+	o = sub->overflow;
+	pthread_mutex_unlock(&pool.mu);
+	return o;
+}
+
+void sync_make_runnable(struct sync_sub *sub)
+{
+	pthread_mutex_lock(&pool.mu);
+	sub->runnable = true;
+	if (has_work_locked(sub) && !sub->scheduled && !sub->running)
+		schedule_locked(sub);
+	pthread_mutex_unlock(&pool.mu);
+}
+
+void sync_sched_release(struct sync_sub *sub)
+{
+	pthread_mutex_lock(&pool.mu);
+	sub->released = true;
+	if (sub->scheduled)
+		unlink_locked(sub);
+	while (sub->running)
+		pthread_cond_wait(&pool.idle, &pool.mu);
+	dmap_release(&sub->pending);
+	pthread_mutex_unlock(&pool.mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* access */
+
+static int append_probe_arrays(struct comb_buf *cids, struct comb_buf *chans,
+			       struct comb_buf *readers,
+			       const struct sync_probe *probes, size_t n)
+{
+	size_t i;
+	int rc = 0;
+
+	rc = rc ? rc : comb_buf_putc(cids, '{');
+	rc = rc ? rc : comb_buf_putc(chans, '{');
+	rc = rc ? rc : comb_buf_putc(readers, '{');
+	for (i = 0; i < n && rc == 0; i++) {
+		const char *sep = i ? "," : "";
+
+		rc = comb_buf_printf(cids, "%s%" PRId64, sep, probes[i].community);
+		rc = rc ? rc : comb_buf_printf(chans, "%s%s", sep, probes[i].channel);
+		rc = rc ? rc : comb_buf_printf(readers, "%s%s", sep, probes[i].reader);
+	}
+	rc = rc ? rc : comb_buf_putc(cids, '}');
+	rc = rc ? rc : comb_buf_putc(chans, '}');
+	return rc ? rc : comb_buf_putc(readers, '}');
+}
+
+static bool key_readable(const uint8_t *keys, int key)
+{
+	return key >= 0 && key < COMB_POLICY_READ_KEYS &&
+	       (keys[key / 8] >> (key % 8)) & 1;
+}
+
+int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
+		      bool *budget)
+{
+	struct comb_buf cids, chans, readers;
+	PGresult *res = NULL;
+	size_t i;
+	int rc, row;
+
+	*budget = false;
+	for (i = 0; i < n; i++)
+		probes[i].readable = false;
+	if (n == 0)
+		return 0;
+	comb_buf_init(&cids, n * 24 + 8);
+	comb_buf_init(&chans, n * 40 + 8);
+	comb_buf_init(&readers, n * 68 + 8);
+	rc = append_probe_arrays(&cids, &chans, &readers, probes, n);
+	if (rc) {
+		rc = COMB_ENOMEM;
+		goto out;
+	}
+	res = PQexecParams(db,
+		"SELECT q.i, c.visibility, c.is_dm, c.deleted, c.archived, m.role"
+		" FROM unnest($1::bigint[], $2::uuid[], $3::text[]) WITH ORDINALITY"
+		"  AS q(cid, ch, pk, i)"
+		" JOIN channels c ON c.community_id = q.cid AND c.id = q.ch"
+		" LEFT JOIN members m ON m.community_id = q.cid AND m.channel_id = q.ch"
+		"  AND m.pubkey = q.pk AND m.active",
+		3, NULL, (const char *const[]){cids.data, chans.data, readers.data},
+		NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		*budget = comb_db_is_error(res, "57014");
+		if (!*budget)
+			comb_warn("sync access check failed: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	for (row = 0; row < PQntuples(res); row++) {
+		long k = strtol(PQgetvalue(res, row, 0), NULL, 10);
+		struct comb_policy_channel facts = {0};
+		struct sync_probe *p;
+
+		if (k < 1 || (size_t)k > n)
+			continue;
+		p = &probes[k - 1];
+		facts.visibility = (enum comb_visibility)strtol(PQgetvalue(res, row, 1), NULL, 10);
+		facts.is_dm = PQgetvalue(res, row, 2)[0] == 't';
+		facts.deleted = PQgetvalue(res, row, 3)[0] == 't';
+		facts.archived = PQgetvalue(res, row, 4)[0] == 't';
+		facts.role = PQgetisnull(res, row, 5) ? COMB_ROLE_NONE :
+			(enum comb_role)strtol(PQgetvalue(res, row, 5), NULL, 10);
+		facts.named = 1;  /* every channel of a sync is named in #h */
+		p->readable = key_readable(p->read_keys, comb_policy_read_key(&facts));
+	}
+out:
+	PQclear(res);
+	comb_buf_release(&cids);
+	comb_buf_release(&chans);
+	comb_buf_release(&readers);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* one batch */
+
+static int cmp_key(const void *a, const void *b)
+{
+	const struct head_key *x = a, *y = b;
+
+	if (x->community != y->community)
+		return x->community < y->community ? -1 : 1;
+	return memcmp(x->d, y->d, 16);
+}
+
+static struct head_key *find_key(struct batch *b, int64_t community,
+				 const uint8_t d[16])
+{
+	struct head_key probe = {.community = community};
+
+	memcpy(probe.d, d, 16);
+	return bsearch(&probe, b->keys, b->nkeys, sizeof(*b->keys), cmp_key);
+}
+
+static int add_key(struct batch *b, int64_t community, const uint8_t d[16])
+{
+	struct head_key *grown;
+	size_t cap;
+
+	if (b->nkeys == b->capkeys) {
+		cap = b->capkeys ? 2 * b->capkeys : 256;
+		grown = realloc(b->keys, cap * sizeof(*grown));
+		if (!grown)
+			return COMB_ENOMEM;
+		b->keys = grown;
+		b->capkeys = cap;
+	}
+	b->keys[b->nkeys++] = (struct head_key){
+		.community = community, .row = -1, .move_first = -1};
+	memcpy(b->keys[b->nkeys - 1].d, d, 16);
+	return 0;
+}
+
+/* Adds the probe "may sub's reader read channel" (borrowed from sub)
+ * unless w has it already. */
+static int add_probe(struct batch *b, struct work *w, const char *channel)
+{
+	const struct sync_sub *sub = w->sub;
+	struct sync_probe *grown;
+	size_t cap, i;
+
+	for (i = w->probe_first; i < b->nprobes; i++) {
+		if (b->probes[i].channel == channel)
+			return 0;
+	}
+	if (b->nprobes == b->capprobes) {
+		cap = b->capprobes ? 2 * b->capprobes : 256;
+		grown = realloc(b->probes, cap * sizeof(*grown));
+		if (!grown)
+			return COMB_ENOMEM;
+		b->probes = grown;
+		b->capprobes = cap;
+	}
+	b->probes[b->nprobes++] = (struct sync_probe){
+		.community = sub->community,
+		.channel = channel,
+		.reader = sub->session->pubkey,
+		.read_keys = sub->session->read_keys,
+	};
+	return 0;
+}
+
+static void kill_all(struct batch *b, const char *reason)
+{
+	size_t i;
+
+	for (i = 0; i < b->n; i++) {
+		if (!b->works[i].skip) {
+			sync_kill(b->works[i].sub, reason);
+			b->works[i].skip = true;
+		}
+	}
+}
+
+/* Skips dead syncs, closes overflowed ones, and gathers the artifacts to
+ * re-read (sorted, distinct). */
+static int collect(struct batch *b)
+{
+	size_t i, j, k;
+	int rc = 0;
+
+	for (i = 0; i < b->n && rc == 0; i++) {
+		struct work *w = &b->works[i];
+		struct sync_sub *sub = w->sub;
+
+		pthread_mutex_lock(&sub->session->mu);
+		w->skip = sub->base.dead;
+		pthread_mutex_unlock(&sub->session->mu);
+		if (!w->skip && w->overflow) {
+			sync_kill(sub, "resync: too many held changes");
+			w->skip = true;
+		}
+		if (w->skip)
+			continue;
+		for (j = 0; j < w->pending.cap && rc == 0; j++) {
+			if (w->pending.slots[j].used)
+				rc = add_key(b, sub->community, w->pending.slots[j].d);
+		}
+	}
+	if (rc)
+		return rc;
+	if (b->nkeys) {
+		qsort(b->keys, b->nkeys, sizeof(*b->keys), cmp_key);
+		for (i = 1, k = 1; i < b->nkeys; i++) {
+			if (cmp_key(&b->keys[i], &b->keys[k - 1]))
+				b->keys[k++] = b->keys[i];
+		}
+		b->nkeys = k;
+	}
+	return 0;
+}
+
+/* The keys selected by want (all, or those wanting moves) as bigint[] and
+ * uuid[] literals; index maps the query's ordinals back to keys. */
+static int key_arrays(struct batch *b, bool moves_only, struct comb_buf *cids,
+		      struct comb_buf *ds, size_t *index, size_t *count)
+{
+	char text[37];
+	size_t i, n = 0;
+	int rc = 0;
+
+	rc = rc ? rc : comb_buf_putc(cids, '{');
+	rc = rc ? rc : comb_buf_putc(ds, '{');
+	for (i = 0; i < b->nkeys && rc == 0; i++) {
+		if (moves_only && !b->keys[i].want_moves)
+			continue;
+		sync_uuid_format(b->keys[i].d, text);
+		rc = comb_buf_printf(cids, "%s%" PRId64, n ? "," : "", b->keys[i].community);
+		rc = rc ? rc : comb_buf_printf(ds, "%s%s", n ? "," : "", text);
+		index[n++] = i;
+	}
+	rc = rc ? rc : comb_buf_putc(cids, '}');
+	rc = rc ? rc : comb_buf_putc(ds, '}');
+	*count = n;
+	return rc;
+}
+
+static const char *head_channel(const struct batch *b, const struct head_key *k)
+{
+	return PQgetvalue(b->heads, k->row, 1);
+}
+
+/* True when the head of k is in sub's channels and of a wanted type. */
+static bool in_scope(const struct batch *b, const struct sync_sub *sub,
+		     const struct head_key *k)
+{
+	return k && k->row >= 0 && sync_has_channel(sub, head_channel(b, k)) &&
+	       sync_has_type(sub, PQgetvalue(b->heads, k->row, 5));
+}
+
+static bool probes_readable(const struct batch *b, const struct work *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->probe_count; i++) {
+		if (!b->probes[w->probe_first + i].readable)
+			return false;
+	}
+	return true;
+}
+
+/* The row of the moves result holding the latest move of k out of one of
+ * sub's channels, or -1. */
+static int move_row(const struct batch *b, const struct sync_sub *sub,
+		    const struct head_key *k)
+{
+	int row;
+
+	for (row = k->move_first; k->move_first >= 0 &&
+	     row < k->move_first + k->move_count; row++) {
+		if (sync_has_channel(sub, PQgetvalue(b->moves, row, 1)))
+			return row;
+	}
+	return -1;
+}
+
+/*
+ * The channels whose readability decides what w may be sent now: every
+ * channel of its sync when membership or policy changed, else the synced
+ * channels its changed artifacts are in, or left (their markers live
+ * there). A channel that became unreadable otherwise has a signal of its
+ * own coming, which checks every channel.
+ */
+static int gather_probes(struct batch *b, struct work *w)
+{
+	struct sync_sub *sub = w->sub;
+	const struct head_key *k;
+	const char *ch;
+	size_t j;
+	int rc = 0, row;
+
+	w->probe_first = b->nprobes;
+	if (w->access) {
+		for (j = 0; j < sub->nchannels && rc == 0; j++)
+			rc = add_probe(b, w, sub->channels[j]);
+	}
+	for (j = 0; j < w->pending.cap && rc == 0 && !w->access; j++) {
+		if (!w->pending.slots[j].used)
+			continue;
+		k = find_key(b, sub->community, w->pending.slots[j].d);
+		if (!k || (k->row < 0 && k->move_first < 0))
+			continue;
+		ch = NULL;
+		if (k->row >= 0)
+			ch = sync_find_channel(sub, head_channel(b, k));
+		if (!ch && (row = move_row(b, sub, k)) >= 0)
+			ch = sync_find_channel(sub, PQgetvalue(b->moves, row, 1));
+		if (ch)
+			rc = add_probe(b, w, ch);
+	}
+	w->probe_count = b->nprobes - w->probe_first;
+	return rc;
+}
+
+/* Marks the artifacts some sync knows but whose head left its channels. */
+static bool mark_moves(struct batch *b)
+{
+	struct head_key *k;
+	bool any = false;
+	size_t i, j;
+
+	for (i = 0; i < b->n; i++) {
+		struct work *w = &b->works[i];
+
+		if (w->skip)
+			continue;
+		for (j = 0; j < w->pending.cap; j++) {
+			if (!w->pending.slots[j].used ||
+			    !dmap_get(&w->sub->known, w->pending.slots[j].d))
+				continue;
+			k = find_key(b, w->sub->community, w->pending.slots[j].d);
+			if (k && !in_scope(b, w->sub, k)) {
+				k->want_moves = true;
+				any = true;
+			}
+		}
+	}
+	return any;
+}
+
+static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
+			    size_t *index, bool *ok)
+{
+	static const char heads_sql[] =
+		"SELECT q.i, h.channel_id, h.accepted_seq, h.deleted, h.redacted, h.type,"
+		" CASE WHEN h.redacted THEN mk.raw ELSE e.raw END"
+		" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
+		" JOIN artifact_heads h ON h.community_id = q.cid AND h.d = q.d"
+		" LEFT JOIN events e ON NOT h.redacted AND e.seq = h.accepted_seq"
+		" LEFT JOIN artifact_redactions rd ON h.redacted"
+		"  AND rd.community_id = h.community_id AND rd.revision_id = h.revision_id"
+		" LEFT JOIN events mk ON mk.seq = rd.marker_seq";
+	static const char moves_sql[] =
+		"SELECT q.i, m.from_channel, mk.raw"
+		" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
+		" JOIN artifact_revisions r ON r.community_id = q.cid AND r.d = q.d"
+		"  AND r.op = 'move'"
+		" JOIN artifact_moves m ON m.community_id = r.community_id"
+		"  AND m.revision_id = r.id"
+		" JOIN events mk ON mk.community_id = m.community_id AND mk.id = m.marker_id"
+		" ORDER BY q.i, r.seq DESC";
+	struct comb_buf cids, ds;
+	PGresult *res = NULL;
+	size_t count = 0;
+
+	*ok = false;
+	comb_buf_init(&cids, b->nkeys * 24 + 8);
+	comb_buf_init(&ds, b->nkeys * 40 + 8);
+	if (key_arrays(b, moves_only, &cids, &ds, index, &count) == 0) {
+		res = PQexecParams(db, moves_only ? moves_sql : heads_sql, 2, NULL,
+				   (const char *const[]){cids.data, ds.data},
+				   NULL, NULL, 0);
+		*ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	}
+	comb_buf_release(&cids);
+	comb_buf_release(&ds);
+	return res;
+}
+
+/* Reads heads, access and moves in one snapshot. Returns 0, or a negative
+ * COMB_E* with the CLOSED reason in why. */
+static int read_db(struct batch *b, char *why, size_t whylen)
+{
+	size_t *index = NULL;
+	PGresult *res;
+	PGconn *db;
+	bool ok = true, budget = false;
+	int rc = 0, row;
+	size_t i;
+
+	index = calloc(b->nkeys ? b->nkeys : 1, sizeof(*index));
+	if (!index) {
+		snprintf(why, whylen, "error: out of memory");
+		return COMB_ENOMEM;
+	}
+	db = comb_db_acquire(pool.relay->db, 2000);
+	if (!db) {
+		free(index);
+		snprintf(why, whylen, "error: database unavailable");
+		return COMB_EUNAVAIL;
+	}
+	res = PQexec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PQclear(res);
+	res = NULL;
+	if (ok && b->nkeys) {
+		b->heads = query_keys(db, b, false, index, &ok);
+		res = ok ? NULL : b->heads;
+		for (row = 0; ok && row < PQntuples(b->heads); row++) {
+			long o = strtol(PQgetvalue(b->heads, row, 0), NULL, 10);
+
+			if (o >= 1 && (size_t)o <= b->nkeys)
+				b->keys[index[o - 1]].row = row;
+		}
+	}
+	if (ok && mark_moves(b)) {
+		b->moves = query_keys(db, b, true, index, &ok);
+		res = ok ? NULL : b->moves;
+		for (row = 0; ok && row < PQntuples(b->moves); row++) {
+			long o = strtol(PQgetvalue(b->moves, row, 0), NULL, 10);
+			struct head_key *k;
+
+			if (o < 1 || (size_t)o > b->nkeys)
+				continue;
+			k = &b->keys[index[o - 1]];
+			if (k->move_first < 0)
+				k->move_first = row;
+			k->move_count++;
+		}
+	}
+	for (i = 0; ok && i < b->n; i++) {
+		if (!b->works[i].skip && gather_probes(b, &b->works[i])) {
+			rc = COMB_ENOMEM;
+			ok = false;
+		}
+	}
+	if (ok) {
+		rc = sync_probe_access(db, b->probes, b->nprobes, &budget);
+		ok = rc == 0;
+	}
+	if (ok) {
+		PGresult *c = PQexec(db, "COMMIT");
+
+		ok = PQresultStatus(c) == PGRES_COMMAND_OK;
+		PQclear(c);
+	}
+	if (!ok) {
+		budget = budget || (res && comb_db_is_error(res, "57014"));
+		if (res && !budget)
+			comb_warn("sync re-read failed: %s", PQresultErrorMessage(res));
+		snprintf(why, whylen, "%s", budget ? "error: query budget exceeded" :
+			 rc == COMB_ENOMEM ? "error: out of memory" :
+			 "error: database unavailable");
+		rc = rc ? rc : COMB_EUNAVAIL;
+	}
+	comb_db_release(pool.relay->db, db, !ok && comb_db_conn_lost(db));
+	free(index);
+	return rc;
+}
+
+/* Pushes one event frame for w without waiting. Returns 0, or non-zero
+ * when the sync is closed (or was closed just now). */
+static int push(struct batch *b, struct work *w, const char *json, size_t len)
+{
+	struct sync_sub *sub = w->sub;
+	struct ws_session *s = sub->session;
+	int rc;
+
+	comb_buf_reset(&b->frame);
+	if (ws_format_event(&b->frame, sub->base.id, json, len)) {
+		sync_kill(sub, "error: out of memory");
+		return COMB_ENOMEM;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (sub->base.dead) {
+		rc = COMB_EIO;
+	} else {
+		rc = ws_outbox_push(s->outbox, WS_OP_TEXT, b->frame.data, b->frame.len, 0);
+		if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM)
+			sync_kill_locked(sub, "resync: slow consumer");
+		else if (rc)
+			sub->base.dead = true;  /* the connection is closing */
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+/* The marker of the latest move of k out of one of sub's channels. */
+static const char *move_marker(const struct batch *b, const struct sync_sub *sub,
+			       const struct head_key *k, size_t *len)
+{
+	int row = move_row(b, sub, k);
+
+	if (row < 0)
+		return NULL;
+	*len = (size_t)PQgetlength(b->moves, row, 2);
+	return PQgetvalue(b->moves, row, 2);
+}
+
+/* Applies one changed artifact d to w's sync. Returns 0, or non-zero
+ * when the sync was closed. */
+static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
+{
+	struct sync_sub *sub = w->sub;
+	struct head_key *k = find_key(b, sub->community, d);
+	struct dmap_entry *known = dmap_get(&sub->known, d);
+	const char *json = NULL;
+	size_t len = 0;
+	int64_t seq;
+	bool live;
+	int rc;
+
+	if (in_scope(b, sub, k)) {
+		live = PQgetvalue(b->heads, k->row, 3)[0] != 't' &&
+		       PQgetvalue(b->heads, k->row, 4)[0] != 't';
+		seq = strtoll(PQgetvalue(b->heads, k->row, 2), NULL, 10);
+		if (PQgetisnull(b->heads, k->row, 6))
+			return 0;  /* not served anywhere */
+		json = PQgetvalue(b->heads, k->row, 6);
+		len = (size_t)PQgetlength(b->heads, k->row, 6);
+		if (live) {
+			if (known && known->seq >= seq)
+				return 0;
+			if (!known && sub->known.count >= sub->known.max) {
+				/* A fresh open would be refused now. */
+				sync_kill(sub, "resync: sync set too large");
+				return COMB_ETOOBIG;
+			}
+			rc = push(b, w, json, len);
+			if (rc)
+				return rc;
+			if (dmap_put(&sub->known, d, seq)) {
+				sync_kill(sub, "error: out of memory");
+				return COMB_ENOMEM;
+			}
+			return 0;
+		}
+		if (!known)
+			return 0;  /* gone before the client saw it */
+		/* the delete revision, or the redaction's marker */
+		rc = push(b, w, json, len);
+		if (rc == 0)
+			dmap_del(&sub->known, d);
+		return rc;
+	}
+	if (!known)
+		return 0;
+	json = k ? move_marker(b, sub, k, &len) : NULL;
+	if (!json) {
+		/* It left, and no stored move says how: say so. */
+		sync_kill(sub, "resync: artifact left the sync");
+		return COMB_ENOTFOUND;
+	}
+	rc = push(b, w, json, len);
+	if (rc == 0)
+		dmap_del(&sub->known, d);
+	return rc;
+}
+
+static void apply_work(struct batch *b, struct work *w)
+{
+	size_t j;
+
+	if (!probes_readable(b, w)) {
+		sync_kill(w->sub, "resync: access changed");
+		w->skip = true;
+		return;
+	}
+	for (j = 0; j < w->pending.cap; j++) {
+		if (w->pending.slots[j].used &&
+		    apply_one(b, w, w->pending.slots[j].d)) {
+			w->skip = true;
+			return;
+		}
+	}
+}
+
+static void run_batch(struct batch *b)
+{
+	char why[96];
+	size_t i;
+
+	b->nkeys = 0;
+	b->nprobes = 0;
+	b->heads = b->moves = NULL;
+	if (collect(b)) {
+		kill_all(b, "error: out of memory");
+		return;
+	}
+	for (i = 0; i < b->n && b->works[i].skip; i++)
+		;
+	if (i == b->n)
+		return;
+	if (read_db(b, why, sizeof(why))) {
+		kill_all(b, why);
+	} else {
+		for (i = 0; i < b->n; i++) {
+			if (!b->works[i].skip)
+				apply_work(b, &b->works[i]);
+		}
+	}
+	PQclear(b->heads);
+	PQclear(b->moves);
+	b->heads = b->moves = NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct batch b;
+	struct sync_sub *sub;
+	size_t i;
+
+	(void)arg;
+	memset(&b, 0, sizeof(b));
+	comb_buf_init(&b.frame, MAX_FRAME);
+	b.works = calloc(BATCH, sizeof(*b.works));
+	if (!b.works) {
+		comb_error("sync worker: out of memory");
+		return NULL;
+	}
+	pthread_mutex_lock(&pool.mu);
+	for (;;) {
+		while (!pool.head && !pool.stop)
+			pthread_cond_wait(&pool.work, &pool.mu);
+		if (pool.stop)
+			break;
+		for (b.n = 0; pool.head && b.n < BATCH; b.n++) {
+			struct work *w = &b.works[b.n];
+
+			sub = pool.head;
+			unlink_locked(sub);
+			sub->running = true;
+			w->sub = sub;
+			w->pending = sub->pending;
+			dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
+			w->access = sub->access_check;
+			w->overflow = sub->overflow;
+			w->skip = false;
+			sub->access_check = false;
+		}
+		pthread_mutex_unlock(&pool.mu);
+		run_batch(&b);
+		pthread_mutex_lock(&pool.mu);
+		for (i = 0; i < b.n; i++) {
+			sub = b.works[i].sub;
+			sub->running = false;
+			if (b.works[i].skip)
+				sub->quiet = true;  /* closed: nothing more to apply */
+			else if (!sub->released && has_work_locked(sub))
+				schedule_locked(sub);
+			dmap_release(&b.works[i].pending);
+		}
+		pthread_cond_broadcast(&pool.idle);
+		if (b.frame.cap > 4 * 65536)
+			comb_buf_release(&b.frame);
+	}
+	pthread_mutex_unlock(&pool.mu);
+	comb_buf_release(&b.frame);
+	free(b.works);
+	free(b.keys);
+	free(b.probes);
+	return NULL;
+}
+
+int sync_workers_start(struct relay *relay, char *errbuf, size_t errlen)
+{
+	pthread_attr_t tattr;
+	int i, err = 0;
+
+	pool.relay = relay;
+	pool.stop = false;
+	pthread_attr_init(&tattr);
+	pthread_attr_setstacksize(&tattr, 512 * 1024);
+	for (i = 0; i < WS_SYNC_WORKERS && !err; i++) {
+		err = pthread_create(&pool.threads[i], &tattr, worker_main, NULL);
+		if (!err)
+			pool.nthreads++;
+	}
+	pthread_attr_destroy(&tattr);
+	if (err) {
+		sync_workers_stop();
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "cannot start the sync workers: %s", strerror(err));
+	}
+	return 0;
+}
+
+void sync_workers_stop(void)
+{
+	int i;
+
+	pthread_mutex_lock(&pool.mu);
+	pool.stop = true;
+	pthread_cond_broadcast(&pool.work);
+	pthread_mutex_unlock(&pool.mu);
+	for (i = 0; i < pool.nthreads; i++)
+		pthread_join(pool.threads[i], NULL);
+	pool.nthreads = 0;
+	pool.head = pool.tail = NULL;
+}

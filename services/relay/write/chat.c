@@ -1,0 +1,207 @@
+/*
+ * Chat messages (kind 9) and deletion requests (kind 5), PROTOCOL.md
+ * sections 3 and 10. A message is stored in its channel `h` when the
+ * policy lets the author write there; a deletion marks the author's own
+ * messages deleted (withheld from every read) and is itself stored.
+ */
+#include <string.h>
+
+#include "access.h"
+#include "comb/error.h"
+#include "comb/hex.h"
+#include "comb/uuid.h"
+#include "write.h"
+#include "write_int.h"
+
+/* Refuses a channel tag unless there is exactly one canonical h (or, with
+ * optional, none). Returns false when out was set. */
+static bool check_channel_tag(const struct comb_event *ev, bool optional,
+			      struct write_result *out)
+{
+	size_t n = comb_event_tag_count(ev, "h");
+	const char *h = comb_event_tag_value(ev, "h");
+
+	if (optional && n == 0)
+		return true;
+	if (n != 1 || !h) {
+		write_refuse(out, 400, "invalid: %s", optional ?
+			     "a deletion names at most one h tag" :
+			     "chat messages need exactly one h tag");
+		return false;
+	}
+	if (!comb_uuid_is_canonical(h)) {
+		write_refuse(out, 400, "invalid: h must be a canonical channel uuid");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Inside an open transaction: locks channel h and checks that the author
+ * may write there. Returns false when out was set (the transaction is then
+ * rolled back).
+ */
+static bool lock_writable(struct writer *w, const struct comb_event *ev,
+			  const char *h, struct write_result *out)
+{
+	struct channel_row channel;
+	struct actor actor;
+
+	if (access_load_actor(w->db, w->community, ev->pubkey, &actor) ||
+	    access_load_channel(w->db, w->community, h, &actor, true, ACCESS_LOCK_SHARE,
+				&channel)) {
+		write_db_failed(w, out);
+		return false;
+	}
+	if (!access_allows(w->relay, &actor, COMB_ACT_WRITE, &channel, NULL)) {
+		write_exec(w, "ROLLBACK");
+		write_refuse(out, 403, "restricted: not a channel member");
+		return false;
+	}
+	return true;
+}
+
+/* Stores ev with channel h (or none) and commits. */
+static void store_and_commit(struct writer *w, const struct comb_event *ev,
+			     const char *h, struct write_result *out)
+{
+	bool inserted;
+
+	if (write_store_event(w, ev, h, &inserted) || !write_exec(w, "COMMIT"))
+		write_db_failed(w, out);
+}
+
+void write_chat(struct writer *w, const struct comb_event *ev,
+		struct write_result *out)
+{
+	const char *h = comb_event_tag_value(ev, "h");
+
+	if (!write_is_fresh(w, ev)) {
+		write_refuse(out, 400, "invalid: created_at is too far from the relay's clock");
+		return;
+	}
+	if (!check_channel_tag(ev, false, out))
+		return;
+	if (!write_exec(w, "BEGIN")) {
+		write_db_failed(w, out);
+		return;
+	}
+	if (!lock_writable(w, ev, h, out))
+		return;
+	store_and_commit(w, ev, h, out);
+}
+
+/* Appends the e targets of ev as a text[] literal; false when one is not
+ * an event id or there is none (out set). */
+static bool targets_literal(const struct comb_event *ev, struct comb_buf *lit,
+			    struct write_result *out)
+{
+	size_t i, n = 0;
+	int rc = comb_buf_putc(lit, '{');
+
+	for (i = 0; i < json_array_size(ev->tags) && rc == 0; i++) {
+		json_t *tag = json_array_get(ev->tags, i);
+		const char *name = json_string_value(json_array_get(tag, 0));
+		const char *value = json_string_value(json_array_get(tag, 1));
+
+		if (strcmp(name, "e"))
+			continue;
+		if (!comb_hex_is_lower(value, 64)) {
+			write_refuse(out, 400, "invalid: e tags must hold event ids");
+			return false;
+		}
+		rc = comb_buf_printf(lit, "%s%s", n++ ? "," : "", value);
+	}
+	if (rc == 0)
+		rc = comb_buf_putc(lit, '}');
+	if (rc) {
+		write_refuse(out, 503, "error: out of memory");
+		return false;
+	}
+	if (n == 0) {
+		write_refuse(out, 400, "invalid: a deletion needs at least one e tag");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Inside the open transaction: locks the stored targets and refuses the
+ * request when one is an artifact revision or marker, or someone else's.
+ * Returns false when out was set (rolled back).
+ */
+static bool check_targets(struct writer *w, const struct comb_event *ev,
+			  const char *targets, struct write_result *out)
+{
+	bool artifact = false, foreign = false;
+	PGresult *res;
+	int i;
+
+	res = PQexecParams(w->db,
+		"SELECT pubkey, kind FROM events WHERE community_id = $1"
+		" AND id = ANY($2::text[]) ORDER BY id FOR UPDATE",
+		2, NULL, (const char *const[]){w->community->id_text, targets},
+		NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		PQclear(res);
+		write_db_failed(w, out);
+		return false;
+	}
+	for (i = 0; i < PQntuples(res); i++) {
+		const char *kind = PQgetvalue(res, i, 1);
+
+		if (!strcmp(kind, "45010") || !strcmp(kind, "45011"))
+			artifact = true;
+		else if (strcmp(PQgetvalue(res, i, 0), ev->pubkey))
+			foreign = true;
+	}
+	PQclear(res);
+	if (artifact || foreign) {
+		write_exec(w, "ROLLBACK");
+		if (artifact)
+			write_refuse(out, 400, "invalid: artifacts cannot be deleted with kind 5");
+		else
+			write_refuse(out, 403, "restricted: cannot delete someone else's event");
+		return false;
+	}
+	return true;
+}
+
+void write_deletion(struct writer *w, const struct comb_event *ev,
+		    struct write_result *out)
+{
+	const char *h = comb_event_tag_value(ev, "h");
+	struct comb_buf targets;
+	PGresult *res;
+
+	comb_buf_init(&targets, (size_t)COMB_EVENT_MAX_TAGS * 66 + 4);
+	if (!write_is_fresh(w, ev)) {
+		write_refuse(out, 400, "invalid: created_at is too far from the relay's clock");
+		goto out;
+	}
+	if (!check_channel_tag(ev, true, out) || !targets_literal(ev, &targets, out))
+		goto out;
+	if (!write_exec(w, "BEGIN")) {
+		write_db_failed(w, out);
+		goto out;
+	}
+	if (h && !lock_writable(w, ev, h, out))
+		goto out;
+	if (!check_targets(w, ev, targets.data, out))
+		goto out;
+	res = PQexecParams(w->db,
+		"UPDATE events SET deleted = true WHERE community_id = $1"
+		" AND id = ANY($2::text[]) AND pubkey = $3 AND kind = 9",
+		3, NULL,
+		(const char *const[]){w->community->id_text, targets.data, ev->pubkey},
+		NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		PQclear(res);
+		write_db_failed(w, out);
+		goto out;
+	}
+	PQclear(res);
+	store_and_commit(w, ev, h, out);
+out:
+	comb_buf_release(&targets);
+}

@@ -1,0 +1,112 @@
+/*
+ * POST /events and the kind dispatch of the write path (PROTOCOL.md
+ * section 3): the body is parsed and verified here, then handed to the
+ * handler of its kind.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "comb/buf.h"
+#include "comb/event.h"
+#include "feed/feed.h"
+#include "rate_limit_int.h"
+#include "request.h"
+#include "write.h"
+#include "write_int.h"
+
+/* The kind dispatch of write_event. */
+static void write_event_kind(struct writer *w, const struct comb_event *ev,
+			     struct write_result *out)
+{
+	out->status = 200;
+	out->message[0] = '\0';
+	if (strcmp(ev->pubkey, w->auth_pubkey)) {
+		write_refuse(out, 403, "restricted: event author is not the authenticated user");
+		return;
+	}
+	if (!rate_limit_allow_write(w, out))
+		return;
+	switch (ev->kind) {
+	case 9:
+		write_chat(w, ev, out);
+		return;
+	case 5:
+		write_deletion(w, ev, out);
+		return;
+	case 9000: case 9001: case 9002: case 9005:
+	case 9007: case 9008: case 9021: case 9022:
+		write_moderation(w, ev, out);
+		return;
+	case 45010:
+		write_artifact(w, ev, out);
+		return;
+	case 45011:
+		write_refuse(out, 400, "invalid: removal markers are relay-signed");
+		return;
+	default:
+		break;
+	}
+	if (ev->kind >= 20000 && ev->kind < 30000) {
+		write_ephemeral(w, ev, out);
+		return;
+	}
+	write_refuse(out, 400, "invalid: unsupported kind");
+}
+
+/* Live delivery learns of every event the write committed. */
+void write_event(struct writer *w, const struct comb_event *ev,
+		 struct write_result *out)
+{
+	ws_live_local_begin();
+	write_event_kind(w, ev, out);
+	ws_live_local_end(w->community, ev, out->status == 200);
+}
+
+static void send_result(struct request *req, const char *id,
+			const struct write_result *res)
+{
+	char retry[48];
+	struct comb_buf b;
+
+	comb_buf_init(&b, 4096);
+	comb_buf_puts(&b, "{\"id\":");
+	comb_buf_json_string(&b, id, strlen(id));
+	comb_buf_printf(&b, ",\"accepted\":%s,\"message\":",
+			res->status == 200 ? "true" : "false");
+	comb_buf_json_string(&b, res->message, strlen(res->message));
+	comb_buf_putc(&b, '}');
+	snprintf(retry, sizeof(retry), "Retry-After: %d\r\n",
+		 res->status == 429 ? rate_limit_retry_after(&req->relay->cfg) : 1);
+	http_send_json(req, res->status, b.data ? b.data : "{}",
+		       res->status == 503 || res->status == 429 ? retry : "");
+	comb_buf_release(&b);
+}
+
+void handle_events(struct request *req)
+{
+	struct writer w = {
+		.relay = req->relay,
+		.db = req->db,
+		.community = &req->community,
+		.auth_pubkey = req->pubkey,
+	};
+	struct write_result res = {0};
+	struct comb_event ev;
+	char err[256], msg[300];
+
+	if (comb_event_parse(&ev, req->body, req->body_len,
+			     (size_t)req->relay->cfg.max_message_length,
+			     err, sizeof(err))) {
+		snprintf(msg, sizeof(msg), "invalid: %s", err);
+		http_send_error(req, 400, msg);
+		return;
+	}
+	if (comb_event_verify(&ev, err, sizeof(err))) {
+		write_refuse(&res, 400, "invalid: %s", err);
+	} else {
+		write_event(&w, &ev, &res);
+		req->db_broken = w.db_broken;
+	}
+	send_result(req, ev.id, &res);
+	comb_event_release(&ev);
+}

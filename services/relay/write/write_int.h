@@ -1,0 +1,60 @@
+/*
+ * What the files of write/ call of each other: the helpers of writer.c
+ * every writer uses, and the writer of each kind the dispatcher (events.c)
+ * hands events to.
+ */
+#ifndef COMB_WRITE_INT_H
+#define COMB_WRITE_INT_H
+
+#include <stdbool.h>
+
+#include "comb/event.h"
+#include "write.h"
+
+/* Sets out to 503 and marks the connection when it was lost; use after a
+ * failed statement. Rolls back any open transaction. */
+void write_db_failed(struct writer *w, struct write_result *out);
+
+/* True when created_at is within the configured window of now. */
+bool write_is_fresh(const struct writer *w, const struct comb_event *ev);
+
+/* Runs a statement without parameters; false on failure. */
+bool write_exec(struct writer *w, const char *sql);
+
+/*
+ * Inserts ev into events (and its single-letter tags into event_tags)
+ * inside the caller's transaction, with channel_id (NULL for none).
+ * *inserted is false when the community already had this event id.
+ * Returns 0, or COMB_EUNAVAIL / COMB_ENOMEM.
+ */
+int write_store_event(struct writer *w, const struct comb_event *ev,
+		      const char *channel_id, bool *inserted);
+
+/* Kind handlers, each in its own file. */
+void write_chat(struct writer *w, const struct comb_event *ev,
+		struct write_result *out);        /* kind 9 (chat.c) */
+void write_deletion(struct writer *w, const struct comb_event *ev,
+		    struct write_result *out);    /* kind 5 (chat.c) */
+void write_moderation(struct writer *w, const struct comb_event *ev,
+		      struct write_result *out);  /* 9000-9022 (moderation.c) */
+void write_ephemeral(struct writer *w, const struct comb_event *ev,
+		     struct write_result *out);   /* 20000-29999 (ephemeral.c) */
+/* Applies a kind-45010 event with every rule of PROTOCOL.md section 5
+ * (artifact_write.c). */
+void write_artifact(struct writer *w, const struct comb_event *ev,
+		    struct write_result *out);
+
+/*
+ * Redacts the artifact revision target_id (a stored kind-45010 event of
+ * this community; the caller checked the redactor's permission in its
+ * channel) inside the caller's open transaction: withholds its title,
+ * content and client tags everywhere and stamps the head when it is the
+ * current revision. redaction is the kind-9005 event (its created_at is
+ * the marker's). Redacting an already redacted revision changes nothing.
+ * Returns 0, COMB_ENOTFOUND when target_id is not an accepted revision of
+ * this community, COMB_ENOMEM or COMB_EUNAVAIL (artifact_redact.c).
+ */
+int artifact_redact(struct writer *w, const char *target_id,
+		    const struct comb_event *redaction);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * The helpers every kind's writer uses (write_int.h): refusals, database
+ * failures, the created_at window, plain statements and storing an event
+ * with its tags. Below the dispatcher (events.c) and the writers, it
+ * calls neither.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "comb/buf.h"
+#include "comb/db.h"
+#include "comb/error.h"
+#include "comb/log.h"
+#include "feed/feed.h"
+#include "write.h"
+#include "write_int.h"
+
+void write_refuse(struct write_result *out, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	out->status = status;
+	va_start(ap, fmt);
+	vsnprintf(out->message, sizeof(out->message), fmt, ap);
+	va_end(ap);
+}
+
+void write_db_failed(struct writer *w, struct write_result *out)
+{
+	if (comb_db_conn_lost(w->db)) {
+		w->db_broken = true;
+	} else if (PQtransactionStatus(w->db) != PQTRANS_IDLE) {
+		PQclear(PQexec(w->db, "ROLLBACK"));
+	}
+	write_refuse(out, 503, "error: database unavailable");
+}
+
+bool write_is_fresh(const struct writer *w, const struct comb_event *ev)
+{
+	int64_t now = (int64_t)time(NULL);
+
+	return ev->created_at >= now - w->relay->cfg.created_at_lower_limit &&
+	       ev->created_at <= now + w->relay->cfg.created_at_upper_limit;
+}
+
+bool write_exec(struct writer *w, const char *sql)
+{
+	PGresult *res = PQexec(w->db, sql);
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	if (!ok)
+		comb_warn("statement failed: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	return ok;
+}
+
+int write_store_event(struct writer *w, const struct comb_event *ev,
+		      const char *channel_id, bool *inserted)
+{
+	static struct comb_db_stmt store = COMB_DB_STMT(
+		"SELECT seq, inserted FROM comb_store_event($1, $2, $3, $4, $5,"
+		" $6::uuid, $7, $8::json)", 8);
+	char created_at[24], kind[16];
+	char *tags = NULL;
+	struct comb_buf raw;
+	PGresult *res;
+	int rc = 0;
+
+	*inserted = false;
+	comb_buf_init(&raw, 4 * (size_t)w->relay->cfg.max_message_length + 4096);
+	tags = json_dumps(ev->tags, JSON_COMPACT);
+	if (!tags || comb_event_to_json(ev, &raw)) {
+		rc = COMB_ENOMEM;
+		goto out;
+	}
+	snprintf(created_at, sizeof(created_at), "%lld", (long long)ev->created_at);
+	snprintf(kind, sizeof(kind), "%d", ev->kind);
+	res = comb_db_exec_stmt(w->relay->db, w->db, &store,
+		(const char *const[]){w->community->id_text, ev->id, ev->pubkey,
+				      created_at, kind, channel_id, raw.data,
+				      tags});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		comb_warn("storing event failed: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
+	} else {
+		*inserted = PQgetvalue(res, 0, 1)[0] == 't';
+	}
+	PQclear(res);
+	if (rc == 0 && *inserted)
+		ws_live_local_stored(w->community, ev, channel_id);
+out:
+	free(tags);
+	comb_buf_release(&raw);
+	return rc;
+}

@@ -1,0 +1,386 @@
+/*
+ * civetweb's WebSocket callbacks (see ws.h).
+ *
+ * Admission happens in begin_request because civetweb's connect handler
+ * can only accept or drop an upgrade, not answer it: begin_request runs
+ * for every request before civetweb picks a handler, so it can send the
+ * 404 JSON answer itself and stop there. The community it resolved is
+ * kept in a thread-local for the ready handler, which civetweb calls on
+ * the same worker thread once the handshake is done.
+ *
+ * Every frame the relay sends goes through the session's outbox, except
+ * the echo of a client's close frame, which is written at once (after any
+ * write in progress) because civetweb closes the socket as soon as the
+ * data handler returns 0.
+ */
+#include "ws.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comb/error.h"
+#include "comb/log.h"
+#include "feed/feed.h"
+#include "metrics.h"
+#include "request.h"
+#include "session/session.h"
+#include "ws_int.h"
+
+/* How long a closing connection waits for its last frames to leave. */
+#define CLOSE_DRAIN_MS 2000
+
+/* One accepted connection: the transport's state around its session. */
+struct ws_conn {
+	struct ws_conn *next, *prev;   /* every connection, for the reaper */
+	struct mg_connection *conn;
+	struct ws_session *session;
+	struct comb_buf message;       /* a fragmented message so far */
+	int message_opcode;
+	bool in_message;
+	bool timed_out;                /* the auth timeout closed it */
+};
+
+static struct {
+	pthread_mutex_t mu;            /* guards the list and stop */
+	pthread_cond_t cond;
+	struct ws_conn *head;
+	atomic_int active;
+	int cap;
+	bool stop;
+	bool started;
+	pthread_t reaper;
+	struct relay *relay;
+} ws = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+};
+
+/* What begin_request resolved for the upgrade this thread is handling. */
+static _Thread_local struct {
+	bool valid;
+	struct community community;
+} upgrade;
+
+int ws_connections(void)
+{
+	return atomic_load(&ws.active);
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) +
+	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* The Host header lowercased without its port, as http/http.c binds it. */
+static void host_of(struct mg_connection *conn, char *out, size_t outlen)
+{
+	const char *h = mg_get_header(conn, "Host");
+	size_t i;
+
+	if (!h)
+		h = "";
+	for (i = 0; h[i] && h[i] != ':' && i + 1 < outlen; i++)
+		out[i] = (char)tolower((unsigned char)h[i]);
+	out[i] = '\0';
+}
+
+static bool is_upgrade(struct mg_connection *conn)
+{
+	const char *up = mg_get_header(conn, "Upgrade");
+
+	return up && strcasestr(up, "websocket");
+}
+
+int ws_begin_request(struct mg_connection *conn)
+{
+	struct relay *relay = mg_get_user_data(mg_get_context(conn));
+	struct request req = {
+		.relay = relay,
+		.conn = conn,
+		.info = mg_get_request_info(conn),
+	};
+	struct timespec t0;
+	PGconn *db;
+	int rc;
+
+	upgrade.valid = false;
+	if (!is_upgrade(conn))
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	host_of(conn, req.host, sizeof(req.host));
+	if (!req.info->local_uri || strcmp(req.info->local_uri, "/")) {
+		http_send_error(&req, 404, "not found");
+		goto refused;
+	}
+	db = comb_db_acquire(relay->db, 2000);
+	if (!db) {
+		http_send_unavailable(&req, "database");
+		goto refused;
+	}
+	rc = community_lookup(db, req.host, &upgrade.community);
+	comb_db_release(relay->db, db, rc == COMB_EUNAVAIL && comb_db_conn_lost(db));
+	if (rc == COMB_EUNAVAIL) {
+		http_send_unavailable(&req, "database");
+		goto refused;
+	}
+	if (rc) {
+		http_send_error(&req, 404, "unknown community");
+		goto refused;
+	}
+	if (atomic_load(&ws.active) >= ws.cap) {
+		http_send_error(&req, 503, "error: too many connections");
+		goto refused;
+	}
+	upgrade.valid = true;
+	return 0;
+refused:
+	metrics_observe(ROUTE_WEBSOCKET, req.status, seconds_since(&t0));
+	return req.status;
+}
+
+static int conn_write(void *conn, int opcode, const char *data, size_t len)
+{
+	return mg_websocket_write(conn, opcode, data, len);
+}
+
+static int on_connect(const struct mg_connection *conn, void *cbdata)
+{
+	(void)conn;
+	(void)cbdata;
+	/* begin_request admitted it (or answered and stopped already). */
+	return upgrade.valid ? 0 : 1;
+}
+
+static void on_ready(struct mg_connection *conn, void *cbdata)
+{
+	struct relay *relay = cbdata;
+	const char *host = mg_get_header(conn, "Host");
+	struct ws_conn *wc = calloc(1, sizeof(*wc));
+
+	if (wc && upgrade.valid)
+		wc->session = ws_session_new(relay, &upgrade.community,
+					     host ? host : "", conn_write, conn);
+	upgrade.valid = false;
+	if (!wc || !wc->session) {
+		comb_error("websocket: cannot set up a connection: out of memory");
+		free(wc);
+		mg_websocket_write(conn, WS_OP_CLOSE, "\x03\xf3", 2); /* 1011 */
+		return;
+	}
+	wc->conn = conn;
+	comb_buf_init(&wc->message, (size_t)relay->cfg.max_message_length);
+	mg_set_user_connection_data(conn, wc);
+	pthread_mutex_lock(&ws.mu);
+	wc->next = ws.head;
+	if (ws.head)
+		ws.head->prev = wc;
+	ws.head = wc;
+	pthread_mutex_unlock(&ws.mu);
+	atomic_fetch_add(&ws.active, 1);
+	metrics_observe(ROUTE_WEBSOCKET, 101, 0);
+	/* Follow the community's signals before its first REQ arrives. */
+	feed_watch(wc->session->community.id);
+	ws_session_start(wc->session);
+}
+
+/* Ends the connection from the relay's side: NOTICE (when given), a close
+ * frame, a short wait for both to leave. Returns 0 for civetweb. */
+static int close_with(struct ws_conn *wc, uint16_t code, const char *notice,
+		      const char *reason)
+{
+	struct ws_outbox *ob = wc->session->outbox;
+
+	if (notice)
+		ws_send_notice(wc->session, notice, WS_PUSH_RESERVED);
+	ws_outbox_close(ob, code, reason);
+	ws_outbox_drain(ob, CLOSE_DRAIN_MS);
+	return 0;
+}
+
+/* Handles one complete message. */
+static void message(struct ws_conn *wc, int opcode, const char *data, size_t len)
+{
+	if (opcode == WS_OP_BINARY) {
+		ws_send_notice(wc->session, "invalid: binary messages are not supported",
+			       WS_PUSH_WAIT);
+		return;
+	}
+	ws_session_handle(wc->session, data, len);
+}
+
+static int too_big(struct ws_conn *wc)
+{
+	char notice[128];
+
+	snprintf(notice, sizeof(notice), "invalid: message too large (at most %d bytes)",
+		 wc->session->relay->cfg.max_message_length);
+	return close_with(wc, WS_CLOSE_TOO_BIG, notice, "message too large");
+}
+
+static int on_data(struct mg_connection *conn, int bits, char *data,
+		   size_t len, void *cbdata)
+{
+	struct ws_conn *wc = mg_get_user_connection_data(conn);
+	size_t max;
+	int opcode = bits & 0x0f;
+	bool fin = bits & 0x80;
+
+	(void)cbdata;
+	if (!wc)
+		return 0;
+	max = (size_t)wc->session->relay->cfg.max_message_length;
+	switch (opcode) {
+	case WS_OP_CLOSE:
+		/* Echo the client's status code; then civetweb closes. */
+		ws_outbox_close_now(wc->session->outbox, data, len >= 2 ? 2 : 0);
+		return 0;
+	case WS_OP_PING:
+		ws_outbox_push(wc->session->outbox, WS_OP_PONG, data, len, WS_PUSH_WAIT);
+		return 1;
+	case WS_OP_PONG:
+		return 1;
+	default:
+		break;
+	}
+	/* After the relay began closing, only the client's close matters. */
+	if (ws_outbox_closed(wc->session->outbox))
+		return 0;
+	if (opcode == WS_OP_TEXT || opcode == WS_OP_BINARY) {
+		if (wc->in_message)
+			return close_with(wc, WS_CLOSE_PROTOCOL, NULL,
+					  "new message inside a fragmented one");
+		if (len > max)
+			return too_big(wc);
+		if (fin) {
+			message(wc, opcode, data, len);
+			return 1;
+		}
+		comb_buf_reset(&wc->message);
+		if (comb_buf_append(&wc->message, data, len))
+			return too_big(wc);
+		wc->in_message = true;
+		wc->message_opcode = opcode;
+		return 1;
+	}
+	if (opcode != WS_OP_CONTINUATION)
+		return close_with(wc, WS_CLOSE_PROTOCOL, NULL, "unknown opcode");
+	if (!wc->in_message)
+		return close_with(wc, WS_CLOSE_PROTOCOL, NULL,
+				  "continuation without a message");
+	if (comb_buf_append(&wc->message, data, len)) {
+		comb_buf_release(&wc->message);
+		return too_big(wc);
+	}
+	if (fin) {
+		wc->in_message = false;
+		message(wc, wc->message_opcode, wc->message.data, wc->message.len);
+		/* A large message's buffer is not kept for an idle connection. */
+		if (wc->message.cap > 65536)
+			comb_buf_release(&wc->message);
+		else
+			comb_buf_reset(&wc->message);
+	}
+	return 1;
+}
+
+static void on_close(const struct mg_connection *conn, void *cbdata)
+{
+	struct ws_conn *wc = mg_get_user_connection_data(conn);
+
+	(void)cbdata;
+	if (!wc)
+		return;
+	pthread_mutex_lock(&ws.mu);
+	if (wc->prev)
+		wc->prev->next = wc->next;
+	else
+		ws.head = wc->next;
+	if (wc->next)
+		wc->next->prev = wc->prev;
+	pthread_mutex_unlock(&ws.mu);
+	mg_set_user_connection_data(conn, NULL);
+	ws_session_free(wc->session);
+	comb_buf_release(&wc->message);
+	free(wc);
+	atomic_fetch_sub(&ws.active, 1);
+}
+
+/* Closes connections that stayed unauthenticated too long. The close
+ * frame goes through the outbox; the client's answer ends the connection
+ * in on_data. */
+static void *reaper_main(void *arg)
+{
+	struct timespec deadline;
+	struct ws_conn *wc;
+
+	(void)arg;
+	pthread_mutex_lock(&ws.mu);
+	while (!ws.stop) {
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += 1;
+		pthread_cond_timedwait(&ws.cond, &ws.mu, &deadline);
+		for (wc = ws.head; wc && !ws.stop; wc = wc->next) {
+			if (wc->timed_out || ws_session_authenticated(wc->session) ||
+			    seconds_since(&wc->session->connected_at) < WS_AUTH_TIMEOUT_S)
+				continue;
+			wc->timed_out = true;
+			ws_send_notice(wc->session, "auth-required: authentication timeout",
+				       WS_PUSH_RESERVED);
+			ws_outbox_close(wc->session->outbox, WS_CLOSE_POLICY,
+					"authentication timeout");
+		}
+	}
+	pthread_mutex_unlock(&ws.mu);
+	return NULL;
+}
+
+int ws_start(struct relay *relay, char *errbuf, size_t errlen)
+{
+	int threads = relay->cfg.num_threads, reserve, err, rc;
+
+	reserve = threads / 8 < 2 ? 2 : threads / 8;
+	ws.cap = threads - reserve < 1 ? 1 : threads - reserve;
+	ws.relay = relay;
+	ws.stop = false;
+	pthread_cond_init(&ws.cond, NULL);
+	rc = ws_live_start(relay, errbuf, errlen);
+	if (rc)
+		return rc;
+	err = pthread_create(&ws.reaper, NULL, reaper_main, NULL);
+	if (err) {
+		ws_live_stop();
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "cannot start the websocket reaper: %s", strerror(err));
+	}
+	ws.started = true;
+	comb_info("websocket: at most %d connections (num_threads %d)", ws.cap, threads);
+	return 0;
+}
+
+void ws_register(struct mg_context *ctx, struct relay *relay)
+{
+	mg_set_websocket_handler(ctx, "/", on_connect, on_ready, on_data,
+				 on_close, relay);
+}
+
+void ws_stop(void)
+{
+	if (!ws.started)
+		return;
+	pthread_mutex_lock(&ws.mu);
+	ws.stop = true;
+	pthread_cond_signal(&ws.cond);
+	pthread_mutex_unlock(&ws.mu);
+	pthread_join(ws.reaper, NULL);
+	ws_live_stop();
+	pthread_cond_destroy(&ws.cond);
+	ws.started = false;
+}

@@ -1,0 +1,56 @@
+/*
+ * ws/: the WebSocket side of the relay. ws.c is the transport on civetweb
+ * (PROTOCOL.md sections 1 and 7): upgrade admission by Host (an unknown
+ * host gets HTTP 404 {"error":"unknown community"} and no upgrade), the
+ * connection's lifecycle, frame reassembly up to max_message_length, close
+ * frames, and the idle timeout of unauthenticated connections. The NIP-01
+ * messages themselves are ws_message.c's (AUTH, EVENT) and ws_req.c's
+ * (plain REQ subscriptions, CLOSE); syncs are handed to sync/. The only
+ * public header of the folder.
+ *
+ * civetweb runs each connection on one worker thread of its own, which
+ * calls these callbacks in order: begin_request, connect, ready, data
+ * (once per frame), close. It answers pings itself and sends a ping after
+ * every WS_PING_INTERVAL_MS without traffic (enable_websocket_ping_pong,
+ * websocket_timeout_ms), closing connections whose pings go unanswered.
+ */
+#ifndef COMB_WS_H
+#define COMB_WS_H
+
+#include <civetweb.h>
+#include <stddef.h>
+
+#include "relay.h"
+
+/* Keepalive: civetweb pings a connection silent for this long. */
+#define WS_PING_INTERVAL_MS 15000
+#define WS_PING_INTERVAL_TEXT "15000"
+
+/*
+ * The civetweb begin_request callback (main.c installs it): for a
+ * WebSocket upgrade, refuses paths other than "/" and unknown hosts (404),
+ * and upgrades beyond the connection limit (503), answering in the JSON
+ * error shape; returns 0 to let civetweb go on, else the status sent.
+ * Other requests pass untouched.
+ */
+int ws_begin_request(struct mg_connection *conn);
+
+/*
+ * Starts live delivery and the idle-timeout thread, and sizes the
+ * connection limit: at most num_threads minus a reserve (an eighth, at
+ * least 2) WebSockets, so HTTP always has worker threads. Call before
+ * ws_register. Returns 0 or a negative COMB_E* with errbuf set.
+ */
+int ws_start(struct relay *relay, char *errbuf, size_t errlen);
+
+/* Registers the WebSocket handlers on "/" of ctx (relay borrowed). */
+void ws_register(struct mg_context *ctx, struct relay *relay);
+
+/* Stops what ws_start started; call after mg_stop (every connection is
+ * closed by then). */
+void ws_stop(void);
+
+/* WebSocket connections open now. */
+int ws_connections(void);
+
+#endif

@@ -1,0 +1,676 @@
+/*
+ * Plain REQ subscriptions (see ws_int.h).
+ *
+ * Order of a REQ: the subscription registers for live events first, in a
+ * pending state that holds what arrives; then the stored events are read
+ * (one query per filter, the same SQL shape and access rule as POST
+ * /query) and sent; then EOSE; then, under the session's mu, the held
+ * events that were not already sent as stored ones, and the subscription
+ * turns live. So nothing committed after the REQ arrived is missed, and
+ * nothing is sent twice.
+ *
+ * Live events are pushed without waiting; a full outbox closes the
+ * subscription with `resync: slow consumer`.
+ */
+#include "ws_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "access.h"
+#include "comb/error.h"
+#include "comb/log.h"
+#include "comb/uuid.h"
+#include "feed/feed.h"
+#include "protocol_limits.h"
+#include "read/read.h"
+#include "session/session.h"
+#include "sync/sync.h"
+
+/* A set of event ids, for sending each event once. */
+struct idset {
+	char (*ids)[65];
+	size_t cap;                      /* a power of two */
+};
+
+/* An event that arrived while the stored events were being sent. */
+struct held {
+	struct held *next;
+	char id[65];
+	size_t len;
+	char frame[];
+};
+
+struct plain_sub {
+	struct ws_sub base;              /* first: the session's list */
+	struct ws_session *session;
+	json_t *filters_json;            /* owned; the filters borrow from it */
+	struct plain_filter *filters;
+	size_t nfilters;
+	char (*channels)[37];            /* live interest; none: community */
+	size_t nchannels;
+	struct ws_live_entry live;
+	/* guarded by session->mu */
+	bool pending;                    /* before its EOSE went out */
+	struct held *held_head, *held_tail;
+	size_t nheld;
+	bool held_overflow;
+	char dead_reason[160];           /* the CLOSED owed while pending */
+	/* the events sent as stored ones: a live copy of one of them (its
+	 * signal may come after EOSE) is not sent again */
+	struct idset stored;
+};
+
+
+static struct plain_sub *sub_of(struct ws_live_entry *e)
+{
+	return (struct plain_sub *)(void *)((char *)e - offsetof(struct plain_sub, live));
+}
+
+/* ------------------------------------------------------------------ */
+/* matching */
+
+static bool string_in(const json_t *array, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < json_array_size(array); i++) {
+		const char *v = json_string_value(json_array_get(array, i));
+
+		if (v && !strcmp(v, s))
+			return true;
+	}
+	return false;
+}
+
+static bool kind_in(const json_t *array, int kind)
+{
+	size_t i;
+
+	for (i = 0; i < json_array_size(array); i++) {
+		if (json_integer_value(json_array_get(array, i)) == kind)
+			return true;
+	}
+	return false;
+}
+
+/* True when ev has a tag named letter whose first value is in values. */
+static bool tag_in(const struct comb_event *ev, char letter, const json_t *values)
+{
+	const char name[2] = {letter, '\0'};
+	size_t i;
+
+	for (i = 0; i < json_array_size(ev->tags); i++) {
+		const json_t *tag = json_array_get(ev->tags, i);
+		const char *n = json_string_value(json_array_get(tag, 0));
+		const char *v = json_string_value(json_array_get(tag, 1));
+
+		if (n && v && !strcmp(n, name) && string_in(values, v))
+			return true;
+	}
+	return false;
+}
+
+bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev)
+{
+	int i;
+
+	if (f->ids && !string_in(f->ids, ev->id))
+		return false;
+	if (f->authors && !string_in(f->authors, ev->pubkey))
+		return false;
+	if (f->kinds && !kind_in(f->kinds, ev->kind))
+		return false;
+	if (f->has_since && ev->created_at < f->since)
+		return false;
+	if (f->has_until && ev->created_at > f->until)
+		return false;
+	for (i = 0; i < FILTER_TAGS; i++) {
+		if (f->tags[i] && !tag_in(ev, FILTER_TAG_NAMES[i], f->tags[i]))
+			return false;
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* live delivery callbacks (dispatcher thread) */
+
+/* Closes sub from the relay's side; the caller holds session->mu. While
+ * pending, the REQ's own thread sends the CLOSED after its EOSE. */
+static void kill_locked(struct plain_sub *sub, const char *reason)
+{
+	if (sub->base.dead)
+		return;
+	sub->base.dead = true;
+	if (sub->pending)
+		snprintf(sub->dead_reason, sizeof(sub->dead_reason), "%s", reason);
+	else
+		ws_send_closed(sub->session, sub->base.id, reason, WS_PUSH_RESERVED);
+}
+
+static bool live_match(struct ws_live_entry *e, const struct ws_live_event *ev,
+		       bool *named)
+{
+	struct plain_sub *sub = sub_of(e);
+	bool any = false;
+	size_t i;
+
+	for (i = 0; i < sub->nfilters; i++) {
+		if (ws_filter_matches(&sub->filters[i], ev->ev)) {
+			any = true;
+			/* A filter naming channels matched, so it names this one. */
+			if (sub->filters[i].tags[2])
+				*named = true;
+		}
+	}
+	return any;
+}
+
+static bool idset_has(const struct idset *set, const char *id);
+
+static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev)
+{
+	struct plain_sub *sub = sub_of(e);
+	struct ws_session *s = sub->session;
+	struct comb_buf frame;
+	struct held *h;
+	int rc;
+
+	comb_buf_init(&frame, ev->json_len + 256);
+	if (ws_format_event(&frame, sub->base.id, ev->json, ev->json_len)) {
+		comb_buf_release(&frame);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (sub->base.dead || idset_has(&sub->stored, ev->ev->id)) {
+		/* closed already, or sent as a stored event */
+	} else if (sub->pending) {
+		h = sub->nheld < WS_REQ_MAX_HELD ?
+			malloc(sizeof(*h) + frame.len) : NULL;
+		if (!h) {
+			sub->held_overflow = true;
+		} else {
+			h->next = NULL;
+			memcpy(h->id, ev->ev->id, sizeof(h->id));
+			h->len = frame.len;
+			memcpy(h->frame, frame.data, frame.len);
+			if (sub->held_tail)
+				sub->held_tail->next = h;
+			else
+				sub->held_head = h;
+			sub->held_tail = h;
+			sub->nheld++;
+		}
+	} else {
+		rc = ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len, 0);
+		if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM)
+			kill_locked(sub, "resync: slow consumer");
+		else if (rc)
+			sub->base.dead = true;  /* the connection is closing */
+	}
+	pthread_mutex_unlock(&s->mu);
+	comb_buf_release(&frame);
+}
+
+static void live_interrupt(struct ws_live_entry *e, const char *reason)
+{
+	struct plain_sub *sub = sub_of(e);
+
+	pthread_mutex_lock(&sub->session->mu);
+	kill_locked(sub, reason);
+	pthread_mutex_unlock(&sub->session->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* lifecycle */
+
+static void free_held(struct plain_sub *sub)
+{
+	struct held *h = sub->held_head, *next;
+
+	for (; h; h = next) {
+		next = h->next;
+		free(h);
+	}
+	sub->held_head = sub->held_tail = NULL;
+	sub->nheld = 0;
+}
+
+static void sub_release(struct ws_session *s, struct ws_sub *base)
+{
+	struct plain_sub *sub = (struct plain_sub *)base;
+
+	(void)s;
+	ws_live_remove(&sub->live);
+	free_held(sub);
+	free(sub->stored.ids);
+	free(sub->channels);
+	free(sub->filters);
+	json_decref(sub->filters_json);
+	free(sub);
+}
+
+/*
+ * Sets the live interest of sub: the #h channels when every filter names
+ * some (only canonical ids can match a channel), else the whole
+ * community. Returns false when no event can match live (every filter
+ * names only impossible channels).
+ */
+static bool set_channels(struct plain_sub *sub)
+{
+	size_t i, j, k, n = 0;
+
+	for (i = 0; i < sub->nfilters; i++) {
+		if (!sub->filters[i].tags[2])
+			return true;
+		n += json_array_size(sub->filters[i].tags[2]);
+	}
+	sub->channels = calloc(n ? n : 1, sizeof(*sub->channels));
+	if (!sub->channels)
+		return true;  /* fall back to the community: matching still filters */
+	for (i = 0; i < sub->nfilters; i++) {
+		const json_t *h = sub->filters[i].tags[2];
+
+		for (j = 0; j < json_array_size(h); j++) {
+			const char *v = json_string_value(json_array_get(h, j));
+			bool dup = false;
+
+			if (!comb_uuid_is_canonical(v))
+				continue;
+			for (k = 0; k < sub->nchannels; k++)
+				dup = dup || !strcmp(sub->channels[k], v);
+			if (!dup)
+				snprintf(sub->channels[sub->nchannels++], 37, "%s", v);
+		}
+	}
+	return sub->nchannels > 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the stored events */
+
+static size_t idset_slot(const struct idset *set, const char *id)
+{
+	uint64_t h = 1469598103934665603ULL;
+	size_t i;
+
+	for (i = 0; i < 16 && id[i]; i++) {
+		h ^= (unsigned char)id[i];
+		h *= 1099511628211ULL;
+	}
+	return (size_t)h & (set->cap - 1);
+}
+
+static int idset_init(struct idset *set, size_t expected)
+{
+	set->cap = 16;
+	while (set->cap < 2 * expected)
+		set->cap *= 2;
+	set->ids = calloc(set->cap, sizeof(*set->ids));
+	return set->ids ? 0 : COMB_ENOMEM;
+}
+
+/* Adds id; returns true when it was not there yet. */
+static bool idset_add(struct idset *set, const char *id)
+{
+	size_t i = idset_slot(set, id);
+
+	while (set->ids[i][0]) {
+		if (!strcmp(set->ids[i], id))
+			return false;
+		i = (i + 1) & (set->cap - 1);
+	}
+	snprintf(set->ids[i], sizeof(set->ids[i]), "%s", id);
+	return true;
+}
+
+static bool idset_has(const struct idset *set, const char *id)
+{
+	size_t i;
+
+	if (!set->ids)
+		return false;
+	for (i = idset_slot(set, id); set->ids[i][0]; i = (i + 1) & (set->cap - 1)) {
+		if (!strcmp(set->ids[i], id))
+			return true;
+	}
+	return false;
+}
+
+static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
+{
+	size_t used = 0;
+	int k;
+
+	out[used++] = '{';
+	for (k = 0; k < COMB_POLICY_READ_KEYS; k++) {
+		if (!((keys[k / 8] >> (k % 8)) & 1))
+			continue;
+		used += (size_t)snprintf(out + used, ACCESS_KEYS_LITERAL - used,
+					 "%s%d", used > 1 ? "," : "", k);
+	}
+	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
+}
+
+/* Runs the stored query of every filter into results (one per filter).
+ * Returns 0, or a negative COMB_E* with the CLOSED message in why. */
+static int query_stored(struct ws_session *s, const struct plain_sub *sub,
+			PGresult **results, char *why, size_t whylen)
+{
+	char keys[ACCESS_KEYS_LITERAL];
+	const char *values[QUERY_P_MAX];
+	struct filter_params params = {0};
+	struct comb_buf sql, named;
+	PGconn *db;
+	size_t i;
+	int rc = 0, p;
+
+	db = comb_db_acquire(s->relay->db, 2000);
+	if (!db) {
+		snprintf(why, whylen, "error: database unavailable");
+		return COMB_EUNAVAIL;
+	}
+	keys_literal(s->read_keys, keys);
+	comb_buf_init(&sql, 16384);
+	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
+	for (i = 0; i < sub->nfilters && rc == 0; i++) {
+		comb_buf_reset(&sql);
+		comb_buf_reset(&named);
+		if (filter_named_channels(&sub->filters[i], &named) ||
+		    query_plain_sql(&sub->filters[i], "e.id, e.raw", true, &sql,
+				    &params)) {
+			snprintf(why, whylen, "error: out of memory");
+			rc = COMB_ENOMEM;
+			break;
+		}
+		values[QUERY_P_COMMUNITY - 1] = s->community.id_text;
+		values[QUERY_P_READER - 1] = s->pubkey;
+		values[QUERY_P_NAMED - 1] = named.data;
+		values[QUERY_P_KEYS - 1] = keys;
+		for (p = 0; p < params.count; p++)
+			values[QUERY_P_FIRST_FILTER - 1 + p] = params.values[p];
+		results[i] = PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
+					  NULL, values, NULL, NULL, 0);
+		filter_params_release(&params);
+		if (PQresultStatus(results[i]) != PGRES_TUPLES_OK) {
+			if (comb_db_is_error(results[i], "57014")) {
+				snprintf(why, whylen, "error: query budget exceeded");
+			} else {
+				comb_warn("websocket stored query failed: %s",
+					  PQresultErrorMessage(results[i]));
+				snprintf(why, whylen, "error: database unavailable");
+			}
+			rc = COMB_EUNAVAIL;
+		}
+	}
+	comb_db_release(s->relay->db, db, comb_db_conn_lost(db));
+	comb_buf_release(&named);
+	comb_buf_release(&sql);
+	return rc;
+}
+
+/* Sends the stored events (each once) with waiting pushes: the database
+ * connection is given back first, so a slow client holds none. */
+static int send_stored(struct ws_session *s, struct plain_sub *sub,
+		       struct idset *sent, char *why, size_t whylen)
+{
+	PGresult **results = calloc(sub->nfilters, sizeof(*results));
+	size_t i, total = 0;
+	int rc, row;
+
+	if (!results) {
+		snprintf(why, whylen, "error: out of memory");
+		return COMB_ENOMEM;
+	}
+	rc = query_stored(s, sub, results, why, whylen);
+	for (i = 0; i < sub->nfilters && rc == 0; i++)
+		total += (size_t)PQntuples(results[i]);
+	if (rc == 0 && idset_init(sent, total)) {
+		snprintf(why, whylen, "error: out of memory");
+		rc = COMB_ENOMEM;
+	}
+	for (i = 0; i < sub->nfilters && rc == 0; i++) {
+		for (row = 0; row < PQntuples(results[i]) && rc == 0; row++) {
+			if (!idset_add(sent, PQgetvalue(results[i], row, 0)))
+				continue;
+			rc = ws_send_event(s, sub->base.id, PQgetvalue(results[i], row, 1),
+					   (size_t)PQgetlength(results[i], row, 1),
+					   WS_PUSH_WAIT);
+			if (rc)
+				snprintf(why, whylen, "error: connection closing");
+		}
+	}
+	for (i = 0; i < sub->nfilters; i++)
+		PQclear(results[i]);
+	free(results);
+	return rc;
+}
+
+/* EOSE, then the held events not sent already, then live; the sub takes
+ * over sent. */
+static void finish_stored(struct ws_session *s, struct plain_sub *sub,
+			  struct idset *sent)
+{
+	struct held *h;
+	int rc;
+
+	if (ws_send_eose(s, sub->base.id, WS_PUSH_WAIT))
+		return;
+	pthread_mutex_lock(&s->mu);
+	sub->pending = false;
+	if (sub->base.dead) {
+		ws_send_closed(s, sub->base.id, sub->dead_reason, WS_PUSH_RESERVED);
+	} else if (sub->held_overflow) {
+		kill_locked(sub, "resync: too many held changes");
+	} else {
+		for (h = sub->held_head; h; h = h->next) {
+			if (idset_has(sent, h->id))
+				continue;
+			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, h->frame, h->len, 0);
+			if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM) {
+				kill_locked(sub, "resync: slow consumer");
+				break;
+			}
+			if (rc) {
+				sub->base.dead = true;
+				break;
+			}
+		}
+	}
+	free_held(sub);
+	sub->stored = *sent;
+	*sent = (struct idset){0};
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* REQ and CLOSE */
+
+/* The subscription id of msg, or NULL after a NOTICE. */
+static const char *sub_id(struct ws_session *s, const json_t *msg)
+{
+	const json_t *v = json_array_get(msg, 1);
+	const char *id = json_string_value(v);
+	size_t len = json_string_length(v);
+
+	if (!id || len == 0 || len > WS_SUB_ID_MAX || strlen(id) != len) {
+		ws_send_notice(s, "invalid: a subscription id is a string of 1 to 64 characters",
+			       WS_PUSH_WAIT);
+		return NULL;
+	}
+	return id;
+}
+
+/* Checks the REQ's shape and limits; sends CLOSED and returns false when
+ * it cannot be opened. */
+static bool admissible(struct ws_session *s, const char *id, const json_t *msg,
+		       int open)
+{
+	const struct comb_config *cfg = &s->relay->cfg;
+	size_t nfilters = json_array_size(msg) - 2, i;
+	char text[160];
+
+	if (!ws_session_authenticated(s)) {
+		ws_send_closed(s, id, "auth-required: authenticate with NIP-42 before subscribing",
+			       WS_PUSH_WAIT);
+		return false;
+	}
+	if (nfilters == 0) {
+		ws_send_closed(s, id, "invalid: a REQ needs at least one filter", WS_PUSH_WAIT);
+		return false;
+	}
+	if (nfilters > (size_t)cfg->max_filters) {
+		snprintf(text, sizeof(text), "invalid: too many filters (at most %d)",
+			 cfg->max_filters);
+		ws_send_closed(s, id, text, WS_PUSH_WAIT);
+		return false;
+	}
+	if (open >= cfg->max_subscriptions) {
+		snprintf(text, sizeof(text), "invalid: too many subscriptions (at most %d)",
+			 cfg->max_subscriptions);
+		ws_send_closed(s, id, text, WS_PUSH_WAIT);
+		return false;
+	}
+	for (i = 0; i < nfilters; i++) {
+		if (!json_is_object(json_array_get(msg, i + 2))) {
+			ws_send_closed(s, id, "invalid: a filter must be an object", WS_PUSH_WAIT);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Routes artifact filters; returns true when the REQ was answered. */
+static bool artifact_req(struct ws_session *s, const char *id, const json_t *msg)
+{
+	size_t nfilters = json_array_size(msg) - 2, i;
+	const json_t *f = json_array_get(msg, 2);
+	bool any = false;
+
+	for (i = 0; i < nfilters; i++)
+		any = any || json_object_get(json_array_get(msg, i + 2), "artifact");
+	if (!any)
+		return false;
+	if (nfilters == 1 &&
+	    json_is_string(json_object_get(f, "artifact")) &&
+	    !strcmp(json_string_value(json_object_get(f, "artifact")), "current") &&
+	    json_object_get(f, "#h")) {
+		ws_sync_open(s, id, f);
+		return true;
+	}
+	ws_send_closed(s, id,
+		       "invalid: over websocket an artifact filter must be a sync: "
+		       "one \"current\" filter with #h",
+		       WS_PUSH_WAIT);
+	return true;
+}
+
+static struct plain_sub *sub_new(struct ws_session *s, const char *id,
+				 const json_t *msg, char *why, size_t whylen)
+{
+	size_t nfilters = json_array_size(msg) - 2, i;
+	struct plain_sub *sub = calloc(1, sizeof(*sub));
+	char err[200];
+
+	if (!sub || !(sub->filters = calloc(nfilters, sizeof(*sub->filters))) ||
+	    !(sub->filters_json = json_array())) {
+		snprintf(why, whylen, "error: out of memory");
+		goto fail;
+	}
+	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
+	sub->base.release = sub_release;
+	sub->session = s;
+	sub->nfilters = nfilters;
+	sub->pending = true;
+	for (i = 0; i < nfilters; i++) {
+		json_t *obj = json_array_get(msg, i + 2);
+
+		if (json_array_append(sub->filters_json, obj)) {
+			snprintf(why, whylen, "error: out of memory");
+			goto fail;
+		}
+		if (filter_parse(&sub->filters[i], obj, s->relay->cfg.max_limit,
+				 err, sizeof(err))) {
+			snprintf(why, whylen, "invalid: %s", err);
+			goto fail;
+		}
+	}
+	sub->live = (struct ws_live_entry){
+		.community_id = s->community.id,
+		.reader = s->pubkey,
+		.read_keys = s->read_keys,
+		.match = live_match,
+		.deliver = live_deliver,
+		.interrupt = live_interrupt,
+	};
+	return sub;
+fail:
+	if (sub) {
+		free(sub->filters);
+		json_decref(sub->filters_json);
+		free(sub);
+	}
+	return NULL;
+}
+
+void ws_req_open(struct ws_session *s, const json_t *msg)
+{
+	struct idset sent = {0};
+	struct plain_sub *sub;
+	struct ws_sub *old;
+	char why[300];
+	const char *id;
+	int open;
+
+	id = sub_id(s, msg);
+	if (!id)
+		return;
+	/* A REQ with the id of an open subscription replaces it. */
+	old = ws_session_find_sub(s, id);
+	if (old)
+		ws_session_drop_sub(s, old);
+	open = ws_session_prune(s);
+	if (!admissible(s, id, msg, open) || artifact_req(s, id, msg))
+		return;
+	sub = sub_new(s, id, msg, why, sizeof(why));
+	if (!sub) {
+		ws_send_closed(s, id, why, WS_PUSH_WAIT);
+		return;
+	}
+	ws_session_add_sub(s, &sub->base);
+	if (set_channels(sub)) {
+		sub->live.channels = (const char (*)[37])sub->channels;
+		sub->live.nchannels = sub->nchannels;
+		if (ws_live_add(&sub->live)) {
+			ws_session_drop_sub(s, &sub->base);
+			ws_send_closed(s, id, "error: out of memory", WS_PUSH_WAIT);
+			return;
+		}
+	}
+	if (send_stored(s, sub, &sent, why, sizeof(why))) {
+		ws_session_drop_sub(s, &sub->base);
+		ws_send_closed(s, id, why, WS_PUSH_WAIT);
+	} else {
+		finish_stored(s, sub, &sent);
+	}
+	free(sent.ids);
+}
+
+void ws_req_close(struct ws_session *s, const json_t *msg)
+{
+	struct ws_sub *sub;
+	const char *id;
+
+	if (json_array_size(msg) != 2) {
+		ws_send_notice(s, "invalid: CLOSE takes one subscription id", WS_PUSH_WAIT);
+		return;
+	}
+	id = sub_id(s, msg);
+	if (!id)
+		return;
+	sub = ws_session_find_sub(s, id);
+	if (sub)
+		ws_session_drop_sub(s, sub);
+}
