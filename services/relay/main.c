@@ -18,6 +18,7 @@
 #include "comb/log.h"
 #include "feed/feed.h"
 #include "http/http.h"
+#include "protocol_limits.h"
 #include "sync/sync.h"
 #include "ws/ws.h"
 
@@ -83,7 +84,7 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		"num_threads", threads,
 		"tcp_nodelay", "1",
 		"enable_keep_alive", "yes",
-		"request_timeout_ms", "30000",
+		"request_timeout_ms", COMB_BODY_DEADLINE_TEXT,
 		"enable_websocket_ping_pong", "yes",
 		"websocket_timeout_ms", WS_PING_INTERVAL_TEXT,
 		NULL,

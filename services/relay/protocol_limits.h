@@ -5,6 +5,9 @@
 
 #define COMB_VERSION "0.1.0"
 #define COMB_MAX_OFFSET 10000
+/* A request body must arrive within this many ms of its headers. */
+#define COMB_BODY_DEADLINE_MS 10000
+#define COMB_BODY_DEADLINE_TEXT "10000"
 #define COMB_MAX_PREDICATES 32
 #define COMB_MAX_VALUES 256
 #define COMB_MAX_TAG_NAME_BYTES 128

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "comb/buf.h"
+#include "comb/random.h"
 #include "request.h"
 
 static const char *status_text(int status)
@@ -31,6 +32,8 @@ void http_send_json(struct request *req, int status, const char *json,
 {
 	size_t len = strlen(json);
 
+	/* No database connection waits while the client reads. */
+	http_release_db(req);
 	req->status = status;
 	mg_printf(req->conn,
 		  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
@@ -49,7 +52,7 @@ void http_send_error(struct request *req, int status, const char *message)
 	comb_buf_json_string(&b, message, strlen(message));
 	comb_buf_putc(&b, '}');
 	snprintf(retry, sizeof(retry), "Retry-After: %d\r\n",
-		 1 + (int)(random() % 3));
+		 1 + (int)comb_random_below(3));
 	http_send_json(req, status, b.data ? b.data : "{}",
 		       status == 503 || status == 429 ? retry : "");
 	comb_buf_release(&b);
@@ -61,6 +64,28 @@ void http_send_unavailable(struct request *req, const char *what)
 
 	snprintf(msg, sizeof(msg), "error: %s unavailable", what);
 	http_send_error(req, 503, msg);
+}
+
+void http_send_timeout(struct request *req)
+{
+	static const char body[] = "{\"error\":\"invalid: request body too slow\"}";
+
+	http_release_db(req);
+	req->status = 408;
+	mg_printf(req->conn,
+		  "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+		  "Content-Length: %zu\r\nConnection: close\r\n"
+		  "Access-Control-Allow-Origin: *\r\n\r\n%s", sizeof(body) - 1, body);
+}
+
+void http_release_db(struct request *req)
+{
+	if (!req->db)
+		return;
+	comb_db_release(req->relay->db, req->db,
+			req->db_broken || comb_db_conn_lost(req->db));
+	req->db = NULL;
+	req->db_broken = false;
 }
 
 bool http_acquire_db(struct request *req)

@@ -57,4 +57,12 @@ void http_send_unavailable(struct request *req, const char *what);
  * returns false. */
 bool http_acquire_db(struct request *req);
 
+/* Gives req->db back to the pool (a no-op without one); every answer
+ * does this before its first byte, so no connection waits on a client. */
+void http_release_db(struct request *req);
+
+/* Answers 408 and closes the connection: the body did not arrive in
+ * time. */
+void http_send_timeout(struct request *req);
+
 #endif

@@ -8,6 +8,7 @@
 #include "comb/event.h"
 
 #include "comb/error.h"
+#include "comb/random.h"
 #include "comb/hex.h"
 
 #include <errno.h>
@@ -16,28 +17,9 @@
 #include <secp256k1_extrakeys.h>
 #include <secp256k1_schnorrsig.h>
 #include <string.h>
-#include <sys/random.h>
 
 static pthread_once_t secp_once = PTHREAD_ONCE_INIT;
 static secp256k1_context *secp_ctx;
-
-/* Fills buf with len bytes from the kernel's random source. */
-static int random_bytes(unsigned char *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = getrandom(buf + got, len - got, 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return COMB_EIO;
-		}
-		got += (size_t)n;
-	}
-	return 0;
-}
 
 static void secp_init(void)
 {
@@ -48,7 +30,7 @@ static void secp_init(void)
 		return;
 	/* Randomization only hardens signing; without entropy the context
 	 * stays correct, so a failure here is not fatal. */
-	if (random_bytes(seed, sizeof(seed)) == 0 &&
+	if (comb_random_bytes(seed, sizeof(seed)) == 0 &&
 	    !secp256k1_context_randomize(secp_ctx, seed)) {
 		secp256k1_context_destroy(secp_ctx);
 		secp_ctx = NULL;
@@ -103,7 +85,7 @@ int comb_key_generate(unsigned char seckey32[32])
 	/* A random 32-byte string is a valid key except with probability
 	 * about 2^-128; a few tries only guard against a broken source. */
 	for (tries = 0; tries < 8; tries++) {
-		rc = random_bytes(seckey32, 32);
+		rc = comb_random_bytes(seckey32, 32);
 		if (rc < 0)
 			return rc;
 		if (secp256k1_ec_seckey_verify(ctx, seckey32))
@@ -154,7 +136,7 @@ int comb_event_sign(struct comb_event *ev, const unsigned char seckey32[32])
 	rc = comb_event_compute_id(ev, id);
 	if (rc < 0)
 		goto out;
-	rc = random_bytes(aux, sizeof(aux));
+	rc = comb_random_bytes(aux, sizeof(aux));
 	if (rc < 0)
 		goto out;
 	if (!secp256k1_schnorrsig_sign32(ctx, sig, id, &kp, aux)) {

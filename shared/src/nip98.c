@@ -105,7 +105,8 @@ static int sha256_hex(const void *data, size_t len, char hex[65])
 }
 
 int comb_nip98_verify(const struct comb_nip98_request *req, char pubkey[65],
-		      char token_id[65], char *errbuf, size_t errlen)
+		      char token_id[65], int64_t *created_at, char *errbuf,
+		      size_t errlen)
 {
 	struct comb_event ev;
 	const char *tok = NULL, *u, *method, *payload;
@@ -199,6 +200,7 @@ int comb_nip98_verify(const struct comb_nip98_request *req, char pubkey[65],
 	}
 	memcpy(pubkey, ev.pubkey, 65);
 	memcpy(token_id, ev.id, 65);
+	*created_at = ev.created_at;
 	rc = 0;
 out:
 	comb_event_release(&ev);

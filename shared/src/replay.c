@@ -1,7 +1,7 @@
 /*
  * The NIP-98 single-use store: one Redis key per token id, set only if
- * absent and expiring after the token could no longer pass the clock check
- * anyway. Every relay node talks to the same Redis, so a token replayed to
+ * absent and expiring at an absolute time (Redis's clock) after which no
+ * relay node could accept the token any more. Every relay node talks to the same Redis, so a token replayed to
  * another node is refused too. When Redis cannot answer, the caller refuses
  * the request (fail closed): accepting it would allow replays.
  */
@@ -14,16 +14,16 @@
 #include "comb/log.h"
 
 int comb_replay_claim(struct comb_redis_pool *pool, const char *token_id,
-		      int ttl_seconds)
+		      int64_t expires_at)
 {
 	redisReply *r;
 	int rc;
 
 	if (token_id == NULL || strlen(token_id) != 64 ||
-	    !comb_hex_is_lower(token_id, 64) || ttl_seconds <= 0)
+	    !comb_hex_is_lower(token_id, 64) || expires_at <= 0)
 		return COMB_EINVAL;
-	r = comb_redis_command(pool, "SET comb:nip98:%s 1 NX EX %d", token_id,
-			       ttl_seconds);
+	r = comb_redis_command(pool, "SET comb:nip98:%s 1 NX EXAT %lld", token_id,
+			       (long long)expires_at);
 	if (r == NULL)
 		return COMB_EUNAVAIL;
 	if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0) {

@@ -30,6 +30,7 @@ static void check_verify(const char *header)
 {
 	struct comb_nip98_request req;
 	char pubkey[65], id[65], err[128];
+	int64_t created_at;
 	int rc;
 
 	memset(&req, 0, sizeof(req));
@@ -41,7 +42,7 @@ static void check_verify(const char *header)
 	req.body_len = strlen(FUZZ_BODY);
 	req.now = FUZZ_NOW;
 	memset(err, 'x', sizeof(err));
-	rc = comb_nip98_verify(&req, pubkey, id, err, sizeof(err));
+	rc = comb_nip98_verify(&req, pubkey, id, &created_at, err, sizeof(err));
 	if (rc != 0 && rc != COMB_EAUTH)
 		__builtin_trap();
 	if (rc == COMB_EAUTH &&

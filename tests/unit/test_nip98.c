@@ -138,9 +138,10 @@ static int verify(const struct comb_nip98_request *req, char *errbuf,
 		  size_t errlen)
 {
 	char pubkey[65], id[65];
+	int64_t created_at;
 
 	errbuf[0] = '\0';
-	return comb_nip98_verify(req, pubkey, id, errbuf, errlen);
+	return comb_nip98_verify(req, pubkey, id, &created_at, errbuf, errlen);
 }
 
 static void expect_reject(const struct comb_nip98_request *req,
@@ -182,6 +183,7 @@ static void test_accept(void **state)
 	char *hdr = malloc(TOKEN_MAX);
 	char pubkey[65], id[65], want_pub[65], want_id[65], err[256];
 	struct comb_nip98_request req;
+	int64_t created_at = 0;
 
 	(void)state;
 	assert_non_null(hdr);
@@ -189,8 +191,9 @@ static void test_accept(void **state)
 	      tags3("https://" HOST PATH, "POST", body_sha), TAMPER_NONE,
 	      want_id);
 	req = request(hdr);
-	assert_int_equal(comb_nip98_verify(&req, pubkey, id, err, sizeof(err)),
-			 0);
+	assert_int_equal(comb_nip98_verify(&req, pubkey, id, &created_at, err,
+					   sizeof(err)), 0);
+	assert_int_equal(created_at, NOW);
 	assert_int_equal(comb_key_public(seckey, want_pub), 0);
 	assert_string_equal(pubkey, want_pub);
 	assert_string_equal(id, want_id);

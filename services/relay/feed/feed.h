@@ -95,8 +95,15 @@ bool feed_alive(void);
  * feed_still_trusted() with the generation: every change committed after
  * the snapshot began then reaches it as a signal, or it is interrupted.
  */
+/* The CLOSED reason of a subscription whose feed was interrupted. */
+#define FEED_INTERRUPTED "resync: change feed interrupted"
+
 int feed_wait_trusted(int64_t community_id, int timeout_ms,
 		      uint64_t *generation);
+
+/* How long a new subscription waits for a trusted feed: one heartbeat
+ * longer than capture may stay silent before it counts as dead. */
+int feed_trust_wait_ms(const struct comb_config *cfg);
 
 /* True when community_id is trusted and was not interrupted since
  * feed_wait_trusted() gave generation. */

@@ -29,7 +29,6 @@
 #define MAX_BACKLOG 65536
 /* Signals loaded with one query. */
 #define BATCH 512
-#define INTERRUPTED "resync: change feed interrupted"
 
 struct litem {
 	struct litem *next;
@@ -99,7 +98,7 @@ void feed_live_push(const struct comb_signal *s)
 		free(it);
 		comb_warn("feed: live loader backlog full, community %" PRId64
 			  " interrupted", s->community);
-		ws_live_interrupt(s->community, INTERRUPTED);
+		ws_live_interrupt(s->community, FEED_INTERRUPTED);
 	}
 }
 

@@ -485,7 +485,7 @@ static void *dispatcher_main(void *arg)
 		}
 		pthread_mutex_unlock(&live.qmu);
 		if (lost)
-			interrupt_all("resync: change feed interrupted");
+			interrupt_all(FEED_INTERRUPTED);
 		if (it)
 			dispatch(it);
 		free(it);

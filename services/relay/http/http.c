@@ -16,13 +16,12 @@
 #include "http.h"
 #include "http_int.h"
 #include "metrics.h"
+#include "protocol_limits.h"
 #include "read/read.h"
 #include "relay.h"
 #include "request.h"
 #include "write/write.h"
 
-/* A NIP-98 token may not be replayed while it could still be accepted. */
-#define REPLAY_TTL (2 * COMB_NIP98_MAX_SKEW + 10)
 
 static void parse_host(struct request *req)
 {
@@ -60,11 +59,15 @@ static enum route find_route(const struct mg_request_info *info)
 	return ROUTE_OTHER;
 }
 
-/* Reads the body into req->body; answers 413 over the limit. */
+/* Reads the body into req->body, no database connection held: answers
+ * 413 over the limit and 408 when it has not all arrived within
+ * COMB_BODY_DEADLINE_MS of the headers (civetweb's request_timeout_ms bounds
+ * each read, so a silent client is noticed too). */
 static bool read_body(struct request *req)
 {
 	size_t max = (size_t)req->relay->cfg.max_message_length;
 	long long declared = req->info->content_length;
+	struct timespec start, now;
 	struct comb_buf b;
 	char chunk[16384];
 	int n;
@@ -73,6 +76,7 @@ static bool read_body(struct request *req)
 		http_send_error(req, 413, "invalid: body too large");
 		return false;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	comb_buf_init(&b, max);
 	while ((n = mg_read(req->conn, chunk, sizeof(chunk))) > 0) {
 		if (comb_buf_append(&b, chunk, (size_t)n)) {
@@ -80,6 +84,15 @@ static bool read_body(struct request *req)
 			http_send_error(req, 413, "invalid: body too large");
 			return false;
 		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 +
+		    (now.tv_nsec - start.tv_nsec) / 1000000 > COMB_BODY_DEADLINE_MS)
+			break;
+	}
+	if (declared >= 0 && b.len < (size_t)declared) {
+		comb_buf_release(&b);
+		http_send_timeout(req);
+		return false;
 	}
 	req->body = comb_buf_detach(&b, &req->body_len);
 	if (!req->body) {
@@ -93,6 +106,7 @@ static bool authenticate(struct request *req)
 {
 	char path[2048], token_id[65], reason[160], msg[200];
 	struct comb_nip98_request nr;
+	int64_t created_at;
 	const char *query = req->info->query_string;
 	const char *raw = req->info->local_uri_raw ? req->info->local_uri_raw
 						   : req->info->local_uri;
@@ -109,12 +123,15 @@ static bool authenticate(struct request *req)
 		.body_len = req->body_len,
 		.now = (int64_t)time(NULL),
 	};
-	if (comb_nip98_verify(&nr, req->pubkey, token_id, reason, sizeof(reason))) {
+	if (comb_nip98_verify(&nr, req->pubkey, token_id, &created_at, reason,
+			      sizeof(reason))) {
 		snprintf(msg, sizeof(msg), "auth-required: %s", reason);
 		http_send_error(req, 401, msg);
 		return false;
 	}
-	rc = comb_replay_claim(req->relay->redis, token_id, REPLAY_TTL);
+	/* remembered while any node whose clock trails could still accept it */
+	rc = comb_replay_claim(req->relay->redis, token_id, created_at +
+			       COMB_NIP98_MAX_SKEW + COMB_NIP98_CLOCK_MARGIN);
 	if (rc == COMB_EREPLAY) {
 		http_send_error(req, 401, "auth-required: authorization already used");
 		return false;
@@ -143,11 +160,15 @@ static void dispatch(struct request *req)
 	default:
 		break;
 	}
+	/* The database is borrowed for the host lookup only: nothing is held
+	 * while the client sends its body. */
 	if (!http_acquire_db(req))
 		return;
 	rc = community_lookup(req->db, req->host, &req->community);
-	if (rc == COMB_EUNAVAIL) {
+	if (rc == COMB_EUNAVAIL)
 		req->db_broken = comb_db_conn_lost(req->db);
+	http_release_db(req);
+	if (rc == COMB_EUNAVAIL) {
 		http_send_unavailable(req, "database");
 		return;
 	}
@@ -163,7 +184,7 @@ static void dispatch(struct request *req)
 		http_send_error(req, 404, "not found");
 		return;
 	}
-	if (!read_body(req) || !authenticate(req))
+	if (!read_body(req) || !authenticate(req) || !http_acquire_db(req))
 		return;
 	if (req->route == ROUTE_EVENTS)
 		handle_events(req);
@@ -184,9 +205,7 @@ int http_handler(struct mg_connection *conn, void *cbdata)
 	req.route = find_route(req.info);
 	parse_host(&req);
 	dispatch(&req);
-	if (req.db)
-		comb_db_release(req.relay->db, req.db,
-				req.db_broken || comb_db_conn_lost(req.db));
+	http_release_db(&req);
 	free(req.body);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	metrics_observe(req.route, req.status,

@@ -21,6 +21,7 @@
 #include "comb/cursor.h"
 #include "comb/error.h"
 #include "comb/log.h"
+#include "comb/random.h"
 #include "proto/proto.h"
 #include "read_int.h"
 #include "request.h"
@@ -28,6 +29,7 @@
 #define NIL_UUID "00000000-0000-0000-0000-000000000000"
 #define ADMISSION_KEY "comb:incremental:active"
 #define ADMISSION_LEASE_MS 30000
+#define ADMISSION_TOKEN_LEN 33   /* 16 random bytes in hex */
 
 /* Everything one read needs, gathered before the first statement. */
 struct read_ctx {
@@ -56,7 +58,7 @@ static void send_inc_error(struct request *req, int status, const char *code,
 	comb_buf_putc(&b, '}');
 	if (status == 503)
 		snprintf(headers, sizeof(headers), "Retry-After: %d\r\n",
-			 1 + (int)(random() % 5));
+			 1 + (int)comb_random_below(5));
 	http_send_json(req, status, b.data ? b.data : "{}", headers);
 	comb_buf_release(&b);
 }
@@ -75,7 +77,7 @@ static int array_literal(struct comb_buf *b, const char *const *values, size_t n
 
 /* Claims a slot among the cluster-wide concurrent reads; *token is set to
  * release it. Returns 0, COMB_EDENIED when full, COMB_EUNAVAIL. */
-static int admit(struct relay *relay, char token[32])
+static int admit(struct relay *relay, char token[ADMISSION_TOKEN_LEN])
 {
 	static const char script[] =
 		"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[4]))\n"
@@ -91,7 +93,8 @@ static int admit(struct relay *relay, char token[32])
 	clock_gettime(CLOCK_REALTIME, &now);
 	snprintf(now_ms, sizeof(now_ms), "%lld",
 		 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
-	snprintf(token, 32, "%lx%lx", (unsigned long)random(), (unsigned long)random());
+	if (comb_random_hex(token, (ADMISSION_TOKEN_LEN - 1) / 2))
+		return COMB_EUNAVAIL;
 	snprintf(max, sizeof(max), "%d", relay->cfg.incremental_max_concurrent);
 	snprintf(lease, sizeof(lease), "%d", ADMISSION_LEASE_MS);
 	r = comb_redis_command(relay->redis, "EVAL %s 1 %s %s %s %s %s", script,
@@ -485,7 +488,7 @@ void incremental_read(struct request *req, json_t *filter)
 	struct read_ctx rc = {.req = req};
 	unsigned char key[32];
 	struct actor actor;
-	char err[256], token[32];
+	char err[256], token[ADMISSION_TOKEN_LEN];
 	PGresult *res;
 	int admitted;
 

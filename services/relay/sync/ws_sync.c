@@ -36,7 +36,6 @@
 #include "ws_sync_int.h"
 
 #define BUCKETS 4096
-#define INTERRUPTED "resync: change feed interrupted"
 /* The largest frame built (a stored event, with the frame around it). */
 #define MAX_FRAME (16 * 1024 * 1024 + 4096)
 
@@ -723,7 +722,7 @@ static void finish(struct ws_session *s, struct sync_sub *sub, uint64_t generati
 	bool dead;
 
 	if (!feed_still_trusted(sub->community, generation))
-		sync_kill(sub, INTERRUPTED);
+		sync_kill(sub, FEED_INTERRUPTED);
 	if (sync_overflowed(sub))
 		sync_kill(sub, "resync: too many held changes");
 	pthread_mutex_lock(&s->mu);
@@ -768,7 +767,7 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	uint64_t generation;
 	char why[300];
 	double t0 = ms_now(), t1, t2;
-	int wait_ms, rc;
+	int rc;
 
 	if (!atomic_load(&reg.started)) {
 		ws_send_closed(s, sub_id, "error: sync unavailable", WS_PUSH_WAIT);
@@ -785,8 +784,8 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 		return;
 	}
 	/* Registered first: from here every change of the channels is held. */
-	wait_ms = (FEED_MISSED_HEARTBEATS + 1) * s->relay->cfg.capture_heartbeat_ms + 500;
-	if (feed_wait_trusted(sub->community, wait_ms, &generation)) {
+	if (feed_wait_trusted(sub->community, feed_trust_wait_ms(&s->relay->cfg),
+			      &generation)) {
 		refuse(s, sub, "error: change feed unavailable");
 		return;
 	}

@@ -126,21 +126,40 @@ static bool targets_literal(const struct comb_event *ev, struct comb_buf *lit,
 }
 
 /*
- * Inside the open transaction: locks the stored targets and refuses the
- * request when one is an artifact revision or marker, or someone else's.
- * Returns false when out was set (rolled back).
+ * Refuses the deletion when a target is an artifact revision or someone
+ * else's event in a channel the signer can read (h, when given, names an
+ * unlisted channel); targets the signer cannot read are ignored exactly
+ * like unknown ids, so that a kind 5 never reveals whether an event
+ * exists (PROTOCOL.md section 10). Locks the readable targets. Returns
+ * false after ending the transaction and setting out.
  */
 static bool check_targets(struct writer *w, const struct comb_event *ev,
-			  const char *targets, struct write_result *out)
+			  const char *targets, const char *h,
+			  struct write_result *out)
 {
+	char keys[ACCESS_KEYS_LITERAL];
 	bool artifact = false, foreign = false;
+	struct actor actor;
 	PGresult *res;
 	int i;
 
+	if (access_load_actor(w->db, w->community, ev->pubkey, &actor)) {
+		write_db_failed(w, out);
+		return false;
+	}
+	access_read_keys_literal(w->relay, &actor, keys);
 	res = PQexecParams(w->db,
-		"SELECT pubkey, kind FROM events WHERE community_id = $1"
-		" AND id = ANY($2::text[]) ORDER BY id FOR UPDATE",
-		2, NULL, (const char *const[]){w->community->id_text, targets},
+		"SELECT e.pubkey, e.kind FROM events e"
+		" LEFT JOIN channels c ON c.community_id = e.community_id AND c.id = e.channel_id"
+		" LEFT JOIN members m ON m.community_id = e.community_id"
+		"  AND m.channel_id = e.channel_id AND m.pubkey = $3 AND m.active"
+		" WHERE e.community_id = $1 AND e.id = ANY($2::text[])"
+		"  AND (e.channel_id IS NULL OR comb_read_key(c.visibility, c.is_dm,"
+		"   c.deleted, c.archived, m.role, c.id IS NOT DISTINCT FROM $5::uuid)"
+		"   = ANY($4::int[]))"
+		" ORDER BY e.id FOR UPDATE OF e",
+		5, NULL,
+		(const char *const[]){w->community->id_text, targets, ev->pubkey, keys, h},
 		NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		PQclear(res);
@@ -187,7 +206,7 @@ void write_deletion(struct writer *w, const struct comb_event *ev,
 	}
 	if (h && !lock_writable(w, ev, h, out))
 		goto out;
-	if (!check_targets(w, ev, targets.data, out))
+	if (!check_targets(w, ev, targets.data, h, out))
 		goto out;
 	res = PQexecParams(w->db,
 		"UPDATE events SET deleted = true WHERE community_id = $1"

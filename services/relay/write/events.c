@@ -8,6 +8,8 @@
 
 #include "comb/buf.h"
 #include "comb/event.h"
+#include "comb/hex.h"
+#include "comb/json.h"
 #include "feed/feed.h"
 #include "rate_limit_int.h"
 #include "request.h"
@@ -82,6 +84,36 @@ static void send_result(struct request *req, const char *id,
 	comb_buf_release(&b);
 }
 
+/*
+ * True when a body that comb_event_parse refused still parsed as an event:
+ * a JSON object with every NIP-01 field and a 64-hex id, refused for a
+ * limit of its content (too many tags, NUL in a tag). Its answer then takes
+ * the {"id","accepted","message"} shape (PROTOCOL.md section 10); id is
+ * set to the event's id.
+ */
+static bool event_shaped(const struct request *req, char id[65])
+{
+	static const char *const fields[] = {
+		"id", "pubkey", "created_at", "kind", "tags", "content", "sig",
+	};
+	char err[64];
+	json_t *doc = comb_json_parse(req->body, req->body_len,
+				      (size_t)req->relay->cfg.max_message_length,
+				      err, sizeof(err));
+	const char *value;
+	bool shaped = json_is_object(doc);
+	size_t i;
+
+	for (i = 0; shaped && i < sizeof(fields) / sizeof(fields[0]); i++)
+		shaped = json_object_get(doc, fields[i]) != NULL;
+	value = shaped ? json_string_value(json_object_get(doc, "id")) : NULL;
+	shaped = value && strlen(value) == 64 && comb_hex_is_lower(value, 64);
+	if (shaped)
+		memcpy(id, value, 65);
+	json_decref(doc);
+	return shaped;
+}
+
 void handle_events(struct request *req)
 {
 	struct writer w = {
@@ -97,6 +129,13 @@ void handle_events(struct request *req)
 	if (comb_event_parse(&ev, req->body, req->body_len,
 			     (size_t)req->relay->cfg.max_message_length,
 			     err, sizeof(err))) {
+		char id[65];
+
+		if (event_shaped(req, id)) {
+			write_refuse(&res, 400, "invalid: %s", err);
+			send_result(req, id, &res);
+			return;
+		}
 		snprintf(msg, sizeof(msg), "invalid: %s", err);
 		http_send_error(req, 400, msg);
 		return;

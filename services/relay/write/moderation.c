@@ -397,7 +397,7 @@ static int create_channel(struct moderation *m)
 /* 9000 */
 static int put_user(struct moderation *m)
 {
-	int current;
+	int current, own;
 
 	if (!allows(m, COMB_ACT_PUT_USER, NULL)) {
 		deny(m, "add members to this channel");
@@ -406,6 +406,16 @@ static int put_user(struct moderation *m)
 	current = member_role(m, m->target);
 	if (current < 0)
 		return -1;
+	/* A 9000 never reaches above the signer's own role (community
+	 * admins act as owners outside DMs), and nobody raises their own. */
+	own = m->actor.community_admin && !m->channel.facts.is_dm ?
+		COMB_ROLE_OWNER : (int)m->channel.facts.role;
+	if (m->role > own || current > own ||
+	    (!strcmp(m->target, m->ev->pubkey) && m->role > current)) {
+		write_refuse(m->out, 403, "restricted: cannot grant a role above your own");
+		refuse(m);
+		return 1;
+	}
 	if (current == COMB_ROLE_OWNER && m->role != COMB_ROLE_OWNER &&
 	    m->channel.owners <= 1) {
 		write_refuse(m->out, 400, "invalid: the last owner cannot be demoted");

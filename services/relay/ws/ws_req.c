@@ -54,6 +54,7 @@ struct plain_sub {
 	struct ws_live_entry live;
 	/* guarded by session->mu */
 	bool pending;                    /* before its EOSE went out */
+	bool awaiting_feed;              /* before its feed was trusted */
 	struct held *held_head, *held_tail;
 	size_t nheld;
 	bool held_overflow;
@@ -214,12 +215,15 @@ static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev
 	comb_buf_release(&frame);
 }
 
+/* An interruption of the feed closes the subscription, unless it has not
+ * read anything yet: it is still waiting for a trusted feed. */
 static void live_interrupt(struct ws_live_entry *e, const char *reason)
 {
 	struct plain_sub *sub = sub_of(e);
 
 	pthread_mutex_lock(&sub->session->mu);
-	kill_locked(sub, reason);
+	if (!sub->awaiting_feed)
+		kill_locked(sub, reason);
 	pthread_mutex_unlock(&sub->session->mu);
 }
 
@@ -354,97 +358,108 @@ static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
 	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
 }
 
-/* Runs the stored query of every filter into results (one per filter).
- * Returns 0, or a negative COMB_E* with the CLOSED message in why. */
+/* Runs the stored query of filter i into *result, borrowing a database
+ * connection for the statement only. Returns 0, or a negative COMB_E*
+ * with the CLOSED message in why. */
 static int query_stored(struct ws_session *s, const struct plain_sub *sub,
-			PGresult **results, char *why, size_t whylen)
+			size_t i, PGresult **result, char *why, size_t whylen)
 {
 	char keys[ACCESS_KEYS_LITERAL];
 	const char *values[QUERY_P_MAX];
 	struct filter_params params = {0};
 	struct comb_buf sql, named;
 	PGconn *db;
-	size_t i;
 	int rc = 0, p;
 
+	*result = NULL;
+	comb_buf_init(&sql, 16384);
+	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
+	if (filter_named_channels(&sub->filters[i], &named) ||
+	    query_plain_sql(&sub->filters[i], "e.id, e.raw", true, &sql, &params)) {
+		snprintf(why, whylen, "error: out of memory");
+		rc = COMB_ENOMEM;
+		goto out;
+	}
 	db = comb_db_acquire(s->relay->db, 2000);
 	if (!db) {
 		snprintf(why, whylen, "error: database unavailable");
-		return COMB_EUNAVAIL;
+		rc = COMB_EUNAVAIL;
+		goto out;
 	}
 	keys_literal(s->read_keys, keys);
-	comb_buf_init(&sql, 16384);
-	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
-	for (i = 0; i < sub->nfilters && rc == 0; i++) {
-		comb_buf_reset(&sql);
-		comb_buf_reset(&named);
-		if (filter_named_channels(&sub->filters[i], &named) ||
-		    query_plain_sql(&sub->filters[i], "e.id, e.raw", true, &sql,
-				    &params)) {
-			snprintf(why, whylen, "error: out of memory");
-			rc = COMB_ENOMEM;
-			break;
+	values[QUERY_P_COMMUNITY - 1] = s->community.id_text;
+	values[QUERY_P_READER - 1] = s->pubkey;
+	values[QUERY_P_NAMED - 1] = named.data;
+	values[QUERY_P_KEYS - 1] = keys;
+	for (p = 0; p < params.count; p++)
+		values[QUERY_P_FIRST_FILTER - 1 + p] = params.values[p];
+	*result = PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
+			       NULL, values, NULL, NULL, 0);
+	if (PQresultStatus(*result) != PGRES_TUPLES_OK) {
+		if (comb_db_is_error(*result, "57014")) {
+			snprintf(why, whylen, "error: query budget exceeded");
+		} else {
+			comb_warn("websocket stored query failed: %s",
+				  PQresultErrorMessage(*result));
+			snprintf(why, whylen, "error: database unavailable");
 		}
-		values[QUERY_P_COMMUNITY - 1] = s->community.id_text;
-		values[QUERY_P_READER - 1] = s->pubkey;
-		values[QUERY_P_NAMED - 1] = named.data;
-		values[QUERY_P_KEYS - 1] = keys;
-		for (p = 0; p < params.count; p++)
-			values[QUERY_P_FIRST_FILTER - 1 + p] = params.values[p];
-		results[i] = PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
-					  NULL, values, NULL, NULL, 0);
-		filter_params_release(&params);
-		if (PQresultStatus(results[i]) != PGRES_TUPLES_OK) {
-			if (comb_db_is_error(results[i], "57014")) {
-				snprintf(why, whylen, "error: query budget exceeded");
-			} else {
-				comb_warn("websocket stored query failed: %s",
-					  PQresultErrorMessage(results[i]));
-				snprintf(why, whylen, "error: database unavailable");
-			}
-			rc = COMB_EUNAVAIL;
-		}
+		rc = COMB_EUNAVAIL;
 	}
 	comb_db_release(s->relay->db, db, comb_db_conn_lost(db));
+out:
+	filter_params_release(&params);
 	comb_buf_release(&named);
 	comb_buf_release(&sql);
 	return rc;
 }
 
-/* Sends the stored events (each once) with waiting pushes: the database
- * connection is given back first, so a slow client holds none. */
+/* True when filter i repeats an earlier filter of the REQ: its events
+ * are the same, so it is not queried again. */
+static bool repeated_filter(const struct plain_sub *sub, size_t i)
+{
+	const json_t *f = json_array_get(sub->filters_json, i);
+	size_t j;
+
+	for (j = 0; j < i; j++)
+		if (json_equal(f, json_array_get(sub->filters_json, j)))
+			return true;
+	return false;
+}
+
+/*
+ * Sends the stored events (each once) with waiting pushes, one filter at
+ * a time: at most one filter's result is held (max_limit events) beside
+ * the outbox, and no database connection while the client reads.
+ */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
 {
-	PGresult **results = calloc(sub->nfilters, sizeof(*results));
-	size_t i, total = 0;
-	int rc, row;
+	PGresult *result;
+	size_t i, most = 0;
+	int rc = 0, row;
 
-	if (!results) {
+	for (i = 0; i < sub->nfilters; i++)
+		most += (size_t)(sub->filters[i].limit > 0 ? sub->filters[i].limit
+							  : s->relay->cfg.max_limit);
+	if (idset_init(sent, most)) {
 		snprintf(why, whylen, "error: out of memory");
 		return COMB_ENOMEM;
 	}
-	rc = query_stored(s, sub, results, why, whylen);
-	for (i = 0; i < sub->nfilters && rc == 0; i++)
-		total += (size_t)PQntuples(results[i]);
-	if (rc == 0 && idset_init(sent, total)) {
-		snprintf(why, whylen, "error: out of memory");
-		rc = COMB_ENOMEM;
-	}
 	for (i = 0; i < sub->nfilters && rc == 0; i++) {
-		for (row = 0; row < PQntuples(results[i]) && rc == 0; row++) {
-			if (!idset_add(sent, PQgetvalue(results[i], row, 0)))
+		if (repeated_filter(sub, i))
+			continue;
+		rc = query_stored(s, sub, i, &result, why, whylen);
+		for (row = 0; rc == 0 && row < PQntuples(result); row++) {
+			if (!idset_add(sent, PQgetvalue(result, row, 0)))
 				continue;
-			rc = ws_send_event(s, sub->base.id, PQgetvalue(results[i], row, 1),
-					   (size_t)PQgetlength(results[i], row, 1),
+			rc = ws_send_event(s, sub->base.id, PQgetvalue(result, row, 1),
+					   (size_t)PQgetlength(result, row, 1),
 					   WS_PUSH_WAIT);
 			if (rc)
 				snprintf(why, whylen, "error: connection closing");
 		}
+		PQclear(result);
 	}
-	for (i = 0; i < sub->nfilters; i++)
-		PQclear(results[i]);
-	free(results);
 	return rc;
 }
 
@@ -584,6 +599,7 @@ static struct plain_sub *sub_new(struct ws_session *s, const char *id,
 	sub->session = s;
 	sub->nfilters = nfilters;
 	sub->pending = true;
+	sub->awaiting_feed = true;
 	for (i = 0; i < nfilters; i++) {
 		json_t *obj = json_array_get(msg, i + 2);
 
@@ -620,6 +636,7 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 	struct idset sent = {0};
 	struct plain_sub *sub;
 	struct ws_sub *old;
+	uint64_t generation;
 	char why[300];
 	const char *id;
 	int open;
@@ -649,6 +666,21 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 			return;
 		}
 	}
+	/* Registered first, then as a sync does: live delivery across nodes
+	 * is only complete once the community's feed is trusted, and any
+	 * later interruption closes the subscription (live_interrupt). */
+	if (feed_wait_trusted(s->community.id, feed_trust_wait_ms(&s->relay->cfg),
+			      &generation)) {
+		ws_session_drop_sub(s, &sub->base);
+		ws_send_closed(s, id, "error: change feed unavailable", WS_PUSH_WAIT);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	sub->awaiting_feed = false;
+	/* an interruption between the trust check and now went unheard */
+	if (!feed_still_trusted(s->community.id, generation))
+		kill_locked(sub, FEED_INTERRUPTED);
+	pthread_mutex_unlock(&s->mu);
 	if (send_stored(s, sub, &sent, why, sizeof(why))) {
 		ws_session_drop_sub(s, &sub->base);
 		ws_send_closed(s, id, why, WS_PUSH_WAIT);

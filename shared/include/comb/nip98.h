@@ -12,6 +12,10 @@
 
 #define COMB_NIP98_KIND 27235
 #define COMB_NIP98_MAX_SKEW 60        /* seconds either side of now */
+/* How far a relay node's clock may trail the replay store's: a token is
+ * remembered until created_at + COMB_NIP98_MAX_SKEW + this margin, past
+ * the last moment a node that slow could still accept it. */
+#define COMB_NIP98_CLOCK_MARGIN 300
 #define COMB_NIP98_MAX_HEADER 16384   /* bytes of the Authorization header */
 
 struct comb_nip98_request {
@@ -30,11 +34,12 @@ struct comb_nip98_request {
  * 27235, created_at within COMB_NIP98_MAX_SKEW of now, `u` equal to
  * http(s)://<host><path_and_query> (host case-insensitive), `method` equal,
  * `payload` equal to the lowercase hex SHA-256 of the body.
- * On success writes the signer into pubkey and the token's event id into
- * token_id and returns 0. Otherwise returns COMB_EAUTH with a lowercase
- * reason (no prefix) in errbuf.
+ * On success writes the signer into pubkey, the token's event id into
+ * token_id and its created_at into *created_at, and returns 0. Otherwise
+ * returns COMB_EAUTH with a lowercase reason (no prefix) in errbuf.
  */
 int comb_nip98_verify(const struct comb_nip98_request *req, char pubkey[65],
-		      char token_id[65], char *errbuf, size_t errlen);
+		      char token_id[65], int64_t *created_at, char *errbuf,
+		      size_t errlen);
 
 #endif

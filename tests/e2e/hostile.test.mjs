@@ -1,0 +1,235 @@
+// Hostile clients (issue 12; PROTOCOL.md section 10, "One client cannot
+// starve others", the 9000 role rule and the kind-5 rule): one client may
+// not hold the database pool by sending or reading slowly, escalate its
+// role, probe for events it cannot read through kind 5, or get answers in
+// the wrong shape; plain REQs never live on across a capture outage; and
+// what must differ between relay processes does.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { after, before, test } from 'node:test';
+
+import {
+	connectWs, freePort, newKey, nip98Header, post, signEvent, startRelay,
+} from './lib/harness.mjs';
+import {
+	accept, addMember, assertAccepted, chat, createChannel, publish, publishSigned, uuid,
+} from './lib/artifacts.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+let stack;
+let admin;
+
+before(async () => {
+	// a pool of two connections: easy to exhaust, as an attacker would try
+	stack = await startRelay({ env: { COMB_DB_POOL_SIZE: '2' } });
+	admin = stack.admins[0];
+});
+
+after(async () => {
+	await stack?.stop();
+});
+
+/**
+ * Opens a raw HTTP connection that sends the headers of POST /events with
+ * a large Content-Length and then one byte every gapMs. Resolves to
+ * {socket, answer}: answer resolves to what the relay sent back.
+ */
+async function slowBody(url, gapMs) {
+	const u = new URL(url);
+	const socket = net.connect(Number(u.port), '127.0.0.1');
+	await new Promise((r, j) => socket.once('connect', r).once('error', j));
+	socket.write(`POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+		'Content-Length: 65536\r\n\r\n{');
+	let text = '';
+	const answer = new Promise((resolve) => {
+		socket.on('data', (c) => {
+			text += c;
+			if (text.includes('\r\n\r\n'))
+				resolve(text);
+		});
+		socket.on('close', () => resolve(text));
+		socket.on('error', () => {});
+	});
+	const closed = new Promise((resolve) => socket.on('close', resolve));
+	const timer = setInterval(() => {
+		if (!socket.destroyed)
+			socket.write(' ');
+	}, gapMs);
+	closed.then(() => clearInterval(timer));
+	return { socket, answer, closed };
+}
+
+test('slow request bodies hold no database connection and end with 408', async () => {
+	const slow = [];
+	for (let i = 0; i < 8; i++)
+		slow.push(await slowBody(stack.url, 1000));
+	try {
+		await sleep(500);
+		const t0 = Date.now();
+		const r = await post(stack.url, '/query', [{ kinds: [9], limit: 1 }], admin, { timeoutMs: 2000 });
+		assert.equal(r.status, 200, r.body);
+		assert.ok(Date.now() - t0 < 2000, 'a normal query answers within 2 s');
+		// the deadline: the whole body within 10 s of the headers
+		const answers = await Promise.all(slow.map((s) => Promise.race([s.answer, sleep(16000).then(() => 'none')])));
+		for (const a of answers)
+			assert.match(a, /^HTTP\/1\.1 408 /, 'a body that does not arrive in time gets 408');
+		const gone = await Promise.all(slow.map((s) => Promise.race([s.closed.then(() => true), sleep(5000).then(() => false)])));
+		assert.deepEqual(gone, slow.map(() => true), 'and its connection is closed');
+	} finally {
+		for (const s of slow)
+			s.socket.destroy();
+	}
+});
+
+test('a client that does not read its answer holds no database connection', async () => {
+	const h = await createChannel(stack, admin, { visibility: 'open' });
+	const big = 'x'.repeat(60000);
+	for (let i = 0; i < 40; i++)
+		await chat(stack, admin, h, big);
+	// raw requests for the 40 x 60 KB answer that are never read
+	const readers = [];
+	for (let i = 0; i < 4; i++) {
+		const u = new URL(stack.url);
+		const body = JSON.stringify([{ kinds: [9], '#h': [h], limit: 1000 }]);
+		const auth = await nip98Header(admin, `http://${u.host}/query`, 'POST', body,
+			{ extraTags: [['nonce', String(i)]] });
+		const socket = net.connect(Number(u.port), '127.0.0.1');
+		await new Promise((r) => socket.once('connect', r));
+		socket.pause();
+		socket.write(`POST /query HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\n` +
+			`Authorization: ${auth}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+		readers.push(socket);
+	}
+	try {
+		await sleep(1000);
+		const t0 = Date.now();
+		const r = await post(stack.url, '/query', [{ kinds: [9], '#h': [h], limit: 1 }], admin, { timeoutMs: 2000 });
+		assert.equal(r.status, 200);
+		assert.ok(Date.now() - t0 < 2000);
+	} finally {
+		for (const s of readers)
+			s.destroy();
+	}
+});
+
+test('a channel admin cannot grant a role above their own, nor raise their own', async () => {
+	const h = await createChannel(stack, admin, { visibility: 'private' });
+	const chanAdmin = newKey();
+	const other = newKey();
+	await addMember(stack, admin, h, chanAdmin.pk, 'admin');
+	const self = await publish(stack, chanAdmin.sk, { kind: 9000, tags: [['h', h], ['p', chanAdmin.pk, 'owner']], content: 'up' });
+	assert.deepEqual(self.body, { id: self.event.id, accepted: false,
+		message: 'restricted: cannot grant a role above your own' });
+	const owner = await publish(stack, chanAdmin.sk, { kind: 9000, tags: [['h', h], ['p', other.pk, 'owner']], content: 'o' });
+	assert.equal(owner.body.message, 'restricted: cannot grant a role above your own');
+	const ownerByRoleTag = await publish(stack, chanAdmin.sk, { kind: 9000, tags: [['h', h], ['p', other.pk], ['role', 'owner']], content: 'r' });
+	assert.equal(ownerByRoleTag.body.message, 'restricted: cannot grant a role above your own');
+	// what an admin may do still works: members and admins
+	assertAccepted(await publish(stack, chanAdmin.sk, { kind: 9000, tags: [['h', h], ['p', other.pk, 'admin']], content: 'a' }));
+	// and the community admin (an owner everywhere but DMs) may put owners
+	assertAccepted(await publish(stack, admin, { kind: 9000, tags: [['h', h], ['p', other.pk, 'owner']], content: 'b' }));
+	const [[role]] = await stack.query(`SELECT role FROM members WHERE channel_id = '${h}' AND pubkey = '${chanAdmin.pk}'`);
+	assert.equal(role, '2', 'the channel admin is still an admin');
+});
+
+test('kind 5 answers alike for unknown targets and targets the signer cannot read', async () => {
+	const secret = await createChannel(stack, admin, { visibility: 'private' });
+	const open = await createChannel(stack, admin, { visibility: 'open' });
+	const hidden = await chat(stack, admin, secret, 'in a private channel');
+	const visible = await chat(stack, admin, open, 'in the open');
+	const art = await accept(stack, admin, { d: uuid(), h: secret, op: 'create' });
+	const prober = newKey();
+	const unknown = 'f'.repeat(64);
+	const answers = [];
+	for (const target of [unknown, hidden.id, art.id]) {
+		const r = await publish(stack, prober.sk, { kind: 5, tags: [['e', target]], content: '' });
+		answers.push({ status: r.status, accepted: r.body.accepted, message: r.body.message });
+	}
+	assert.deepEqual(answers[1], answers[0], 'an unreadable message answers like an unknown id');
+	assert.deepEqual(answers[2], answers[0], 'an unreadable artifact revision answers like an unknown id');
+	const [[deleted]] = await stack.query(`SELECT deleted FROM events WHERE id = '${hidden.id}'`);
+	assert.equal(deleted, 'f');
+	// someone else's event the signer can read is still refused
+	const r = await publish(stack, prober.sk, { kind: 5, tags: [['e', visible.id]], content: '' });
+	assert.deepEqual(r.body, { id: r.event.id, accepted: false, message: "restricted: cannot delete someone else's event" });
+});
+
+test('/events answers an event-shaped body in the {id, accepted, message} shape', async () => {
+	const manyTags = signEvent(admin, { kind: 9, tags: Array.from({ length: 300 }, (_, i) => ['t', String(i)]) });
+	const nulName = signEvent(admin, { kind: 9, tags: [['h\u0000x', 'v']] });
+	const nulValue = signEvent(admin, { kind: 9, tags: [['t', 'a\u0000b']] });
+	for (const ev of [manyTags, nulName, nulValue]) {
+		const r = await publishSigned(stack, admin, ev);
+		assert.equal(r.status, 400, r.raw);
+		assert.equal(r.body.id, ev.id, r.raw);
+		assert.equal(r.body.accepted, false);
+		assert.match(r.body.message, /^invalid: /);
+	}
+	// a body that is not an event keeps the {"error"} shape
+	const r = await post(stack.url, '/events', '{"not":"an event"}', admin);
+	assert.equal(r.status, 400);
+	assert.match(JSON.parse(r.body).error, /^invalid: /);
+});
+
+test('a plain REQ opened while capture is away waits for the feed, and is refused when it stays away', async () => {
+	const beat = { COMB_CAPTURE_HEARTBEAT_MS: '200' };
+	const own = await startRelay({ env: beat, captureEnv: beat });
+	try {
+		const h = await createChannel(own, own.admins[0], { visibility: 'open' });
+		await own.stopCapture(0, 'SIGKILL');
+		await sleep(1500);   // more than three missed heartbeats
+		const c = await connectWs(own.wsUrl, own.admins[0]);
+		c.send(['REQ', 'p1', { kinds: [9], '#h': [h] }]);
+		const closed = await c.next((m) => m[0] === 'CLOSED' || m[0] === 'EOSE', 5000);
+		assert.deepEqual(closed, ['CLOSED', 'p1', 'error: change feed unavailable'],
+			'no plain REQ lives on a feed that cannot be trusted');
+		// with capture back, a REQ opens and sees writes of any node
+		await own.startCapture();
+		c.send(['REQ', 'p2', { kinds: [9], '#h': [h] }]);
+		assert.deepEqual(await c.next((m) => m[1] === 'p2', 10000), ['EOSE', 'p2']);
+		const ev = await chat(own, own.admins[0], h, 'after the outage');
+		const got = await c.next((m) => m[0] === 'EVENT' && m[1] === 'p2', 5000);
+		assert.equal(got[2].id, ev.id);
+		await c.close();
+	} finally {
+		await own.stop();
+	}
+});
+
+test('admission tokens differ between relay processes', async () => {
+	// a private Redis, so that MONITOR sees only these two nodes
+	const port = await freePort();
+	const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+		{ stdio: 'ignore' });
+	let monitor;
+	let two;
+	try {
+		for (let i = 0; i < 100; i++) {
+			if (await new Promise((r) => net.connect(port, '127.0.0.1').once('connect', function () { this.destroy(); r(true); }).once('error', () => r(false))))
+				break;
+			await sleep(50);
+		}
+		const seen = [];
+		monitor = spawn('redis-cli', ['-p', String(port), 'MONITOR']);
+		monitor.stdout.on('data', (c) => seen.push(...c.toString().split('\n')));
+		await sleep(200);
+		two = await startRelay({ nodes: 2, env: { COMB_REDIS_URL: `redis://127.0.0.1:${port}/0` } });
+		for (const url of two.urls) {
+			const r = await post(url, '/query', [{ artifact: 'incremental' }], two.admins[0]);
+			assert.equal(r.status, 200, r.body);
+		}
+		await sleep(300);
+		const tokens = seen.filter((l) => l.includes('"EVAL"') && l.includes('comb:incremental:active'))
+			.map((l) => l.match(/"comb:incremental:active" "\d+" "([0-9a-f]+)"/)?.[1]);
+		assert.equal(tokens.length, 2, seen.join('\n').slice(0, 2000));
+		assert.ok(tokens.every((t) => /^[0-9a-f]{32}$/.test(t)), JSON.stringify(tokens));
+		assert.notEqual(tokens[0], tokens[1], 'each process draws its own tokens');
+	} finally {
+		monitor?.kill();
+		await two?.stop();
+		redis.kill();
+	}
+});
