@@ -8,8 +8,10 @@
 #   make lint    refuse banned C functions (scripts/checksrc.sh) and includes
 #                that break the layers of services/ (scripts/checklayers.sh)
 #   make soak    long runs: 2,000 syncs under load, then the convergence
-#                checker with faults, DURATION seconds each (default 600),
-#                SEED to repeat one (scripts/soak.sh, docs/reliability.md)
+#                checker with faults over several seeds, DURATION seconds
+#                each (default 600), SEED to repeat them; SOAK_PARTS adds
+#                `histories`, many short fault-free histories
+#                (scripts/soak.sh, docs/reliability.md)
 #   make bench   Release build in build-bench/, every benchmark at the
 #                reference scale (scripts/bench.sh, docs/benchmarks.md)
 #   make bench-quick  the same at 1/10 scale, in under two minutes

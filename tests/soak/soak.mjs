@@ -19,7 +19,8 @@
 // Environment: SEED (default random; printed, and in every failure),
 // DURATION (seconds per part, default 600), SOAK_PARTS (default
 // "load,checker"), SOAK_SYNCS, SOAK_RATE, SOAK_SEEDS, SOAK_HISTORIES,
-// SOAK_HISTORY_OPS, SOAK_BUSY (busy loops beside the runs, default 0),
+// SOAK_HISTORY_OPS, SOAK_PARALLEL (histories at a time, default 1),
+// SOAK_BUSY (busy loops beside the runs, default 0),
 // SOAK_REPORT (a JSON file for the full report). Exits 1 when any part
 // fails; every seed that did not converge is named.
 
@@ -44,6 +45,7 @@ const rate = Number(process.env.SOAK_RATE || 10);
 const checkerSeeds = Number(process.env.SOAK_SEEDS || 5);
 const historyCount = Number(process.env.SOAK_HISTORIES || 50);
 const historyOps = Number(process.env.SOAK_HISTORY_OPS || 400);
+const historyParallel = Number(process.env.SOAK_PARALLEL || 1);
 const busyLoops = Number(process.env.SOAK_BUSY || 0);
 const reportFile = process.env.SOAK_REPORT || path.join(buildDir, 'soak-report.json');
 
@@ -132,20 +134,24 @@ async function historyRun(runSeed) {
 	}
 }
 
-// Runs one part's seeds (seed, seed + 1, ...) and folds their reports:
-// every failing seed is named, loudly, and fails the part.
-async function seededPart(name, count, run) {
+// Runs one part's seeds (seed, seed + 1, ...), `parallel` at a time, and
+// folds their reports: every failing seed is named, loudly, and fails the
+// part.
+async function seededPart(name, count, run, parallel = 1) {
 	const part = { ok: true, seeds: [], failedSeeds: [], failures: [], faultErrors: [], evidence: [] };
-	for (let i = 0; i < count; i++) {
-		const runSeed = seed + i;
-		let report;
-		try {
-			report = await run(runSeed);
-		} catch (err) {
-			report = { ok: false, failures: [err.stack ?? err.message], faultErrors: [] };
-		}
-		part.seeds.push(runSeed);
-		if (!report.ok || report.faultErrors?.length) {
+	let next = 0;
+	const worker = async () => {
+		while (next < count) {
+			const runSeed = seed + next++;
+			let report;
+			try {
+				report = await run(runSeed);
+			} catch (err) {
+				report = { ok: false, failures: [err.stack ?? err.message], faultErrors: [] };
+			}
+			part.seeds.push(runSeed);
+			if (report.ok && !report.faultErrors?.length)
+				continue;
 			part.ok = false;
 			part.failedSeeds.push(runSeed);
 			part.failures.push(...report.failures.map((f) => `seed ${runSeed}: ${f}`));
@@ -154,9 +160,10 @@ async function seededPart(name, count, run) {
 			log(`FAIL ${name}: seed ${runSeed} did not converge:\n${[...report.failures,
 				...(report.evidence ?? []).map((e) => `evidence ${JSON.stringify(e)}`)].join('\n')}`);
 		}
-	}
+	};
+	await Promise.all(Array.from({ length: Math.max(1, parallel) }, worker));
 	log(`${name}: ${count - part.failedSeeds.length} of ${count} seeds converged` +
-		(part.failedSeeds.length ? `; FAILED seeds ${part.failedSeeds.join(', ')}` : ''));
+		(part.failedSeeds.length ? `; FAILED seeds ${part.failedSeeds.sort((a, b) => a - b).join(', ')}` : ''));
 	return part;
 }
 
@@ -180,7 +187,7 @@ for (const part of parts) {
 		else if (part === 'checker')
 			report = await seededPart('checker', checkerSeeds, (s) => checkerRun(s, durationMs / checkerSeeds));
 		else if (part === 'histories')
-			report = await seededPart('histories', historyCount, historyRun);
+			report = await seededPart('histories', historyCount, historyRun, historyParallel);
 		if (!report)
 			throw new Error(`unknown part ${part}`);
 	} catch (err) {
