@@ -1,6 +1,19 @@
 /*
  * comb-capture's internals, shared by its files: the process state and the
- * functions each file exports to main.c's loop.
+ * functions each file exports.
+ *
+ * The files are layers and calls only go down, in this order:
+ *   main.c         the loop: owns the process, calls every layer below
+ *   ephemeral.c    the Redis thread; hands its messages to publish.c
+ *   leader.c       leadership and the database connection; hands
+ *                  notifications and catch-ups to listen.c
+ *   listen.c       notifications and the horizon; numbers changes through
+ *                  publish.c
+ *   publish.c      the XPUB socket, epoch, seqs, heartbeats and marks
+ *   communities.c  the per-community table
+ *   clock.c        the monotonic clock
+ * A layer reads the state of struct capture (below) but never calls a file
+ * above it.
  *
  * One thread (main.c's loop) owns the PostgreSQL connection, the ZeroMQ
  * publishing socket, the epoch and every sequence number, so signals are
@@ -108,6 +121,15 @@ struct capture {
 	uint64_t rejected;      /* notifications or messages refused */
 };
 
+/* True while heartbeats, marks and ephemeral signals are sent: leading,
+ * or in the grace period of a lost connection (leader.c sets both). */
+static inline bool capture_publishing(const struct capture *cap)
+{
+	return cap->leader || cap->reconnecting;
+}
+
+/* clock.c */
+
 /* Milliseconds of a monotonic clock. */
 int64_t capture_now_ms(void);
 
@@ -132,9 +154,9 @@ void communities_reset(struct communities *t);
  */
 int publish_open(struct capture *cap, char *errbuf, size_t errlen);
 void publish_close(struct capture *cap);
-/* Starts a new epoch: a new random epoch, every seq back to 0, the
- * horizon forgotten, and a mark for every community a subscriber asked
- * for. */
+/* Starts a new epoch: a new random epoch, every seq back to 0 and a mark
+ * for every community a subscriber asked for. The horizon is listen.c's:
+ * callers go through listen_restart. */
 void publish_new_epoch(struct capture *cap);
 /* Numbers s (epoch, and seq for its community) and sends it. Only the
  * leader calls this. Returns 0 or a negative COMB_E* code (logged). */
@@ -154,15 +176,9 @@ void publish_subscriptions(struct capture *cap);
  * heartbeat interval pings the database with a horizon marker and gives
  * up leadership when a ping is overdue. */
 void leader_tick(struct capture *cap, int64_t now);
-/* True while heartbeats, marks and ephemeral signals are sent: leading,
- * or in the grace period of a lost connection. */
-bool leader_publishing(const struct capture *cap);
 /* Reads what the leader's connection has for us: ping answers and
  * notifications (handed to listen_notification). */
 void leader_readable(struct capture *cap);
-/* Gives up leadership (or the standby connection) after a failure, says
- * why, and retries after CAPTURE_LOCK_RETRY_MS. */
-void leader_drop(struct capture *cap, const char *why);
 /* Closes the connection at shutdown (which frees the lock at once). */
 void leader_release(struct capture *cap);
 
@@ -185,8 +201,8 @@ void listen_notification(struct capture *cap, const char *payload);
  */
 int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 		    size_t errlen);
-/* Forgets the horizon (a new epoch). */
-void listen_forget(struct capture *cap);
+/* Forgets the horizon and starts a new epoch (publish_new_epoch). */
+void listen_restart(struct capture *cap);
 void listen_release(struct capture *cap);
 
 /* ephemeral.c */
@@ -197,7 +213,7 @@ int ephemeral_start(struct capture *cap, char *errbuf, size_t errlen);
 /* Stops and joins the thread. */
 void ephemeral_stop(struct capture *cap);
 /* Forwards the messages waiting on cap->pull (drops them when not
- * publishing, see leader_publishing). */
+ * publishing, see capture_publishing). */
 void ephemeral_drain(struct capture *cap);
 
 #endif

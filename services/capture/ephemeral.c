@@ -280,7 +280,7 @@ void ephemeral_drain(struct capture *cap)
 			zmq_msg_close(&msg);
 			return;
 		}
-		if (!leader_publishing(cap)) {
+		if (!capture_publishing(cap)) {
 			zmq_msg_close(&msg);
 			continue;
 		}

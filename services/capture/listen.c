@@ -227,7 +227,7 @@ void listen_notification(struct capture *cap, const char *payload)
 		cap->rejected++;
 		comb_error("listen: unusable notification '%.200s': %s; "
 			   "starting a new epoch", payload, err);
-		publish_new_epoch(cap);
+		listen_restart(cap);
 		return;
 	}
 	if (snap_saw(&cap->hz, s.xid)) {
@@ -339,12 +339,13 @@ out:
 	return rc;
 }
 
-void listen_forget(struct capture *cap)
+void listen_restart(struct capture *cap)
 {
 	cap->hz.horizon = 0;
 	cap->hz.nseen = 0;
 	cap->hz.seen_full_warned = false;
 	snap_clear(&cap->hz);
+	publish_new_epoch(cap);
 }
 
 void listen_release(struct capture *cap)

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <zmq.h>
 
@@ -25,14 +24,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stopping = 1;
-}
-
-int64_t capture_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* How long the loop may sleep before something is due. */
@@ -64,7 +55,7 @@ static void run(struct capture *cap)
 		int n = 2, rc;
 
 		leader_tick(cap, now);
-		if (leader_publishing(cap) && now >= cap->next_beat_ms) {
+		if (capture_publishing(cap) && now >= cap->next_beat_ms) {
 			publish_heartbeat(cap);
 			cap->next_beat_ms += cap->cfg.capture_heartbeat_ms;
 			if (cap->next_beat_ms <= now)

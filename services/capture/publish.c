@@ -121,7 +121,6 @@ void publish_new_epoch(struct capture *cap)
 	cap->epoch = random_epoch();
 	cap->tick = 0;
 	communities_reset(&cap->communities);
-	listen_forget(cap);
 	comb_info("publish: epoch %016" PRIx64 " begins on %s", cap->epoch,
 		  cap->endpoint);
 	for (i = 0; i < cap->communities.cap; i++) {
@@ -206,7 +205,7 @@ void publish_subscriptions(struct capture *cap)
 			continue; /* unsubscription, or not a subscription */
 		if ((size_t)n > sizeof(buf))
 			n = sizeof(buf); /* truncated: the prefix is enough */
-		if (n == 1 && leader_publishing(cap)) {
+		if (n == 1 && capture_publishing(cap)) {
 			/* everything: marks for every community known */
 			for (i = 0; i < cap->communities.cap; i++)
 				if (cap->communities.slots[i].id != 0)
@@ -218,7 +217,7 @@ void publish_subscriptions(struct capture *cap)
 		if (!c)
 			continue;
 		c->subscribed = true;
-		if (leader_publishing(cap))
+		if (capture_publishing(cap))
 			send_mark(cap, c);
 	}
 }
