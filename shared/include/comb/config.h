@@ -9,10 +9,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The longest password COMB_REDIS_PASSWORD_FILE may hold. */
+#define COMB_CONFIG_REDIS_PASSWORD_MAX 512
+
 struct comb_config {
 	char *listen;               /* COMB_LISTEN, host:port */
 	char *database_url;         /* COMB_DATABASE_URL */
-	char *redis_url;            /* COMB_REDIS_URL */
+	char *redis_url;            /* COMB_REDIS_URL, with the password of
+				     * COMB_REDIS_PASSWORD_FILE folded in */
+	char *redis_password_file;  /* COMB_REDIS_PASSWORD_FILE */
 	char *relay_secret_key;     /* COMB_RELAY_SECRET_KEY, 64 hex */
 	char *relay_secret_key_file;/* COMB_RELAY_SECRET_KEY_FILE */
 	char *policy_plugin;        /* COMB_POLICY_PLUGIN, colon-separated paths */
@@ -40,6 +45,8 @@ struct comb_config {
 
 /*
  * Fills cfg from the environment, applying defaults for unset variables.
+ * The password read from COMB_REDIS_PASSWORD_FILE is percent-encoded into
+ * cfg->redis_url, so every user of the URL authenticates.
  * Returns COMB_EINVAL with the variable's name in errbuf when a value does
  * not parse or is out of range.
  */
