@@ -4,6 +4,7 @@
  *
  * The files are layers and calls only go down, in this order:
  *   main.c         the loop: owns the process, calls every layer below
+ *   metrics.c      the HTTP endpoint: reads struct capture_stats only
  *   ephemeral.c    the Redis thread; hands its messages to publish.c
  *   leader.c       leadership and the database connection; hands
  *                  notifications and catch-ups to listen.c
@@ -23,6 +24,7 @@
 #ifndef COMB_CAPTURE_H
 #define COMB_CAPTURE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -73,6 +75,34 @@ struct communities {
 };
 
 struct ephemeral;
+struct capture_metrics;
+
+/* Signal counters by type: the types of comb/signal.h, then marks (a
+ * heartbeat of one community). */
+#define CAPTURE_STAT_MARK (COMB_SIGNAL_EPHEMERAL + 1)
+#define CAPTURE_STAT_TYPES (CAPTURE_STAT_MARK + 1)
+
+/*
+ * What capture's metrics endpoint reports (metrics.c). The main loop and
+ * the Redis thread write these, the endpoint's threads read them, so every
+ * field is atomic.
+ */
+struct capture_stats {
+	atomic_ullong signals[CAPTURE_STAT_TYPES]; /* sent, by type */
+	atomic_ullong notifications; /* change notifications received */
+	atomic_ullong caught_up;     /* signals published by catch-ups */
+	atomic_ullong rejected;      /* notifications or messages refused */
+	atomic_ullong epochs;        /* epochs started */
+	atomic_ullong epoch;         /* the current epoch, 0 before the first */
+	atomic_ullong db_lost;       /* database connections lost */
+	atomic_ullong redis_lost;    /* Redis subscriptions lost */
+	atomic_llong heartbeat_unix_ms; /* wall time of the last heartbeat */
+	atomic_llong loop_ms;        /* capture_now_ms of the loop's last turn */
+	atomic_bool leader;          /* holds the capture lock */
+	atomic_bool reconnecting;    /* in the grace period of a lost connection */
+	atomic_bool db_connected;    /* has a database connection */
+	atomic_bool redis_connected; /* the Redis subscription is live */
+};
 
 /*
  * What capture knows about which changes it published (listen.c): every
@@ -116,9 +146,8 @@ struct capture {
 	struct communities communities;
 	struct comb_buf out;    /* encoding buffer */
 
-	uint64_t published;     /* signals sent (heartbeats and marks too) */
-	uint64_t caught_up;     /* signals published by catch-ups */
-	uint64_t rejected;      /* notifications or messages refused */
+	struct capture_stats stats;
+	struct capture_metrics *metrics; /* the HTTP endpoint, or NULL */
 };
 
 /* True while heartbeats, marks and ephemeral signals are sent: leading,
@@ -204,6 +233,17 @@ int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 /* Forgets the horizon and starts a new epoch (publish_new_epoch). */
 void listen_restart(struct capture *cap);
 void listen_release(struct capture *cap);
+
+/* metrics.c */
+
+/* Starts the HTTP endpoint on cfg.capture_metrics_listen (nothing when
+ * it is empty): GET /metrics and GET /healthz. Returns 0 or COMB_EIO with
+ * the reason in errbuf. */
+int capture_metrics_start(struct capture *cap, char *errbuf, size_t errlen);
+/* Notes the loop's state for the endpoint (the main loop, each turn). */
+void capture_metrics_sample(struct capture *cap, int64_t now);
+/* Stops the endpoint, if any. */
+void capture_metrics_stop(struct capture *cap);
 
 /* ephemeral.c */
 

@@ -37,6 +37,7 @@
 struct ephemeral {
 	void *zctx;              /* borrowed */
 	struct comb_redis_url url; /* pub/sub ignores its database */
+	struct capture_stats *stats; /* borrowed: connected, lost */
 	pthread_t thread;
 	bool started;
 	atomic_bool stop;
@@ -135,6 +136,7 @@ static void *redis_main(void *arg)
 		pthread_mutex_lock(&e->lock);
 		e->ctx = c;
 		pthread_mutex_unlock(&e->lock);
+		atomic_store(&e->stats->redis_connected, true);
 
 		while (!atomic_load(&e->stop) &&
 		       redisGetReply(c, (void **)&r) == REDIS_OK && r) {
@@ -152,6 +154,9 @@ static void *redis_main(void *arg)
 		pthread_mutex_lock(&e->lock);
 		e->ctx = NULL;
 		pthread_mutex_unlock(&e->lock);
+		atomic_store(&e->stats->redis_connected, false);
+		if (!atomic_load(&e->stop))
+			atomic_fetch_add(&e->stats->redis_lost, 1);
 		if (!atomic_load(&e->stop))
 			comb_warn("ephemeral: redis subscription lost: %s; reconnecting",
 				  c->errstr[0] ? c->errstr : "connection closed");
@@ -171,6 +176,7 @@ int ephemeral_start(struct capture *cap, char *errbuf, size_t errlen)
 		return comb_fail(errbuf, errlen, COMB_ENOMEM, "out of memory");
 	cap->eph = e;
 	e->zctx = cap->zctx;
+	e->stats = &cap->stats;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->wake, NULL);
 	rc = comb_redis_url_parse(cap->cfg.redis_url, &e->url, errbuf, errlen);
@@ -241,7 +247,7 @@ void ephemeral_drain(struct capture *cap)
 		if (comb_signal_parse_ephemeral(zmq_msg_data(&msg),
 						zmq_msg_size(&msg), &s, err,
 						sizeof(err))) {
-			cap->rejected++;
+			atomic_fetch_add(&cap->stats.rejected, 1);
 			comb_warn("ephemeral: message refused: %s", err);
 		} else {
 			publish_signal(cap, &s);

@@ -140,8 +140,10 @@ static void drop(struct capture *cap, const char *why, bool grace)
 	} else if (cap->pg) {
 		comb_info("leader: standby connection dropped (%s)", why);
 	}
-	if (cap->pg)
+	if (cap->pg) {
+		atomic_fetch_add(&cap->stats.db_lost, 1);
 		PQfinish(cap->pg);
+	}
 	cap->pg = NULL;
 	cap->leader = false;
 	cap->ping_pending = false;

@@ -202,7 +202,7 @@ static void horizon_marker(struct capture *cap, const char *payload)
 	uint64_t h;
 
 	if (read_u64(&p, &h) || *p) {
-		cap->rejected++;
+		atomic_fetch_add(&cap->stats.rejected, 1);
 		comb_warn("listen: unusable horizon marker '%.100s'", payload);
 		return;
 	}
@@ -219,12 +219,13 @@ void listen_notification(struct capture *cap, const char *payload)
 		horizon_marker(cap, payload);
 		return;
 	}
+	atomic_fetch_add(&cap->stats.notifications, 1);
 	if (comb_signal_parse_notify(payload, &s, err, sizeof(err))) {
 		/*
 		 * A change was made that cannot be told to relays: say so by
 		 * ending the epoch, so that every sync starts again.
 		 */
-		cap->rejected++;
+		atomic_fetch_add(&cap->stats.rejected, 1);
 		comb_error("listen: unusable notification '%.200s': %s; "
 			   "starting a new epoch", payload, err);
 		listen_restart(cap);
@@ -324,7 +325,7 @@ int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 		publish_signal(cap, &sigs[i]);
 		seen_add(hz, sigs[i].xid);
 	}
-	cap->caught_up += (uint64_t)kept;
+	atomic_fetch_add(&cap->stats.caught_up, (uint64_t)kept);
 	comb_info("listen: caught up from horizon %s: %d signals (%d already "
 		  "published)", horizon, kept, n - kept);
 	/* Every transaction below the snapshot's xmin is published now. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include <zmq.h>
 
@@ -65,6 +66,25 @@ void publish_close(struct capture *cap)
 	cap->pub = NULL;
 }
 
+/* Milliseconds of the wall clock (what a scraper compares with). */
+static int64_t unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The counter of s in capture_stats.signals (a mark has its own). */
+static unsigned int stat_index(const struct comb_signal *s)
+{
+	if (s->type == COMB_SIGNAL_HEARTBEAT && s->community != 0)
+		return CAPTURE_STAT_MARK;
+	if (s->type > COMB_SIGNAL_EPHEMERAL)
+		COMB_BUG("publish: signal type %u has no counter", s->type);
+	return s->type;
+}
+
 /* Encodes and sends s, already numbered, as [topic, msgpack]. */
 static int send_signal(struct capture *cap, const struct comb_signal *s)
 {
@@ -87,7 +107,9 @@ static int send_signal(struct capture *cap, const struct comb_signal *s)
 		comb_error("publish: send failed: %s", zmq_strerror(zmq_errno()));
 		return COMB_EIO;
 	}
-	cap->published++;
+	atomic_fetch_add(&cap->stats.signals[stat_index(s)], 1);
+	if (s->type == COMB_SIGNAL_HEARTBEAT && s->community == 0)
+		atomic_store(&cap->stats.heartbeat_unix_ms, unix_ms());
 	return 0;
 }
 
@@ -120,6 +142,8 @@ void publish_new_epoch(struct capture *cap)
 
 	cap->epoch = random_epoch();
 	cap->tick = 0;
+	atomic_store(&cap->stats.epoch, cap->epoch);
+	atomic_fetch_add(&cap->stats.epochs, 1);
 	communities_reset(&cap->communities);
 	comb_info("publish: epoch %016" PRIx64 " begins on %s", cap->epoch,
 		  cap->endpoint);

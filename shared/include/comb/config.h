@@ -23,6 +23,7 @@ struct comb_config {
 	char *policy_plugin;        /* COMB_POLICY_PLUGIN, colon-separated paths */
 	char *policy_config;        /* COMB_POLICY_CONFIG */
 	char *capture_endpoint;     /* COMB_CAPTURE_ENDPOINT, ZeroMQ */
+	char *capture_metrics_listen; /* COMB_CAPTURE_METRICS_LISTEN, host:port */
 	char *relay_name;           /* COMB_RELAY_NAME */
 	char *relay_description;    /* COMB_RELAY_DESCRIPTION */
 	char *log_level;            /* COMB_LOG_LEVEL */
