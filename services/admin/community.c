@@ -230,23 +230,42 @@ static int one_target(int argc, char **argv, const char *topic,
 	return rc == 1 ? ADMIN_OK : rc;
 }
 
-static int show(int argc, char **argv)
+/*
+ * The start of a command on one community: help, its --id or --host,
+ * the connection and the community's id. Returns ADMIN_OK with *conn
+ * open (the caller closes it), -1 after printing help, or an exit status.
+ */
+static int open_target(int argc, char **argv, const char *topic,
+		       PGconn **conn, char *id, size_t idlen)
 {
 	struct admin_target t;
+	int rc;
+
+	*conn = NULL;
+	if (help(argc, argv, topic))
+		return -1;
+	if ((rc = one_target(argc, argv, topic, &t)))
+		return rc;
+	if (!(*conn = admin_connect()))
+		return ADMIN_FAILED;
+	rc = admin_target_resolve(*conn, &t, false, id, idlen);
+	if (rc) {
+		PQfinish(*conn);
+		*conn = NULL;
+	}
+	return rc;
+}
+
+static int show(int argc, char **argv)
+{
 	PGresult *res = NULL;
 	PGconn *conn;
 	char id[32];
 	int rc;
 
-	if (help(argc, argv, "community show"))
-		return ADMIN_OK;
-	if ((rc = one_target(argc, argv, "community show", &t)))
-		return rc;
-	if (!(conn = admin_connect()))
-		return ADMIN_FAILED;
-	rc = admin_target_resolve(conn, &t, false, id, sizeof(id));
+	rc = open_target(argc, argv, "community show", &conn, id, sizeof(id));
 	if (rc)
-		goto out;
+		return rc < 0 ? ADMIN_OK : rc;
 	rc = ADMIN_FAILED;
 	res = admin_exec(conn, "SELECT id, name, cursor_epoch, created_at"
 			 " FROM communities WHERE id = $1", 1,
@@ -270,28 +289,21 @@ out:
 
 static int reset_cursors(int argc, char **argv)
 {
-	struct admin_target t;
-	PGresult *res = NULL;
+	PGresult *res;
 	PGconn *conn;
 	char id[32];
 	int rc;
 
-	if (help(argc, argv, "community reset-cursors"))
-		return ADMIN_OK;
-	if ((rc = one_target(argc, argv, "community reset-cursors", &t)))
-		return rc;
-	if (!(conn = admin_connect()))
-		return ADMIN_FAILED;
-	rc = admin_target_resolve(conn, &t, false, id, sizeof(id));
+	rc = open_target(argc, argv, "community reset-cursors", &conn, id,
+			 sizeof(id));
 	if (rc)
-		goto out;
+		return rc < 0 ? ADMIN_OK : rc;
 	res = admin_exec(conn, "UPDATE communities SET cursor_epoch = cursor_epoch + 1"
 			 " WHERE id = $1 RETURNING cursor_epoch", 1,
 			 (const char *const[]){id});
 	rc = res && PQntuples(res) == 1 ? ADMIN_OK : ADMIN_FAILED;
 	if (rc == ADMIN_OK)
 		printf("cursor epoch is now %s\n", PQgetvalue(res, 0, 0));
-out:
 	PQclear(res);
 	PQfinish(conn);
 	return rc;

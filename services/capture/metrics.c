@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +42,48 @@ void capture_metrics_sample(struct capture *cap, int64_t now)
 		     cap->pg != NULL && PQstatus(cap->pg) == CONNECTION_OK);
 }
 
-/* Appends one metric with its HELP and TYPE lines. */
-static int put_metric(struct comb_buf *b, const char *name, const char *type,
-		      const char *help, uint64_t value)
+/* The metrics read straight from one field of struct capture_stats. */
+struct plain_metric {
+	const char *name;
+	const char *help;
+	size_t offset; /* of an atomic_bool (a gauge) or atomic_ullong */
+	bool gauge;
+};
+
+#define GAUGE(field, name, help) {name, help, offsetof(struct capture_stats, field), true}
+#define COUNTER(field, name, help) {name, help, offsetof(struct capture_stats, field), false}
+
+static const struct plain_metric plain[] = {
+	GAUGE(leader, "comb_capture_leader",
+	      "1 while this instance holds the capture lock"),
+	GAUGE(reconnecting, "comb_capture_reconnecting",
+	      "1 while a leader reconnects within its grace period"),
+	GAUGE(db_connected, "comb_capture_database_connected",
+	      "1 while capture has a database connection"),
+	GAUGE(redis_connected, "comb_capture_redis_connected",
+	      "1 while the Redis subscription for ephemeral events is live"),
+	COUNTER(notifications, "comb_capture_notifications_total",
+		"change notifications received from PostgreSQL"),
+	COUNTER(caught_up, "comb_capture_catch_up_signals_total",
+		"signals published by catch-ups after a reconnect"),
+	COUNTER(rejected, "comb_capture_inputs_rejected_total",
+		"notifications or ephemeral messages refused"),
+	COUNTER(db_lost, "comb_capture_database_reconnects_total",
+		"database connections lost (each is followed by a reconnect)"),
+	COUNTER(redis_lost, "comb_capture_redis_reconnects_total",
+		"Redis subscriptions lost (each is followed by a reconnect)"),
+	COUNTER(epochs, "comb_capture_epochs_total",
+		"epochs this instance started"),
+};
+
+static uint64_t plain_value(const struct capture_stats *st,
+			    const struct plain_metric *m)
 {
-	return comb_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n",
-			       name, help, name, type, name, value);
+	const char *field = (const char *)st + m->offset;
+
+	if (m->gauge)
+		return atomic_load((const atomic_bool *)field);
+	return atomic_load((const atomic_ullong *)field);
 }
 
 static int render(const struct capture *cap, struct comb_buf *b)
@@ -54,20 +91,14 @@ static int render(const struct capture *cap, struct comb_buf *b)
 	const struct capture_stats *st = &cap->stats;
 	int64_t beat = atomic_load(&st->heartbeat_unix_ms);
 	unsigned int t;
-	int rc;
+	size_t i;
+	int rc = 0;
 
-	rc = put_metric(b, "comb_capture_leader", "gauge",
-			"1 while this instance holds the capture lock",
-			atomic_load(&st->leader));
-	rc = rc ? rc : put_metric(b, "comb_capture_reconnecting", "gauge",
-				  "1 while a leader reconnects within its grace period",
-				  atomic_load(&st->reconnecting));
-	rc = rc ? rc : put_metric(b, "comb_capture_database_connected", "gauge",
-				  "1 while capture has a database connection",
-				  atomic_load(&st->db_connected));
-	rc = rc ? rc : put_metric(b, "comb_capture_redis_connected", "gauge",
-				  "1 while the Redis subscription for ephemeral events is live",
-				  atomic_load(&st->redis_connected));
+	for (i = 0; !rc && i < sizeof(plain) / sizeof(plain[0]); i++)
+		rc = comb_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n",
+				     plain[i].name, plain[i].help, plain[i].name,
+				     plain[i].gauge ? "gauge" : "counter",
+				     plain[i].name, plain_value(st, &plain[i]));
 	rc = rc ? rc : comb_buf_printf(b,
 		"# HELP comb_capture_signals_published_total signals sent on the feed, by type (mark: a heartbeat of one community)\n"
 		"# TYPE comb_capture_signals_published_total counter\n");
@@ -75,24 +106,6 @@ static int render(const struct capture *cap, struct comb_buf *b)
 		rc = comb_buf_printf(b, "comb_capture_signals_published_total{type=\"%s\"} %llu\n",
 				     t == CAPTURE_STAT_MARK ? "mark" : comb_signal_type_name(t),
 				     (unsigned long long)atomic_load(&st->signals[t]));
-	rc = rc ? rc : put_metric(b, "comb_capture_notifications_total", "counter",
-				  "change notifications received from PostgreSQL",
-				  atomic_load(&st->notifications));
-	rc = rc ? rc : put_metric(b, "comb_capture_catch_up_signals_total", "counter",
-				  "signals published by catch-ups after a reconnect",
-				  atomic_load(&st->caught_up));
-	rc = rc ? rc : put_metric(b, "comb_capture_inputs_rejected_total", "counter",
-				  "notifications or ephemeral messages refused",
-				  atomic_load(&st->rejected));
-	rc = rc ? rc : put_metric(b, "comb_capture_database_reconnects_total", "counter",
-				  "database connections lost (each is followed by a reconnect)",
-				  atomic_load(&st->db_lost));
-	rc = rc ? rc : put_metric(b, "comb_capture_redis_reconnects_total", "counter",
-				  "Redis subscriptions lost (each is followed by a reconnect)",
-				  atomic_load(&st->redis_lost));
-	rc = rc ? rc : put_metric(b, "comb_capture_epochs_total", "counter",
-				  "epochs this instance started",
-				  atomic_load(&st->epochs));
 	rc = rc ? rc : comb_buf_printf(b,
 		"# HELP comb_capture_epoch_info the current epoch of this instance (1), as hex\n"
 		"# TYPE comb_capture_epoch_info gauge\n"
