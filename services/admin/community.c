@@ -1,10 +1,11 @@
 /*
  * comb-admin community: create a community bound to one or more hosts with
- * its admins, and bump a community's cursor epoch so that every
- * incremental-read cursor issued for it answers incremental_reset.
+ * its admins, list and show communities, and bump a community's cursor
+ * epoch so that every incremental-read cursor issued for it answers
+ * incremental_reset. Also names the community a command acts on
+ * (--id N or --host H) for community_edit.c.
  */
-#include <ctype.h>
-#include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,148 +14,296 @@
 
 #define MAX_HOSTS 32
 #define MAX_OWNERS 32
-#define MAX_HOST_LEN 253
 
-static int normalize_host(const char *in, char *out, size_t outlen)
+/* Says whether argv[1] asks for topic's help (printed then). */
+static bool help(int argc, char **argv, const char *topic)
 {
-	size_t i, len = strlen(in);
-
-	if (len == 0 || len > MAX_HOST_LEN || len >= outlen)
-		return -1;
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)in[i];
-
-		if (!isalnum(c) && c != '.' && c != '-')
-			return -1;
-		out[i] = (char)tolower(c);
+	if (argc == 2 && admin_is_help(argv[1])) {
+		admin_usage(stdout, topic);
+		return true;
 	}
-	out[len] = '\0';
-	return 0;
+	return false;
 }
 
-static int run(PGconn *conn, const char *sql, int nparams,
-	       const char *const *params, PGresult **out)
+int admin_target_arg(struct admin_target *t, int argc, char **argv, int *i,
+		     const char *topic)
 {
-	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL,
-				     NULL, 0);
-	ExecStatusType st = PQresultStatus(res);
+	const char *opt = argv[*i];
 
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-		const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (strcmp(opt, "--id") && strcmp(opt, "--host"))
+		return 0;
+	if (t->id || t->host[0])
+		return admin_usage_error(topic, "give one of --id and --host");
+	if (*i + 1 >= argc)
+		return admin_usage_error(topic, "%s needs a value", opt);
+	(*i)++;
+	if (!strcmp(opt, "--id")) {
+		char *end;
+		long long v;
 
-		if (code && !strcmp(code, "23505"))
-			fprintf(stderr, "comb-admin: a host is already bound to a community; nothing was changed\n");
-		else
-			fprintf(stderr, "comb-admin: %s", PQresultErrorMessage(res));
-		PQclear(res);
-		return -1;
+		errno = 0;
+		v = strtoll(argv[*i], &end, 10);
+		if (errno || *end || end == argv[*i] || v <= 0)
+			return admin_usage_error(topic, "bad community id '%s'",
+						 argv[*i]);
+		t->id = argv[*i];
+	} else if (admin_normalize_host(argv[*i], t->host, sizeof(t->host))) {
+		return admin_usage_error(topic, "bad host '%s'", argv[*i]);
 	}
-	if (out)
-		*out = res;
-	else
-		PQclear(res);
-	return 0;
+	return 1;
+}
+
+int admin_target_resolve(PGconn *conn, const struct admin_target *t,
+			 bool lock, char *id, size_t idlen)
+{
+	const char *param = t->id ? t->id : t->host;
+	PGresult *res;
+	int rc = ADMIN_FAILED;
+
+	res = admin_exec(conn, t->id ?
+			 (lock ? "SELECT id FROM communities WHERE id = $1::bigint FOR UPDATE" :
+				 "SELECT id FROM communities WHERE id = $1::bigint") :
+			 (lock ? "SELECT c.id FROM communities c JOIN community_hosts h"
+				 " ON h.community_id = c.id WHERE h.host = $1 FOR UPDATE OF c" :
+				 "SELECT community_id FROM community_hosts WHERE host = $1"),
+			 1, &param);
+	if (!res)
+		return ADMIN_FAILED;
+	if (PQntuples(res) != 1) {
+		if (t->id)
+			fprintf(stderr, "comb-admin: no community has id %s\n", t->id);
+		else
+			fprintf(stderr, "comb-admin: no community is bound to %s\n",
+				t->host);
+		goto out;
+	}
+	snprintf(id, idlen, "%s", PQgetvalue(res, 0, 0));
+	rc = ADMIN_OK;
+out:
+	PQclear(res);
+	return rc;
+}
+
+/* Runs sql and clears its result; returns 0 or -1 (printed). */
+static int exec_ok(PGconn *conn, const char *sql, int nparams,
+		   const char *const *params)
+{
+	PGresult *res = admin_exec(conn, sql, nparams, params);
+
+	PQclear(res);
+	return res ? 0 : -1;
 }
 
 static int create(int argc, char **argv)
 {
-	static char hosts[MAX_HOSTS][MAX_HOST_LEN + 1];
+	static char hosts[MAX_HOSTS][ADMIN_HOST_MAX + 1];
 	const char *owners[MAX_OWNERS];
-	const char *name = NULL;
-	int nhosts = 0, nowners = 0, i, rc = 1;
-	PGresult *res = NULL;
-	PGconn *conn = NULL;
+	const char *name = NULL, *topic = "community create";
+	int nhosts = 0, nowners = 0, i, rc = ADMIN_FAILED;
+	PGresult *res;
+	PGconn *conn;
 	char id[32];
 
+	if (help(argc, argv, topic))
+		return ADMIN_OK;
 	for (i = 1; i < argc; i++) {
 		if (i + 1 >= argc)
-			goto usage;
+			return admin_usage_error(topic, "%s needs a value", argv[i]);
 		if (!strcmp(argv[i], "--host")) {
-			if (nhosts == MAX_HOSTS ||
-			    normalize_host(argv[++i], hosts[nhosts], sizeof(hosts[0]))) {
-				fprintf(stderr, "comb-admin: bad host '%s'\n", argv[i]);
-				return 1;
-			}
+			if (nhosts == MAX_HOSTS)
+				return admin_usage_error(topic, "at most %d hosts",
+							 MAX_HOSTS);
+			if (admin_normalize_host(argv[++i], hosts[nhosts],
+						 sizeof(hosts[0])))
+				return admin_usage_error(topic, "bad host '%s'",
+							 argv[i]);
 			nhosts++;
 		} else if (!strcmp(argv[i], "--owner")) {
-			if (nowners == MAX_OWNERS || !comb_hex_is_lower(argv[++i], 64) ||
-			    strlen(argv[i]) != 64) {
-				fprintf(stderr, "comb-admin: --owner takes a public key in 64 lowercase hex\n");
-				return 1;
-			}
+			if (nowners == MAX_OWNERS)
+				return admin_usage_error(topic, "at most %d owners",
+							 MAX_OWNERS);
+			if (strlen(argv[++i]) != 64 || !comb_hex_is_lower(argv[i], 64))
+				return admin_usage_error(topic, "--owner takes a public key in 64 lowercase hex");
 			owners[nowners++] = argv[i];
 		} else if (!strcmp(argv[i], "--name")) {
 			name = argv[++i];
 		} else {
-			goto usage;
+			return admin_usage_error(topic, "unknown option '%s'", argv[i]);
 		}
 	}
 	if (nhosts == 0 || nowners == 0)
-		goto usage;
+		return admin_usage_error(topic, "at least one --host and one --owner are required");
 	if (!name)
 		name = hosts[0];
 	if (!(conn = admin_connect()))
-		return 1;
-	if (run(conn, "BEGIN", 0, NULL, NULL))
+		return ADMIN_FAILED;
+	if (exec_ok(conn, "BEGIN", 0, NULL))
 		goto out;
-	if (run(conn, "INSERT INTO communities (name) VALUES ($1) RETURNING id",
-		1, (const char *const[]){name}, &res))
+	res = admin_exec(conn, "INSERT INTO communities (name) VALUES ($1) RETURNING id",
+			 1, (const char *const[]){name});
+	if (!res)
 		goto rollback;
 	snprintf(id, sizeof(id), "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
-	for (i = 0; i < nhosts; i++)
-		if (run(conn, "INSERT INTO community_hosts (host, community_id) VALUES ($1, $2)",
-			2, (const char *const[]){hosts[i], id}, NULL))
+	for (i = 0; i < nhosts; i++) {
+		res = admin_exec(conn, "INSERT INTO community_hosts (host, community_id)"
+				 " VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING host",
+				 2, (const char *const[]){hosts[i], id});
+		if (!res)
 			goto rollback;
+		if (PQntuples(res) == 0) {
+			fprintf(stderr, "comb-admin: host %s is already bound to a community; nothing was changed\n",
+				hosts[i]);
+			PQclear(res);
+			goto rollback;
+		}
+		PQclear(res);
+	}
 	for (i = 0; i < nowners; i++)
-		if (run(conn, "INSERT INTO community_admins (community_id, pubkey) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-			2, (const char *const[]){id, owners[i]}, NULL))
+		if (exec_ok(conn, "INSERT INTO community_admins (community_id, pubkey)"
+			    " VALUES ($1, $2) ON CONFLICT DO NOTHING",
+			    2, (const char *const[]){id, owners[i]}))
 			goto rollback;
-	if (run(conn, "COMMIT", 0, NULL, NULL))
+	if (exec_ok(conn, "COMMIT", 0, NULL))
 		goto out;
 	printf("%s\n", id);
-	rc = 0;
+	rc = ADMIN_OK;
 	goto out;
 rollback:
 	PQclear(PQexec(conn, "ROLLBACK"));
 out:
 	PQfinish(conn);
 	return rc;
-usage:
-	fprintf(stderr, "usage: comb-admin community create --host H [--host H2 ...] --owner PUBKEY [--name N]\n");
-	return 2;
+}
+
+static int list(int argc, char **argv)
+{
+	PGresult *res;
+	PGconn *conn;
+	int i;
+
+	if (help(argc, argv, "community list"))
+		return ADMIN_OK;
+	if (argc != 1)
+		return admin_usage_error("community list", "list takes no arguments");
+	if (!(conn = admin_connect()))
+		return ADMIN_FAILED;
+	res = admin_exec(conn,
+			 "SELECT c.id, c.name, coalesce(string_agg(h.host, ','"
+			 " ORDER BY h.host), '-') FROM communities c"
+			 " LEFT JOIN community_hosts h ON h.community_id = c.id"
+			 " GROUP BY c.id ORDER BY c.id", 0, NULL);
+	for (i = 0; res && i < PQntuples(res); i++)
+		printf("%s\t%s\t%s\n", PQgetvalue(res, i, 0),
+		       PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+	PQclear(res);
+	PQfinish(conn);
+	return res ? ADMIN_OK : ADMIN_FAILED;
+}
+
+/* Prints "label: value" for every row of a one-column query on id. */
+static int print_rows(PGconn *conn, const char *label, const char *sql,
+		      const char *id)
+{
+	PGresult *res = admin_exec(conn, sql, 1, &id);
+	int i;
+
+	for (i = 0; res && i < PQntuples(res); i++)
+		printf("%s: %s\n", label, PQgetvalue(res, i, 0));
+	PQclear(res);
+	return res ? 0 : -1;
+}
+
+/* Reads the one --id or --host argument of topic's command. Returns
+ * ADMIN_OK or ADMIN_USAGE (printed). */
+static int one_target(int argc, char **argv, const char *topic,
+		      struct admin_target *t)
+{
+	int i = 1, rc;
+
+	memset(t, 0, sizeof(*t));
+	if (argc != 3)
+		return admin_usage_error(topic, "give the community: --id N or --host H");
+	rc = admin_target_arg(t, argc, argv, &i, topic);
+	if (rc == 0)
+		return admin_usage_error(topic, "unknown option '%s'", argv[1]);
+	return rc == 1 ? ADMIN_OK : rc;
+}
+
+/*
+ * The start of a command on one community: help, its --id or --host,
+ * the connection and the community's id. Returns ADMIN_OK with *conn
+ * open (the caller closes it), -1 after printing help, or an exit status.
+ */
+static int open_target(int argc, char **argv, const char *topic,
+		       PGconn **conn, char *id, size_t idlen)
+{
+	struct admin_target t;
+	int rc;
+
+	*conn = NULL;
+	if (help(argc, argv, topic))
+		return -1;
+	if ((rc = one_target(argc, argv, topic, &t)))
+		return rc;
+	if (!(*conn = admin_connect()))
+		return ADMIN_FAILED;
+	rc = admin_target_resolve(*conn, &t, false, id, idlen);
+	if (rc) {
+		PQfinish(*conn);
+		*conn = NULL;
+	}
+	return rc;
+}
+
+static int show(int argc, char **argv)
+{
+	PGresult *res = NULL;
+	PGconn *conn;
+	char id[32];
+	int rc;
+
+	rc = open_target(argc, argv, "community show", &conn, id, sizeof(id));
+	if (rc)
+		return rc < 0 ? ADMIN_OK : rc;
+	rc = ADMIN_FAILED;
+	res = admin_exec(conn, "SELECT id, name, cursor_epoch, created_at"
+			 " FROM communities WHERE id = $1", 1,
+			 (const char *const[]){id});
+	if (!res || PQntuples(res) != 1)
+		goto out;
+	printf("id: %s\nname: %s\ncursor epoch: %s\ncreated: %s\n",
+	       PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+	       PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
+	if (print_rows(conn, "host", "SELECT host FROM community_hosts"
+		       " WHERE community_id = $1 ORDER BY host", id) ||
+	    print_rows(conn, "admin", "SELECT pubkey FROM community_admins"
+		       " WHERE community_id = $1 ORDER BY pubkey", id))
+		goto out;
+	rc = ADMIN_OK;
+out:
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
 }
 
 static int reset_cursors(int argc, char **argv)
 {
-	char host[MAX_HOST_LEN + 1];
-	PGresult *res = NULL;
+	PGresult *res;
 	PGconn *conn;
-	int rc = 1;
+	char id[32];
+	int rc;
 
-	if (argc != 3 || strcmp(argv[1], "--host")) {
-		fprintf(stderr, "usage: comb-admin community reset-cursors --host H\n");
-		return 2;
-	}
-	if (normalize_host(argv[2], host, sizeof(host))) {
-		fprintf(stderr, "comb-admin: bad host '%s'\n", argv[2]);
-		return 1;
-	}
-	if (!(conn = admin_connect()))
-		return 1;
-	if (run(conn,
-		"UPDATE communities SET cursor_epoch = cursor_epoch + 1"
-		" WHERE id = (SELECT community_id FROM community_hosts WHERE host = $1)"
-		" RETURNING cursor_epoch",
-		1, (const char *const[]){host}, &res))
-		goto out;
-	if (PQntuples(res) != 1) {
-		fprintf(stderr, "comb-admin: no community is bound to %s\n", host);
-		goto out;
-	}
-	printf("cursor epoch is now %s\n", PQgetvalue(res, 0, 0));
-	rc = 0;
-out:
+	rc = open_target(argc, argv, "community reset-cursors", &conn, id,
+			 sizeof(id));
+	if (rc)
+		return rc < 0 ? ADMIN_OK : rc;
+	res = admin_exec(conn, "UPDATE communities SET cursor_epoch = cursor_epoch + 1"
+			 " WHERE id = $1 RETURNING cursor_epoch", 1,
+			 (const char *const[]){id});
+	rc = res && PQntuples(res) == 1 ? ADMIN_OK : ADMIN_FAILED;
+	if (rc == ADMIN_OK)
+		printf("cursor epoch is now %s\n", PQgetvalue(res, 0, 0));
 	PQclear(res);
 	PQfinish(conn);
 	return rc;
@@ -162,10 +311,25 @@ out:
 
 int admin_community(int argc, char **argv)
 {
-	if (argc >= 2 && !strcmp(argv[1], "create"))
+	const char *sub = argc >= 2 ? argv[1] : NULL;
+
+	if (!sub)
+		return admin_usage_error("community", "a community subcommand is required");
+	if (admin_is_help(sub)) {
+		admin_usage(stdout, "community");
+		return ADMIN_OK;
+	}
+	if (!strcmp(sub, "create"))
 		return create(argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "reset-cursors"))
+	if (!strcmp(sub, "list"))
+		return list(argc - 1, argv + 1);
+	if (!strcmp(sub, "show"))
+		return show(argc - 1, argv + 1);
+	if (!strcmp(sub, "reset-cursors"))
 		return reset_cursors(argc - 1, argv + 1);
-	fprintf(stderr, "usage: comb-admin community create|reset-cursors ...\n");
-	return 2;
+	if (!strcmp(sub, "add-host") || !strcmp(sub, "remove-host") ||
+	    !strcmp(sub, "add-admin") || !strcmp(sub, "remove-admin"))
+		return admin_community_edit(argc - 1, argv + 1);
+	return admin_usage_error("community", "unknown community subcommand '%s'",
+				 sub);
 }

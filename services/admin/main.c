@@ -1,51 +1,40 @@
 /*
  * comb-admin: the operator's command line. Subcommands: migrate,
- * community create, community reset-cursors, key generate, config-table.
+ * community, key, config-table and version (usage.c lists their forms).
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
 #include "comb/config.h"
 #include "comb/log.h"
 
-static void usage(void)
+/* A subcommand without arguments of its own (version, config-table). */
+static int plain(int argc, char **argv, void (*print)(void))
 {
-	fprintf(stderr,
-		"usage: comb-admin migrate [--dir DIR]\n"
-		"       comb-admin community create --host H [--host H2 ...] --owner PUBKEY [--name N]\n"
-		"       comb-admin community reset-cursors --host H\n"
-		"       comb-admin key generate\n"
-		"       comb-admin config-table\n");
+	if (argc == 2 && admin_is_help(argv[1])) {
+		admin_usage(stdout, argv[0]);
+		return ADMIN_OK;
+	}
+	if (argc != 1)
+		return admin_usage_error(argv[0], "%s takes no arguments",
+					 argv[0]);
+	print();
+	return ADMIN_OK;
 }
 
-PGconn *admin_connect(void)
+static void print_version(void)
 {
-	const char *url = getenv("COMB_DATABASE_URL");
-	PGconn *conn;
-
-	if (!url || !*url) {
-		fprintf(stderr, "comb-admin: COMB_DATABASE_URL is not set\n");
-		return NULL;
-	}
-	conn = PQconnectdb(url);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		fprintf(stderr, "comb-admin: cannot connect: %s",
-			PQerrorMessage(conn));
-		PQfinish(conn);
-		return NULL;
-	}
-	PQclear(PQexec(conn, "SET client_min_messages = warning"));
-	return conn;
+	printf("comb-admin %s\n", COMB_VERSION);
 }
 
 int main(int argc, char **argv)
 {
 	comb_log_init("comb-admin", COMB_LOG_INFO);
-	if (argc < 2) {
-		usage();
-		return 2;
+	if (argc < 2)
+		return admin_usage_error("", "a subcommand is required");
+	if (admin_is_help(argv[1])) {
+		admin_usage(stdout, "");
+		return ADMIN_OK;
 	}
 	if (!strcmp(argv[1], "migrate"))
 		return admin_migrate(argc - 1, argv + 1);
@@ -53,10 +42,9 @@ int main(int argc, char **argv)
 		return admin_community(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "key"))
 		return admin_key(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "config-table")) {
-		comb_config_print_markdown();
-		return 0;
-	}
-	usage();
-	return 2;
+	if (!strcmp(argv[1], "config-table"))
+		return plain(argc - 1, argv + 1, comb_config_print_markdown);
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))
+		return plain(argc - 1, argv + 1, print_version);
+	return admin_usage_error("", "unknown subcommand '%s'", argv[1]);
 }

@@ -3,7 +3,8 @@
  * migrations folder in order, each in its own transaction together with
  * its row in the comb_migrations ledger. Re-running applies nothing. A
  * ledger that disagrees with the files (a changed, renamed or unknown
- * migration) is refused before anything is applied.
+ * migration) is refused before anything is applied. `--status` lists
+ * what is applied and what is pending, changing nothing.
  */
 #include <dirent.h>
 #include <openssl/sha.h>
@@ -208,40 +209,106 @@ fail:
 	return -1;
 }
 
+/* Prints each migration file as applied (with when) or pending. */
+static void print_status(PGresult *ledger, const struct migration *m, int n)
+{
+	int i, row, applied = 0;
+
+	for (i = 0; i < n; i++) {
+		for (row = 0; ledger && row < PQntuples(ledger); row++)
+			if ((int)strtol(PQgetvalue(ledger, row, 0), NULL, 10) ==
+			    m[i].version)
+				break;
+		if (ledger && row < PQntuples(ledger)) {
+			printf("%s\tapplied\t%s\n", m[i].name,
+			       PQgetvalue(ledger, row, 3));
+			applied++;
+		} else {
+			printf("%s\tpending\n", m[i].name);
+		}
+	}
+	printf("migrations: %d applied, %d pending\n", applied, n - applied);
+}
+
+/* The ledger's rows (version, name, sha256, applied_at), or NULL after
+ * saying why. A database never migrated has an empty ledger when create
+ * is set (the table is made), else *absent is set. */
+static PGresult *read_ledger(PGconn *conn, bool create, bool *absent)
+{
+	PGresult *res;
+
+	*absent = false;
+	if (create) {
+		if (exec_ok(conn, "CREATE TABLE IF NOT EXISTS comb_migrations ("
+				  " version integer PRIMARY KEY, name text NOT NULL,"
+				  " sha256 text NOT NULL,"
+				  " applied_at timestamptz NOT NULL DEFAULT now())"))
+			return NULL;
+	} else {
+		res = PQexec(conn, "SELECT to_regclass('comb_migrations') IS NULL");
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "comb-admin: %s", PQresultErrorMessage(res));
+			PQclear(res);
+			return NULL;
+		}
+		*absent = PQgetvalue(res, 0, 0)[0] == 't';
+		PQclear(res);
+		if (*absent)
+			return NULL;
+	}
+	res = PQexec(conn, "SELECT version, name, sha256, applied_at"
+			   " FROM comb_migrations ORDER BY version");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "comb-admin: %s", PQresultErrorMessage(res));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
 int admin_migrate(int argc, char **argv)
 {
 	const char *dir = getenv("COMB_MIGRATIONS_DIR");
-	struct migration *m = calloc(MAX_MIGRATIONS, sizeof(*m));
+	struct migration *m = NULL;
 	PGresult *ledger = NULL;
 	PGconn *conn = NULL;
-	int n = 0, i, applied = 0, rc = 1;
+	int n = 0, i, applied = 0, rc = ADMIN_FAILED;
+	bool status = false, absent;
 
 	if (!dir || !*dir)
 		dir = COMB_MIGRATIONS_DIR;
-	if (argc == 3 && !strcmp(argv[1], "--dir")) {
-		dir = argv[2];
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: comb-admin migrate [--dir DIR]\n");
-		rc = 2;
-		goto out;
+	for (i = 1; i < argc; i++) {
+		if (admin_is_help(argv[i]) && argc == 2) {
+			admin_usage(stdout, "migrate");
+			return ADMIN_OK;
+		} else if (!strcmp(argv[i], "--status")) {
+			status = true;
+		} else if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
+			dir = argv[++i];
+		} else {
+			return admin_usage_error("migrate", "unexpected '%s'", argv[i]);
+		}
 	}
+	m = calloc(MAX_MIGRATIONS, sizeof(*m));
 	if (!m || (n = load_migrations(dir, m)) < 0)
 		goto out;
 	if (!(conn = admin_connect()))
 		goto out;
-	/* One migrator at a time, across every machine. */
-	if (exec_ok(conn, "SELECT pg_advisory_lock(7447001)") ||
-	    exec_ok(conn, "CREATE TABLE IF NOT EXISTS comb_migrations ("
-			  " version integer PRIMARY KEY, name text NOT NULL,"
-			  " sha256 text NOT NULL,"
-			  " applied_at timestamptz NOT NULL DEFAULT now())"))
-		goto out;
-	ledger = PQexec(conn, "SELECT version, name, sha256 FROM comb_migrations ORDER BY version");
-	if (PQresultStatus(ledger) != PGRES_TUPLES_OK) {
-		fprintf(stderr, "comb-admin: %s", PQresultErrorMessage(ledger));
+	if (status) {
+		ledger = read_ledger(conn, false, &absent);
+		if (!ledger && !absent)
+			goto out;
+		if (ledger && check_ledger(ledger, m, n))
+			goto out;
+		print_status(ledger, m, n);
+		rc = ADMIN_OK;
 		goto out;
 	}
-	if (check_ledger(ledger, m, n))
+	/* One migrator at a time, across every machine. */
+	if (exec_ok(conn, "SELECT pg_advisory_lock(7447001)"))
+		goto out;
+	ledger = read_ledger(conn, true, &absent);
+	if (!ledger || check_ledger(ledger, m, n))
 		goto out;
 	for (i = 0; i < n; i++) {
 		if (in_ledger(ledger, m[i].version))
@@ -251,7 +318,7 @@ int admin_migrate(int argc, char **argv)
 		applied++;
 	}
 	printf("migrations: %d applied, %d already in place\n", applied, n - applied);
-	rc = 0;
+	rc = ADMIN_OK;
 out:
 	PQclear(ledger);
 	PQfinish(conn);

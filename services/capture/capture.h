@@ -1,6 +1,20 @@
 /*
  * comb-capture's internals, shared by its files: the process state and the
- * functions each file exports to main.c's loop.
+ * functions each file exports.
+ *
+ * The files are layers and calls only go down, in this order:
+ *   main.c         the loop: owns the process, calls every layer below
+ *   metrics.c      the HTTP endpoint: reads struct capture_stats only
+ *   ephemeral.c    the Redis thread; hands its messages to publish.c
+ *   leader.c       leadership and the database connection; hands
+ *                  notifications and catch-ups to listen.c
+ *   listen.c       notifications and the horizon; numbers changes through
+ *                  publish.c
+ *   publish.c      the XPUB socket, epoch, seqs, heartbeats and marks
+ *   communities.c  the per-community table
+ *   clock.c        the monotonic clock
+ * A layer reads the state of struct capture (below) but never calls a file
+ * above it.
  *
  * One thread (main.c's loop) owns the PostgreSQL connection, the ZeroMQ
  * publishing socket, the epoch and every sequence number, so signals are
@@ -10,6 +24,7 @@
 #ifndef COMB_CAPTURE_H
 #define COMB_CAPTURE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -60,6 +75,34 @@ struct communities {
 };
 
 struct ephemeral;
+struct capture_metrics;
+
+/* Signal counters by type: the types of comb/signal.h, then marks (a
+ * heartbeat of one community). */
+#define CAPTURE_STAT_MARK (COMB_SIGNAL_EPHEMERAL + 1)
+#define CAPTURE_STAT_TYPES (CAPTURE_STAT_MARK + 1)
+
+/*
+ * What capture's metrics endpoint reports (metrics.c). The main loop and
+ * the Redis thread write these, the endpoint's threads read them, so every
+ * field is atomic.
+ */
+struct capture_stats {
+	atomic_ullong signals[CAPTURE_STAT_TYPES]; /* sent, by type */
+	atomic_ullong notifications; /* change notifications received */
+	atomic_ullong caught_up;     /* signals published by catch-ups */
+	atomic_ullong rejected;      /* notifications or messages refused */
+	atomic_ullong epochs;        /* epochs started */
+	atomic_ullong epoch;         /* the current epoch, 0 before the first */
+	atomic_ullong db_lost;       /* database connections lost */
+	atomic_ullong redis_lost;    /* Redis subscriptions lost */
+	atomic_llong heartbeat_unix_ms; /* wall time of the last heartbeat */
+	atomic_llong loop_ms;        /* capture_now_ms of the loop's last turn */
+	atomic_bool leader;          /* holds the capture lock */
+	atomic_bool reconnecting;    /* in the grace period of a lost connection */
+	atomic_bool db_connected;    /* has a database connection */
+	atomic_bool redis_connected; /* the Redis subscription is live */
+};
 
 /*
  * What capture knows about which changes it published (listen.c): every
@@ -103,10 +146,18 @@ struct capture {
 	struct communities communities;
 	struct comb_buf out;    /* encoding buffer */
 
-	uint64_t published;     /* signals sent (heartbeats and marks too) */
-	uint64_t caught_up;     /* signals published by catch-ups */
-	uint64_t rejected;      /* notifications or messages refused */
+	struct capture_stats stats;
+	struct capture_metrics *metrics; /* the HTTP endpoint, or NULL */
 };
+
+/* True while heartbeats, marks and ephemeral signals are sent: leading,
+ * or in the grace period of a lost connection (leader.c sets both). */
+static inline bool capture_publishing(const struct capture *cap)
+{
+	return cap->leader || cap->reconnecting;
+}
+
+/* clock.c */
 
 /* Milliseconds of a monotonic clock. */
 int64_t capture_now_ms(void);
@@ -132,9 +183,9 @@ void communities_reset(struct communities *t);
  */
 int publish_open(struct capture *cap, char *errbuf, size_t errlen);
 void publish_close(struct capture *cap);
-/* Starts a new epoch: a new random epoch, every seq back to 0, the
- * horizon forgotten, and a mark for every community a subscriber asked
- * for. */
+/* Starts a new epoch: a new random epoch, every seq back to 0 and a mark
+ * for every community a subscriber asked for. The horizon is listen.c's:
+ * callers go through listen_restart. */
 void publish_new_epoch(struct capture *cap);
 /* Numbers s (epoch, and seq for its community) and sends it. Only the
  * leader calls this. Returns 0 or a negative COMB_E* code (logged). */
@@ -154,15 +205,9 @@ void publish_subscriptions(struct capture *cap);
  * heartbeat interval pings the database with a horizon marker and gives
  * up leadership when a ping is overdue. */
 void leader_tick(struct capture *cap, int64_t now);
-/* True while heartbeats, marks and ephemeral signals are sent: leading,
- * or in the grace period of a lost connection. */
-bool leader_publishing(const struct capture *cap);
 /* Reads what the leader's connection has for us: ping answers and
  * notifications (handed to listen_notification). */
 void leader_readable(struct capture *cap);
-/* Gives up leadership (or the standby connection) after a failure, says
- * why, and retries after CAPTURE_LOCK_RETRY_MS. */
-void leader_drop(struct capture *cap, const char *why);
 /* Closes the connection at shutdown (which frees the lock at once). */
 void leader_release(struct capture *cap);
 
@@ -185,9 +230,20 @@ void listen_notification(struct capture *cap, const char *payload);
  */
 int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 		    size_t errlen);
-/* Forgets the horizon (a new epoch). */
-void listen_forget(struct capture *cap);
+/* Forgets the horizon and starts a new epoch (publish_new_epoch). */
+void listen_restart(struct capture *cap);
 void listen_release(struct capture *cap);
+
+/* metrics.c */
+
+/* Starts the HTTP endpoint on cfg.capture_metrics_listen (nothing when
+ * it is empty): GET /metrics and GET /healthz. Returns 0 or COMB_EIO with
+ * the reason in errbuf. */
+int capture_metrics_start(struct capture *cap, char *errbuf, size_t errlen);
+/* Notes the loop's state for the endpoint (the main loop, each turn). */
+void capture_metrics_sample(struct capture *cap, int64_t now);
+/* Stops the endpoint, if any. */
+void capture_metrics_stop(struct capture *cap);
 
 /* ephemeral.c */
 
@@ -197,7 +253,7 @@ int ephemeral_start(struct capture *cap, char *errbuf, size_t errlen);
 /* Stops and joins the thread. */
 void ephemeral_stop(struct capture *cap);
 /* Forwards the messages waiting on cap->pull (drops them when not
- * publishing, see leader_publishing). */
+ * publishing, see capture_publishing). */
 void ephemeral_drain(struct capture *cap);
 
 #endif

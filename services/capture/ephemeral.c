@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -29,6 +28,7 @@
 #include "comb/error.h"
 #include "comb/clock.h"
 #include "comb/log.h"
+#include "comb/redis.h"
 
 #define REDIS_CHANNEL "comb:ephemeral"
 #define BACKOFF_MIN_MS 100
@@ -36,8 +36,8 @@
 
 struct ephemeral {
 	void *zctx;              /* borrowed */
-	char host[256];
-	int port;
+	struct comb_redis_url url; /* pub/sub ignores its database */
+	struct capture_stats *stats; /* borrowed: connected, lost */
 	pthread_t thread;
 	bool started;
 	atomic_bool stop;
@@ -46,51 +46,6 @@ struct ephemeral {
 	redisContext *ctx;       /* the live subscription, if any */
 	atomic_ulong dropped;    /* messages the inproc queue refused */
 };
-
-/* "redis://host[:port][/db]": pub/sub ignores the database number. */
-static int parse_url(struct ephemeral *e, const char *url, char *errbuf,
-		     size_t errlen)
-{
-	const char *p, *end;
-	size_t hlen;
-	char *stop;
-	long port = 6379;
-
-	if (!url || strncasecmp(url, "redis://", 8) != 0)
-		return comb_fail(errbuf, errlen, COMB_EINVAL,
-				 "COMB_REDIS_URL must start with redis://");
-	p = url + 8;
-	if (*p == '[') {
-		end = strchr(p, ']');
-		if (!end)
-			return comb_fail(errbuf, errlen, COMB_EINVAL,
-					 "COMB_REDIS_URL has an unclosed [");
-		p++;
-		hlen = (size_t)(end - p);
-		end++;
-	} else {
-		hlen = strcspn(p, ":/");
-		end = p + hlen;
-	}
-	if (hlen == 0 || hlen >= sizeof(e->host) || memchr(p, '@', hlen))
-		return comb_fail(errbuf, errlen, COMB_EINVAL,
-				 "COMB_REDIS_URL has no usable host");
-	memcpy(e->host, p, hlen);
-	e->host[hlen] = '\0';
-	if (*end == ':') {
-		errno = 0;
-		port = strtol(end + 1, &stop, 10);
-		if (errno || stop == end + 1 || port < 1 || port > 65535 ||
-		    (*stop != '\0' && *stop != '/'))
-			return comb_fail(errbuf, errlen, COMB_EINVAL,
-					 "COMB_REDIS_URL has a bad port");
-	} else if (*end != '\0' && *end != '/') {
-		return comb_fail(errbuf, errlen, COMB_EINVAL,
-				 "COMB_REDIS_URL has trailing characters");
-	}
-	e->port = (int)port;
-	return 0;
-}
 
 /* Sleeps ms unless asked to stop. */
 static void backoff_sleep(struct ephemeral *e, int ms)
@@ -117,17 +72,16 @@ static bool is_message(const redisReply *r)
  * once per outage through *logged). */
 static redisContext *subscribe(struct ephemeral *e, bool *logged)
 {
-	struct timeval tv = {2, 0}, none = {0, 0};
-	redisContext *c = redisConnectWithTimeout(e->host, e->port, tv);
+	struct timeval none = {0, 0};
+	char why[160] = "";
+	redisContext *c = comb_redis_connect(&e->url, 2000, why, sizeof(why));
 	redisReply *r;
 
-	if (!c || c->err) {
+	if (!c) {
 		if (!*logged)
 			comb_warn("ephemeral: cannot connect to redis %s:%d: %s",
-				  e->host, e->port, c ? c->errstr : "out of memory");
+				  e->url.host, e->url.port, why);
 		*logged = true;
-		if (c)
-			redisFree(c);
 		return NULL;
 	}
 	redisEnableKeepAlive(c);
@@ -148,8 +102,8 @@ static redisContext *subscribe(struct ephemeral *e, bool *logged)
 		redisFree(c);
 		return NULL;
 	}
-	comb_info("ephemeral: subscribed to redis %s:%d channel %s", e->host,
-		  e->port, REDIS_CHANNEL);
+	comb_info("ephemeral: subscribed to redis %s:%d channel %s", e->url.host,
+		  e->url.port, REDIS_CHANNEL);
 	*logged = false;
 	return c;
 }
@@ -182,6 +136,7 @@ static void *redis_main(void *arg)
 		pthread_mutex_lock(&e->lock);
 		e->ctx = c;
 		pthread_mutex_unlock(&e->lock);
+		atomic_store(&e->stats->redis_connected, true);
 
 		while (!atomic_load(&e->stop) &&
 		       redisGetReply(c, (void **)&r) == REDIS_OK && r) {
@@ -199,6 +154,9 @@ static void *redis_main(void *arg)
 		pthread_mutex_lock(&e->lock);
 		e->ctx = NULL;
 		pthread_mutex_unlock(&e->lock);
+		atomic_store(&e->stats->redis_connected, false);
+		if (!atomic_load(&e->stop))
+			atomic_fetch_add(&e->stats->redis_lost, 1);
 		if (!atomic_load(&e->stop))
 			comb_warn("ephemeral: redis subscription lost: %s; reconnecting",
 				  c->errstr[0] ? c->errstr : "connection closed");
@@ -218,9 +176,10 @@ int ephemeral_start(struct capture *cap, char *errbuf, size_t errlen)
 		return comb_fail(errbuf, errlen, COMB_ENOMEM, "out of memory");
 	cap->eph = e;
 	e->zctx = cap->zctx;
+	e->stats = &cap->stats;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->wake, NULL);
-	rc = parse_url(e, cap->cfg.redis_url, errbuf, errlen);
+	rc = comb_redis_url_parse(cap->cfg.redis_url, &e->url, errbuf, errlen);
 	if (rc)
 		return rc;
 
@@ -264,6 +223,7 @@ void ephemeral_stop(struct capture *cap)
 	cap->pull = NULL;
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->wake);
+	memset(&e->url, 0, sizeof(e->url));
 	free(e);
 	cap->eph = NULL;
 }
@@ -280,14 +240,14 @@ void ephemeral_drain(struct capture *cap)
 			zmq_msg_close(&msg);
 			return;
 		}
-		if (!leader_publishing(cap)) {
+		if (!capture_publishing(cap)) {
 			zmq_msg_close(&msg);
 			continue;
 		}
 		if (comb_signal_parse_ephemeral(zmq_msg_data(&msg),
 						zmq_msg_size(&msg), &s, err,
 						sizeof(err))) {
-			cap->rejected++;
+			atomic_fetch_add(&cap->stats.rejected, 1);
 			comb_warn("ephemeral: message refused: %s", err);
 		} else {
 			publish_signal(cap, &s);

@@ -109,11 +109,6 @@ static PGconn *connect_db(const char *url)
 	return conn;
 }
 
-bool leader_publishing(const struct capture *cap)
-{
-	return cap->leader || cap->reconnecting;
-}
-
 /* Ends the grace period of a lost connection: the epoch is over. */
 static void end_grace(struct capture *cap, const char *why)
 {
@@ -145,8 +140,10 @@ static void drop(struct capture *cap, const char *why, bool grace)
 	} else if (cap->pg) {
 		comb_info("leader: standby connection dropped (%s)", why);
 	}
-	if (cap->pg)
+	if (cap->pg) {
+		atomic_fetch_add(&cap->stats.db_lost, 1);
 		PQfinish(cap->pg);
+	}
 	cap->pg = NULL;
 	cap->leader = false;
 	cap->ping_pending = false;
@@ -155,7 +152,9 @@ static void drop(struct capture *cap, const char *why, bool grace)
 				  CAPTURE_LOCK_RETRY_MS);
 }
 
-void leader_drop(struct capture *cap, const char *why)
+/* Gives up leadership (or the standby connection) after a failure, with
+ * a grace period when leading, and retries later. */
+static void leader_drop(struct capture *cap, const char *why)
 {
 	drop(cap, why, true);
 }
@@ -293,7 +292,7 @@ static void try_lead(struct capture *cap, int64_t now)
 			  cap->epoch, err);
 	}
 	cap->next_beat_ms = now;
-	publish_new_epoch(cap);
+	listen_restart(cap);
 	record_epoch(cap);
 	comb_info("leader: leadership acquired (backend %d), publishing epoch %016"
 		  PRIx64 " on %s", PQbackendPID(cap->pg), cap->epoch, cap->endpoint);

@@ -202,7 +202,7 @@ static void horizon_marker(struct capture *cap, const char *payload)
 	uint64_t h;
 
 	if (read_u64(&p, &h) || *p) {
-		cap->rejected++;
+		atomic_fetch_add(&cap->stats.rejected, 1);
 		comb_warn("listen: unusable horizon marker '%.100s'", payload);
 		return;
 	}
@@ -219,15 +219,16 @@ void listen_notification(struct capture *cap, const char *payload)
 		horizon_marker(cap, payload);
 		return;
 	}
+	atomic_fetch_add(&cap->stats.notifications, 1);
 	if (comb_signal_parse_notify(payload, &s, err, sizeof(err))) {
 		/*
 		 * A change was made that cannot be told to relays: say so by
 		 * ending the epoch, so that every sync starts again.
 		 */
-		cap->rejected++;
+		atomic_fetch_add(&cap->stats.rejected, 1);
 		comb_error("listen: unusable notification '%.200s': %s; "
 			   "starting a new epoch", payload, err);
-		publish_new_epoch(cap);
+		listen_restart(cap);
 		return;
 	}
 	if (snap_saw(&cap->hz, s.xid)) {
@@ -324,7 +325,7 @@ int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 		publish_signal(cap, &sigs[i]);
 		seen_add(hz, sigs[i].xid);
 	}
-	cap->caught_up += (uint64_t)kept;
+	atomic_fetch_add(&cap->stats.caught_up, (uint64_t)kept);
 	comb_info("listen: caught up from horizon %s: %d signals (%d already "
 		  "published)", horizon, kept, n - kept);
 	/* Every transaction below the snapshot's xmin is published now. */
@@ -339,12 +340,13 @@ out:
 	return rc;
 }
 
-void listen_forget(struct capture *cap)
+void listen_restart(struct capture *cap)
 {
 	cap->hz.horizon = 0;
 	cap->hz.nseen = 0;
 	cap->hz.seen_full_warned = false;
 	snap_clear(&cap->hz);
+	publish_new_epoch(cap);
 }
 
 void listen_release(struct capture *cap)

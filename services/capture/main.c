@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <zmq.h>
 
@@ -25,14 +24,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stopping = 1;
-}
-
-int64_t capture_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* How long the loop may sleep before something is due. */
@@ -56,6 +47,16 @@ static long poll_timeout(const struct capture *cap, int64_t now)
 	return due > now ? (long)(due - now) : 0;
 }
 
+static uint64_t published_total(struct capture *cap)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < CAPTURE_STAT_TYPES; i++)
+		n += atomic_load(&cap->stats.signals[i]);
+	return n;
+}
+
 static void run(struct capture *cap)
 {
 	while (!stopping) {
@@ -64,7 +65,7 @@ static void run(struct capture *cap)
 		int n = 2, rc;
 
 		leader_tick(cap, now);
-		if (leader_publishing(cap) && now >= cap->next_beat_ms) {
+		if (capture_publishing(cap) && now >= cap->next_beat_ms) {
 			publish_heartbeat(cap);
 			cap->next_beat_ms += cap->cfg.capture_heartbeat_ms;
 			if (cap->next_beat_ms <= now)
@@ -81,6 +82,7 @@ static void run(struct capture *cap)
 			items[2].events = ZMQ_POLLIN;
 			n = 3;
 		}
+		capture_metrics_sample(cap, now);
 		rc = zmq_poll(items, n, poll_timeout(cap, capture_now_ms()));
 		if (rc < 0) {
 			if (zmq_errno() == EINTR)
@@ -141,15 +143,22 @@ int main(void)
 		comb_error("ephemeral: %s", err);
 		goto out;
 	}
+	if (capture_metrics_start(&cap, err, sizeof(err))) {
+		comb_error("metrics: %s", err);
+		goto out;
+	}
 	comb_info("capture bound to %s, heartbeat every %d ms", cap.endpoint,
 		  cap.cfg.capture_heartbeat_ms);
 	run(&cap);
 	comb_info("stopping after %llu messages published, %llu inputs refused",
-		  (unsigned long long)cap.published, (unsigned long long)cap.rejected);
+		  (unsigned long long)published_total(&cap),
+		  (unsigned long long)atomic_load(&cap.stats.rejected));
 	rc = 0;
 out:
-	ephemeral_stop(&cap);
+	/* The lock first, so that a standby takes over while the rest stops. */
 	leader_release(&cap);
+	capture_metrics_stop(&cap);
+	ephemeral_stop(&cap);
 	listen_release(&cap);
 	publish_close(&cap);
 	if (cap.zctx)

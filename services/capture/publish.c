@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include <zmq.h>
 
@@ -65,6 +66,25 @@ void publish_close(struct capture *cap)
 	cap->pub = NULL;
 }
 
+/* Milliseconds of the wall clock (what a scraper compares with). */
+static int64_t unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The counter of s in capture_stats.signals (a mark has its own). */
+static unsigned int stat_index(const struct comb_signal *s)
+{
+	if (s->type == COMB_SIGNAL_HEARTBEAT && s->community != 0)
+		return CAPTURE_STAT_MARK;
+	if (s->type > COMB_SIGNAL_EPHEMERAL)
+		COMB_BUG("publish: signal type %u has no counter", s->type);
+	return s->type;
+}
+
 /* Encodes and sends s, already numbered, as [topic, msgpack]. */
 static int send_signal(struct capture *cap, const struct comb_signal *s)
 {
@@ -87,7 +107,9 @@ static int send_signal(struct capture *cap, const struct comb_signal *s)
 		comb_error("publish: send failed: %s", zmq_strerror(zmq_errno()));
 		return COMB_EIO;
 	}
-	cap->published++;
+	atomic_fetch_add(&cap->stats.signals[stat_index(s)], 1);
+	if (s->type == COMB_SIGNAL_HEARTBEAT && s->community == 0)
+		atomic_store(&cap->stats.heartbeat_unix_ms, unix_ms());
 	return 0;
 }
 
@@ -120,8 +142,9 @@ void publish_new_epoch(struct capture *cap)
 
 	cap->epoch = random_epoch();
 	cap->tick = 0;
+	atomic_store(&cap->stats.epoch, cap->epoch);
+	atomic_fetch_add(&cap->stats.epochs, 1);
 	communities_reset(&cap->communities);
-	listen_forget(cap);
 	comb_info("publish: epoch %016" PRIx64 " begins on %s", cap->epoch,
 		  cap->endpoint);
 	for (i = 0; i < cap->communities.cap; i++) {
@@ -206,7 +229,7 @@ void publish_subscriptions(struct capture *cap)
 			continue; /* unsubscription, or not a subscription */
 		if ((size_t)n > sizeof(buf))
 			n = sizeof(buf); /* truncated: the prefix is enough */
-		if (n == 1 && leader_publishing(cap)) {
+		if (n == 1 && capture_publishing(cap)) {
 			/* everything: marks for every community known */
 			for (i = 0; i < cap->communities.cap; i++)
 				if (cap->communities.slots[i].id != 0)
@@ -218,7 +241,7 @@ void publish_subscriptions(struct capture *cap)
 		if (!c)
 			continue;
 		c->subscribed = true;
-		if (leader_publishing(cap))
+		if (capture_publishing(cap))
 			send_mark(cap, c);
 	}
 }

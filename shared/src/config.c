@@ -37,7 +37,9 @@ static const struct setting settings[] = {
 	STR(database_url, "COMB_DATABASE_URL", "",
 	    "PostgreSQL connection string (libpq URL or key=value)"),
 	STR(redis_url, "COMB_REDIS_URL", "redis://127.0.0.1:6379/0",
-	    "Redis URL shared by every relay node and capture"),
+	    "Redis URL shared by every relay node and capture: `redis://[[user]:password@]host[:port][/db]`, user and password percent-encoded"),
+	STR(redis_password_file, "COMB_REDIS_PASSWORD_FILE", "",
+	    "file whose first line is the Redis password (AUTH; with the URL's user name, if any); the URL must then carry no password"),
 	STR(relay_secret_key, "COMB_RELAY_SECRET_KEY", "",
 	    "relay secret key, 64 hex; signs removal markers and derives the cursor key; every node must share it"),
 	STR(relay_secret_key_file, "COMB_RELAY_SECRET_KEY_FILE", "",
@@ -48,6 +50,8 @@ static const struct setting settings[] = {
 	    "text passed to every policy plugin's init (auditor: `auditors=<hex>,<hex>`)"),
 	STR(capture_endpoint, "COMB_CAPTURE_ENDPOINT", "tcp://127.0.0.1:7450",
 	    "comma-separated ZeroMQ endpoints of the capture instances: relays connect to every one, each capture binds the first it can"),
+	STR(capture_metrics_listen, "COMB_CAPTURE_METRICS_LISTEN", "",
+	    "address and port of capture's HTTP endpoint (GET /metrics, GET /healthz), for example `127.0.0.1:7451`; empty: none"),
 	INT(capture_heartbeat_ms, "COMB_CAPTURE_HEARTBEAT_MS", "500", 50, 60000,
 	    "interval of capture's heartbeats; relays treat three missed intervals as a feed interruption"),
 	STR(relay_name, "COMB_RELAY_NAME", "comb", "NIP-11 name"),
@@ -119,6 +123,98 @@ static int parse_setting(const struct setting *s, const char *value, void *field
 	return COMB_EINVAL;
 }
 
+/* Appends the percent-encoding of s to out (outlen bytes); returns the
+ * new length, or outlen when it does not fit. */
+static size_t append_encoded(char *out, size_t len, size_t outlen,
+			     const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s && len + 4 <= outlen; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+		    c == '~') {
+			out[len++] = (char)c;
+		} else {
+			out[len++] = '%';
+			out[len++] = hex[c >> 4];
+			out[len++] = hex[c & 15];
+		}
+	}
+	if (*s)
+		return outlen;
+	out[len] = '\0';
+	return len;
+}
+
+/*
+ * Folds the password of COMB_REDIS_PASSWORD_FILE into cfg->redis_url
+ * ("redis://[user]:<password>@host..."), so that every user of the URL
+ * authenticates the same way. The URL must not carry a password itself.
+ */
+static int redis_password_from_file(struct comb_config *cfg, char *errbuf,
+				    size_t errlen)
+{
+	char pw[COMB_CONFIG_REDIS_PASSWORD_MAX + 2], *url = NULL;
+	const char *rest, *at;
+	size_t n, len, cap;
+	FILE *f;
+	int rc = COMB_EINVAL;
+
+	if (!*cfg->redis_password_file)
+		return 0;
+	if (strncmp(cfg->redis_url, "redis://", 8) != 0)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "COMB_REDIS_URL must start with redis://");
+	rest = cfg->redis_url + 8;
+	at = strrchr(rest, '@');
+	if (at && memchr(rest, ':', (size_t)(at - rest)))
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "COMB_REDIS_URL carries a password and COMB_REDIS_PASSWORD_FILE is set: give it in one place");
+	f = fopen(cfg->redis_password_file, "r");
+	if (!f)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "COMB_REDIS_PASSWORD_FILE: cannot open %s: %s",
+				 cfg->redis_password_file, strerror(errno));
+	n = fread(pw, 1, sizeof(pw) - 1, f);
+	fclose(f);
+	pw[n] = '\0';
+	pw[strcspn(pw, "\r\n")] = '\0';
+	if (!pw[0] || strlen(pw) > COMB_CONFIG_REDIS_PASSWORD_MAX) {
+		rc = comb_fail(errbuf, errlen, COMB_EINVAL,
+			       "COMB_REDIS_PASSWORD_FILE: the first line must be a password of 1 to %d bytes",
+			       COMB_CONFIG_REDIS_PASSWORD_MAX);
+		goto out;
+	}
+	cap = strlen(cfg->redis_url) + 3 * strlen(pw) + 4;
+	url = malloc(cap);
+	if (!url) {
+		rc = COMB_ENOMEM;
+		goto out;
+	}
+	/* "redis://" and the user name, if any, then ":<password>@" */
+	len = (size_t)snprintf(url, cap, "redis://%.*s:", at ? (int)(at - rest) : 0,
+			       rest);
+	len = append_encoded(url, len, cap, pw);
+	if (len >= cap - 1) {
+		rc = COMB_ENOMEM;
+		goto out;
+	}
+	snprintf(url + len, cap - len, "@%s", at ? at + 1 : rest);
+	free(cfg->redis_url);
+	cfg->redis_url = url;
+	url = NULL;
+	rc = 0;
+out:
+	if (url)
+		memset(url, 0, cap);
+	free(url);
+	memset(pw, 0, sizeof(pw));
+	return rc;
+}
+
 int comb_config_load(struct comb_config *cfg, char *errbuf, size_t errlen)
 {
 	size_t i;
@@ -138,7 +234,10 @@ int comb_config_load(struct comb_config *cfg, char *errbuf, size_t errlen)
 			return rc;
 		}
 	}
-	return 0;
+	rc = redis_password_from_file(cfg, errbuf, errlen);
+	if (rc)
+		comb_config_release(cfg);
+	return rc;
 }
 
 void comb_config_release(struct comb_config *cfg)

@@ -5,7 +5,9 @@
  * of the pool for one command and gives it back only when the command
  * completed at the connection level; otherwise the context is freed and a
  * new one is connected on a later use. Connections are opened lazily, so a
- * pool can be created while Redis is still down.
+ * pool can be created while Redis is still down. Every connection
+ * authenticates (AUTH) when the URL carries a password, then selects the
+ * URL's database.
  */
 #include "comb/redis.h"
 #include "comb/clock.h"
@@ -27,9 +29,7 @@
 #define REDIS_MAX_DB	   1000000
 
 struct comb_redis_pool {
-	char host[256]; /* without IPv6 brackets */
-	int port;
-	int db;	  /* selected on connect when > 0 */
+	struct comb_redis_url url;
 	int size; /* at most this many contexts exist */
 	int timeout_ms;
 	pthread_mutex_t lock;
@@ -59,20 +59,83 @@ static int parse_uint(const char *s, size_t len, long min, long max, int *out)
 	return 0;
 }
 
-/* Splits "redis://host[:port][/[db]]" into the pool's fields. */
-static int parse_url(struct comb_redis_pool *pool, const char *url,
-		     char *errbuf, size_t errlen)
+static int hex_digit(char c)
 {
-	const char *p, *host, *end;
-	size_t hlen;
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
 
+/* Percent-decodes len characters of s into out (outlen bytes, with the
+ * NUL). Returns 0 or COMB_EINVAL (bad escape, NUL, too long). */
+static int decode_part(const char *s, size_t len, char *out, size_t outlen)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++) {
+		int c = (unsigned char)s[i];
+
+		if (c == '%') {
+			int hi = i + 2 < len ? hex_digit(s[i + 1]) : -1;
+			int lo = hi >= 0 ? hex_digit(s[i + 2]) : -1;
+
+			if (lo < 0)
+				return COMB_EINVAL;
+			c = hi * 16 + lo;
+			i += 2;
+		}
+		if (c == 0 || n + 1 >= outlen)
+			return COMB_EINVAL;
+		out[n++] = (char)c;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+/* Reads "[user]:password" (len characters at p) into u. */
+static int parse_userinfo(struct comb_redis_url *u, const char *p, size_t len,
+			  char *errbuf, size_t errlen)
+{
+	const char *colon = memchr(p, ':', len);
+
+	if (colon == NULL)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "redis url credentials must be user:password@ or :password@");
+	if (decode_part(p, (size_t)(colon - p), u->user, sizeof(u->user)) < 0)
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "redis url has an unusable user name");
+	if (decode_part(colon + 1, len - (size_t)(colon + 1 - p), u->password,
+			sizeof(u->password)) < 0 || u->password[0] == '\0')
+		return comb_fail(errbuf, errlen, COMB_EINVAL,
+				 "redis url has an empty or unusable password");
+	return 0;
+}
+
+int comb_redis_url_parse(const char *url, struct comb_redis_url *u,
+			 char *errbuf, size_t errlen)
+{
+	const char *p, *host, *end, *at;
+	size_t hlen;
+	int rc;
+
+	memset(u, 0, sizeof(*u));
 	if (url == NULL || strncasecmp(url, "redis://", 8) != 0)
 		return comb_fail(errbuf, errlen, COMB_EINVAL,
 				 "redis url must start with redis://");
 	p = url + 8;
-	if (strchr(p, '@') != NULL)
-		return comb_fail(errbuf, errlen, COMB_EINVAL,
-				 "redis url credentials are not supported");
+	/* The host, port and database hold no '@': the last one ends the
+	 * credentials, whatever they contain. */
+	at = strrchr(p, '@');
+	if (at != NULL) {
+		rc = parse_userinfo(u, p, (size_t)(at - p), errbuf, errlen);
+		if (rc < 0)
+			return rc;
+		p = at + 1;
+	}
 	if (*p == '[') {
 		host = p + 1;
 		end = strchr(host, ']');
@@ -86,26 +149,25 @@ static int parse_url(struct comb_redis_pool *pool, const char *url,
 		hlen = strcspn(p, ":/");
 		p += hlen;
 	}
-	if (hlen == 0 || hlen >= sizeof(pool->host))
+	if (hlen == 0 || hlen >= sizeof(u->host))
 		return comb_fail(errbuf, errlen, COMB_EINVAL,
 				 "redis url has no usable host");
-	memcpy(pool->host, host, hlen);
-	pool->host[hlen] = '\0';
+	memcpy(u->host, host, hlen);
+	u->host[hlen] = '\0';
 
-	pool->port = REDIS_DEFAULT_PORT;
+	u->port = REDIS_DEFAULT_PORT;
 	if (*p == ':') {
 		size_t n = strcspn(p + 1, "/");
 
-		if (parse_uint(p + 1, n, 1, 65535, &pool->port) < 0)
+		if (parse_uint(p + 1, n, 1, 65535, &u->port) < 0)
 			return comb_fail(errbuf, errlen, COMB_EINVAL,
 					 "redis url has a bad port");
 		p += 1 + n;
 	}
-	pool->db = 0;
 	if (*p == '/') {
 		p++;
 		if (*p != '\0' &&
-		    parse_uint(p, strlen(p), 0, REDIS_MAX_DB, &pool->db) < 0)
+		    parse_uint(p, strlen(p), 0, REDIS_MAX_DB, &u->db) < 0)
 			return comb_fail(errbuf, errlen, COMB_EINVAL,
 					 "redis url has a bad database number");
 		p += strlen(p);
@@ -114,6 +176,65 @@ static int parse_url(struct comb_redis_pool *pool, const char *url,
 		return comb_fail(errbuf, errlen, COMB_EINVAL,
 				 "redis url has trailing characters");
 	return 0;
+}
+
+/* Runs one setup command on c; returns 0, or -1 with the reason (what
+ * names the command for humans) in errbuf. */
+static int setup_command(redisContext *c, const char *what, char *errbuf,
+			 size_t errlen, redisReply *r)
+{
+	int rc = -1;
+
+	if (r == NULL)
+		comb_fail(errbuf, errlen, COMB_EIO, "%s: %s", what, c->errstr);
+	else if (r->type == REDIS_REPLY_ERROR)
+		comb_fail(errbuf, errlen, COMB_EIO, "%s refused: %s", what, r->str);
+	else
+		rc = 0;
+	if (r != NULL)
+		freeReplyObject(r);
+	return rc;
+}
+
+redisContext *comb_redis_connect(const struct comb_redis_url *u, int timeout_ms,
+				 char *errbuf, size_t errlen)
+{
+	struct timeval tv;
+	redisContext *c;
+	redisReply *r;
+
+	tv.tv_sec = timeout_ms / 1000;
+	tv.tv_usec = (timeout_ms % 1000) * 1000;
+	c = redisConnectWithTimeout(u->host, u->port, tv);
+	if (c == NULL) {
+		comb_fail(errbuf, errlen, COMB_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (c->err) {
+		comb_fail(errbuf, errlen, COMB_EIO, "%s", c->errstr);
+		goto fail;
+	}
+	if (redisSetTimeout(c, tv) != REDIS_OK) {
+		comb_fail(errbuf, errlen, COMB_EIO, "cannot set timeout: %s",
+			  c->errstr);
+		goto fail;
+	}
+	if (u->password[0] != '\0') {
+		r = u->user[0] != '\0' ?
+			redisCommand(c, "AUTH %s %s", u->user, u->password) :
+			redisCommand(c, "AUTH %s", u->password);
+		if (setup_command(c, "auth", errbuf, errlen, r) < 0)
+			goto fail;
+	}
+	if (u->db > 0) {
+		r = redisCommand(c, "SELECT %d", u->db);
+		if (setup_command(c, "select", errbuf, errlen, r) < 0)
+			goto fail;
+	}
+	return c;
+fail:
+	redisFree(c);
+	return NULL;
 }
 
 struct comb_redis_pool *comb_redis_pool_new(const char *url, int size,
@@ -133,7 +254,7 @@ struct comb_redis_pool *comb_redis_pool_new(const char *url, int size,
 		comb_fail(errbuf, errlen, COMB_ENOMEM, "out of memory");
 		return NULL;
 	}
-	if (parse_url(pool, url, errbuf, errlen) < 0) {
+	if (comb_redis_url_parse(url, &pool->url, errbuf, errlen) < 0) {
 		free(pool);
 		return NULL;
 	}
@@ -164,6 +285,7 @@ void comb_redis_pool_free(struct comb_redis_pool *pool)
 	pthread_cond_destroy(&pool->returned);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->idle);
+	memset(&pool->url, 0, sizeof(pool->url));
 	free(pool);
 }
 
@@ -179,56 +301,21 @@ static void note_state(struct comb_redis_pool *pool, bool up, const char *why)
 	if (!changed)
 		return;
 	if (up)
-		comb_info("redis %s:%d reachable", pool->host, pool->port);
+		comb_info("redis %s:%d reachable", pool->url.host, pool->url.port);
 	else
-		comb_warn("redis %s:%d unreachable: %s", pool->host, pool->port,
+		comb_warn("redis %s:%d unreachable: %s", pool->url.host, pool->url.port,
 			  why);
 }
 
-/* Opens, configures and selects the database of a new context. */
+/* Opens, authenticates and selects the database of a new context. */
 static redisContext *pool_connect(struct comb_redis_pool *pool)
 {
-	struct timeval tv;
-	redisContext *c;
-	redisReply *r;
-	char why[160];
+	char why[160] = "";
+	redisContext *c = comb_redis_connect(&pool->url, pool->timeout_ms, why,
+					     sizeof(why));
 
-	tv.tv_sec = pool->timeout_ms / 1000;
-	tv.tv_usec = (pool->timeout_ms % 1000) * 1000;
-	c = redisConnectWithTimeout(pool->host, pool->port, tv);
-	if (c == NULL) {
-		note_state(pool, false, "out of memory");
-		return NULL;
-	}
-	if (c->err) {
-		snprintf(why, sizeof(why), "%s", c->errstr);
-		goto fail;
-	}
-	if (redisSetTimeout(c, tv) != REDIS_OK) {
-		snprintf(why, sizeof(why), "cannot set timeout: %s", c->errstr);
-		goto fail;
-	}
-	if (pool->db > 0) {
-		r = redisCommand(c, "SELECT %d", pool->db);
-		if (r == NULL) {
-			snprintf(why, sizeof(why), "select: %s", c->errstr);
-			goto fail;
-		}
-		if (r->type != REDIS_REPLY_STATUS) {
-			snprintf(why, sizeof(why), "select %d refused: %s",
-				 pool->db,
-				 r->type == REDIS_REPLY_ERROR ? r->str : "?");
-			freeReplyObject(r);
-			goto fail;
-		}
-		freeReplyObject(r);
-	}
-	note_state(pool, true, NULL);
+	note_state(pool, c != NULL, why);
 	return c;
-fail:
-	redisFree(c);
-	note_state(pool, false, why);
-	return NULL;
 }
 
 /*
@@ -337,10 +424,10 @@ redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt,
 	if (!ok && c->err == REDIS_ERR_IO &&
 	    (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
 		comb_warn("redis %s:%d command timed out after %d ms",
-			  pool->host, pool->port, pool->timeout_ms);
+			  pool->url.host, pool->url.port, pool->timeout_ms);
 	else if (!ok)
-		comb_warn("redis %s:%d command failed: %s", pool->host,
-			  pool->port, c->err ? c->errstr : "no reply");
+		comb_warn("redis %s:%d command failed: %s", pool->url.host,
+			  pool->url.port, c->err ? c->errstr : "no reply");
 	if (!ok && r != NULL) {
 		freeReplyObject(r);
 		r = NULL;

@@ -231,6 +231,8 @@ static void test_url(void **state)
 	    "redis://cache.internal/2",
 	    "redis://[::1]:6379/1",
 	    "REDIS://h:1",
+	    "redis://:secret@h:1/2",
+	    "redis://comb:p%40ss:w/rd@[::1]:6379",
 	};
 	size_t i;
 
@@ -251,7 +253,9 @@ static void test_url(void **state)
 	expect_bad_url("redis://h:1/-1", 1, 100);
 	expect_bad_url("redis://h:1/2/3", 1, 100);
 	expect_bad_url("redis://h:1?db=2", 1, 100);
-	expect_bad_url("redis://user:pw@h:1", 1, 100);
+	expect_bad_url("redis://user@h:1", 1, 100);
+	expect_bad_url("redis://user:@h:1", 1, 100);
+	expect_bad_url("redis://:p%4@h:1", 1, 100);
 	expect_bad_url("redis://[::1", 1, 100);
 	expect_bad_url("redis://[::1]x", 1, 100);
 	expect_bad_url("redis://h:1", 0, 100);

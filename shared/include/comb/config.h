@@ -9,15 +9,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The longest password COMB_REDIS_PASSWORD_FILE may hold. */
+#define COMB_CONFIG_REDIS_PASSWORD_MAX 512
+
 struct comb_config {
 	char *listen;               /* COMB_LISTEN, host:port */
 	char *database_url;         /* COMB_DATABASE_URL */
-	char *redis_url;            /* COMB_REDIS_URL */
+	char *redis_url;            /* COMB_REDIS_URL, with the password of
+				     * COMB_REDIS_PASSWORD_FILE folded in */
+	char *redis_password_file;  /* COMB_REDIS_PASSWORD_FILE */
 	char *relay_secret_key;     /* COMB_RELAY_SECRET_KEY, 64 hex */
 	char *relay_secret_key_file;/* COMB_RELAY_SECRET_KEY_FILE */
 	char *policy_plugin;        /* COMB_POLICY_PLUGIN, colon-separated paths */
 	char *policy_config;        /* COMB_POLICY_CONFIG */
 	char *capture_endpoint;     /* COMB_CAPTURE_ENDPOINT, ZeroMQ */
+	char *capture_metrics_listen; /* COMB_CAPTURE_METRICS_LISTEN, host:port */
 	char *relay_name;           /* COMB_RELAY_NAME */
 	char *relay_description;    /* COMB_RELAY_DESCRIPTION */
 	char *log_level;            /* COMB_LOG_LEVEL */
@@ -40,6 +46,8 @@ struct comb_config {
 
 /*
  * Fills cfg from the environment, applying defaults for unset variables.
+ * The password read from COMB_REDIS_PASSWORD_FILE is percent-encoded into
+ * cfg->redis_url, so every user of the URL authenticates.
  * Returns COMB_EINVAL with the variable's name in errbuf when a value does
  * not parse or is out of range.
  */

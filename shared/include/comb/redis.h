@@ -15,8 +15,40 @@
 
 struct comb_redis_pool;
 
+/* The longest user name and password a Redis URL may carry. */
+#define COMB_REDIS_USER_MAX 128
+#define COMB_REDIS_PASSWORD_MAX 512
+
+/* A parsed "redis://[[user]:password@]host[:port][/db]". */
+struct comb_redis_url {
+	char host[256];     /* without IPv6 brackets */
+	int port;           /* 6379 when absent */
+	int db;             /* selected on connect when > 0 */
+	char user[COMB_REDIS_USER_MAX + 1];         /* ACL user, or "" */
+	char password[COMB_REDIS_PASSWORD_MAX + 1]; /* "" when no AUTH */
+};
+
 /*
- * Creates a pool for url ("redis://host:port[/db]") holding at most size
+ * Parses url into out. The user name and password are percent-decoded
+ * ("%40" for "@"); "user:password@" authenticates as an ACL user
+ * (AUTH user password), ":password@" with the password alone (AUTH
+ * password, the requirepass form). Returns 0, or COMB_EINVAL with the
+ * reason in errbuf (which never repeats the password).
+ */
+int comb_redis_url_parse(const char *url, struct comb_redis_url *out,
+			 char *errbuf, size_t errlen);
+
+/*
+ * Opens a connection to u with timeout_ms for the connect and for every
+ * command, authenticates when u has a password and selects u's database.
+ * Returns the context (the caller frees it with redisFree), or NULL with
+ * the reason in errbuf.
+ */
+redisContext *comb_redis_connect(const struct comb_redis_url *u, int timeout_ms,
+				 char *errbuf, size_t errlen);
+
+/*
+ * Creates a pool for url (as comb_redis_url_parse reads it) holding at most size
  * connections, each with a timeout of timeout_ms for connect and commands.
  * Does not connect yet. Returns NULL with a reason in errbuf for a bad URL.
  */
