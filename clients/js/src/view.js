@@ -15,7 +15,11 @@
 //   max_events, or while the relay refuses the sync, the view polls with
 //   catch-ups instead (pollInterval).
 // Reads never run while a sync is open, so the two never race: the view
-// never shows an older revision of an artifact after a newer one. A
+// never shows an older revision of an artifact after a newer one.
+//   In a browser, the window's `offline` event drops the sync at once (an
+// open WebSocket may otherwise linger for minutes on a dead network) and
+// `online` cuts every wait short, so the view catches up as soon as the
+// network is back. A
 // resumable sync (`"artifact":"changes"`) would be a third transport that
 // feeds the same apply() with incremental answers and their cursors.
 
@@ -28,8 +32,6 @@ const REMOVAL_KIND = 45011;
 const MAX_BACKOFF_MS = 30000;
 
 let subCounter = 0;
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // A delay between half and all of base * 2^attempt, capped.
 function backoffMs(attempt, base = 250) {
@@ -72,7 +74,11 @@ export class ArtifactView {
 		this.closed = false;
 		this.sub = null;               // the sync: {ws, id, state, snapshot}
 		this.syncAttempt = 0;
-		this.timer = null;
+		this.timer = null;             // the one pending step (poll, reconnect)
+		this.timerFn = null;
+		this.naps = new Set();         // resolvers of retry waits
+		this.retrySyncAt = null;       // while polling: when to try the sync again
+		this.listenNetwork();
 		this.ready = new Promise((resolve, reject) => {
 			this.resolveReady = resolve;
 			this.rejectReady = reject;
@@ -107,7 +113,10 @@ export class ArtifactView {
 		if (this.closed)
 			return;
 		this.closed = true;
-		clearTimeout(this.timer);
+		this.cancelLater();
+		this.unlistenNetwork();
+		for (const wake of this.naps)
+			wake();
 		this.dropSocket();
 		this.rejectReady(new CombError('closed', { code: 'closed' }));
 		await this.store.close();
@@ -130,6 +139,79 @@ export class ArtifactView {
 			return;
 		this.status = status;
 		this.emit('status', status);
+	}
+
+	// ------------------------------------------------------------------
+	// waiting, and the browser's network events
+
+	// Runs fn after ms, replacing the pending step.
+	later(fn, ms) {
+		this.cancelLater();
+		this.timerFn = fn;
+		this.timer = setTimeout(() => {
+			this.timer = null;
+			this.timerFn = null;
+			fn();
+		}, ms);
+	}
+
+	cancelLater() {
+		clearTimeout(this.timer);
+		this.timer = null;
+		this.timerFn = null;
+	}
+
+	// Waits ms, or less when the network comes back.
+	nap(ms) {
+		return new Promise((resolve) => {
+			const wake = () => {
+				clearTimeout(t);
+				this.naps.delete(wake);
+				resolve();
+			};
+			const t = setTimeout(wake, ms);
+			this.naps.add(wake);
+		});
+	}
+
+	listenNetwork() {
+		const target = globalThis;
+		if (typeof target.addEventListener !== 'function' || typeof globalThis.navigator?.onLine !== 'boolean')
+			return;
+		this.onOffline = () => {
+			if (this.closed)
+				return;
+			this.setStatus('offline');
+			const sub = this.sub;
+			if (sub) {
+				this.dropSocket();
+				this.emit('error', new CombError('network: the browser is offline', { code: 'network' }));
+				this.reopen('network');
+			}
+		};
+		this.onOnline = () => {
+			if (this.closed)
+				return;
+			this.syncAttempt = 0;
+			if (this.retrySyncAt)
+				this.retrySyncAt = 0;
+			for (const wake of this.naps)
+				wake();
+			const fn = this.timerFn;
+			if (fn) {
+				this.cancelLater();
+				fn();
+			}
+		};
+		target.addEventListener('offline', this.onOffline);
+		target.addEventListener('online', this.onOnline);
+	}
+
+	unlistenNetwork() {
+		if (this.onOffline) {
+			globalThis.removeEventListener('offline', this.onOffline);
+			globalThis.removeEventListener('online', this.onOnline);
+		}
 	}
 
 	// ------------------------------------------------------------------
@@ -264,7 +346,7 @@ export class ArtifactView {
 				if (err.code === 'network')
 					this.setStatus('offline');
 				const wait = err.retryAfter ? err.retryAfter * 1000 * (1 + Math.random() / 2) : backoffMs(attempt, 500);
-				await sleep(wait);
+				await this.nap(wait);
 				if (this.closed)
 					throw new Closed();
 			}
@@ -307,12 +389,12 @@ export class ArtifactView {
 	}
 
 	// Polling: a catch-up now and every pollInterval; retrySync (a delay)
-	// tries the sync again after that long.
+	// tries the sync again after that long (or once the network is back).
 	poll(retrySync) {
-		clearTimeout(this.timer);
+		this.cancelLater();
 		if (this.closed)
 			return;
-		const started = Date.now();
+		this.retrySyncAt = retrySync === null ? null : Date.now() + retrySync;
 		const tick = async () => {
 			try {
 				await this.retrying(() => this.catchUp());
@@ -324,11 +406,11 @@ export class ArtifactView {
 			if (this.closed)
 				return;
 			this.setStatus('live');
-			if (retrySync !== null && Date.now() - started >= retrySync) {
+			if (this.retrySyncAt !== null && Date.now() >= this.retrySyncAt) {
 				this.connect();
 				return;
 			}
-			this.timer = setTimeout(tick, this.pollInterval);
+			this.later(tick, this.pollInterval);
 		};
 		tick();
 	}
@@ -377,7 +459,13 @@ export class ArtifactView {
 
 	// After a dropped connection or a resync: catch up, then open again.
 	reopen(reason) {
-		clearTimeout(this.timer);
+		this.cancelLater();
+		if (globalThis.navigator?.onLine === false) {
+			// the browser knows it is offline: its `online` event reconnects
+			this.setStatus('offline');
+			this.later(() => this.connect(), MAX_BACKOFF_MS);
+			return;
+		}
 		const attempt = this.syncAttempt++;
 		if (attempt >= 3) {
 			// WebSockets keep failing: poll over HTTP, try again later
@@ -385,7 +473,7 @@ export class ArtifactView {
 			return;
 		}
 		this.setStatus(reason === 'network' ? 'offline' : 'catching-up');
-		this.timer = setTimeout(() => this.connect(), backoffMs(attempt));
+		this.later(() => this.connect(), backoffMs(attempt));
 	}
 
 	onSocketClosed(sub) {
@@ -522,9 +610,8 @@ export class ArtifactView {
 			sub.state = 'closed';
 			this.emit('error', new CombError(reason, { code: 'resync' }));
 			// the connection stays; a new REQ on it after the catch-up
-			clearTimeout(this.timer);
 			this.setStatus('catching-up');
-			this.timer = setTimeout(() => {
+			this.later(() => {
 				if (sub === this.sub)
 					this.openSync(sub);
 			}, backoffMs(this.syncAttempt++));
