@@ -170,9 +170,9 @@ describe('task board in Chromium', { skip }, () => {
 		await card(a.page, 'Rotate the relay key').waitFor({ state: 'detached' });
 		await card(a.page, 'Review the sync design').dragTo(column(a.page, 'done'));
 		await column(a.page, 'done').locator('.card', { hasText: 'Review the sync design' }).waitFor();
-		await a.page.fill('#new-title', 'Written while b was away');
+		await a.page.fill('#new-title', 'Draft the onboarding guide');
 		await a.page.press('#new-title', 'Enter');
-		await card(a.page, 'Written while b was away').waitFor();
+		await card(a.page, 'Draft the onboarding guide').waitFor();
 
 		// b saw none of it: it was really offline.
 		assert.deepEqual(await snapshot(b.page), before);
@@ -184,7 +184,7 @@ describe('task board in Chromium', { skip }, () => {
 		await waitLive(b.page);
 		assert.deepEqual(await drawn(b.page), await drawn(a.page));
 		assert.deepEqual(await drawn(b.page), {
-			open: ['Plan the team offsite', 'Write the release notes', 'Written while b was away'],
+			open: ['Draft the onboarding guide', 'Plan the team offsite', 'Write the release notes'],
 			doing: ['Fix the payment timeout'],
 			done: ['Review the sync design', 'Update the dashboard'],
 		});
@@ -209,8 +209,8 @@ describe('task board in Chromium', { skip }, () => {
 		const held = (await snapshot(b.page)).length;
 		assert.ok(held >= 6, `b holds ${held} tasks`);
 		// One change while b is live: its last catch-up predates it.
-		await card(a.page, 'Fix the payment timeout').dragTo(column(a.page, 'done'));
-		await column(b.page, 'done').locator('.card', { hasText: 'Fix the payment timeout' }).waitFor();
+		await card(a.page, 'Write the release notes').dragTo(column(a.page, 'doing'));
+		await column(b.page, 'doing').locator('.card', { hasText: 'Write the release notes' }).waitFor();
 
 		// Hold b's incremental reads back after the reload: the board must
 		// draw every task from IndexedDB before the relay answers.
@@ -243,7 +243,9 @@ describe('task board in Chromium', { skip }, () => {
 		assert.deepEqual(a.errors, []);
 		assert.deepEqual(b.errors, []);
 
-		if (process.env.COMB_BOARD_SCREENSHOT)
-			await a.page.screenshot({ path: process.env.COMB_BOARD_SCREENSHOT });
+		if (process.env.COMB_BOARD_SCREENSHOT) {
+			const height = await b.page.evaluate(() => Math.ceil(document.querySelector('footer').getBoundingClientRect().bottom) + 16);
+			await b.page.screenshot({ path: process.env.COMB_BOARD_SCREENSHOT, clip: { x: 0, y: 0, width: 1100, height } });
+		}
 	});
 });
