@@ -6,8 +6,9 @@
 //
 //   node clients/board/serve.mjs [--host 127.0.0.1] [--port 7448] [--relay URL]
 //
-// It prints the board's URL; with --relay the URL carries ?relay=URL so
-// the page talks to that relay (CORS lets a page on any origin call it).
+// It prints the board's URL. With --relay, `/` without a query redirects
+// to `/?relay=URL`, so the page talks to that relay (CORS lets a page on
+// any origin call it); without it the page calls its own origin.
 // Tests import startBoardServer() and listen on port 0.
 
 import fs from 'node:fs';
@@ -62,12 +63,17 @@ function resolve(urlPath) {
 	return null;
 }
 
-function handle(req, res) {
+function handle(relay, req, res) {
 	if (req.method !== 'GET' && req.method !== 'HEAD') {
 		res.writeHead(405, { allow: 'GET, HEAD' }).end();
 		return;
 	}
-	const file = resolve(new URL(req.url, 'http://board').pathname);
+	const url = new URL(req.url, 'http://board');
+	if (relay && url.pathname === '/' && url.search === '') {
+		res.writeHead(302, { location: `/?relay=${relay}` }).end();
+		return;
+	}
+	const file = resolve(url.pathname);
 	const type = file && TYPES[path.extname(file)];
 	if (!type) {
 		res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
@@ -85,10 +91,11 @@ function handle(req, res) {
 
 /**
  * Starts the server; resolves to {server, url, close()} once it listens.
- * options: host (default 127.0.0.1), port (default 7448; 0 picks one).
+ * options: host (default 127.0.0.1), port (default 7448; 0 picks one),
+ * relay (the relay URL `/` redirects to, as ?relay=).
  */
-export function startBoardServer({ host = '127.0.0.1', port = 7448 } = {}) {
-	const server = http.createServer(handle);
+export function startBoardServer({ host = '127.0.0.1', port = 7448, relay } = {}) {
+	const server = http.createServer((req, res) => handle(relay, req, res));
 	return new Promise((resolveStart, reject) => {
 		server.once('error', reject);
 		server.listen(port, host, () => {
@@ -133,9 +140,9 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
 		process.exit(1);
 	}
 	const port = args.port === undefined ? 7448 : Number(args.port);
-	startBoardServer({ host: args.host, port }).then(({ url }) => {
-		const shown = args.relay ? `${url}?relay=${args.relay}` : url;
-		console.log(`board: ${shown}`);
+	const relay = args.relay && new URL(args.relay).origin;
+	startBoardServer({ host: args.host, port, relay }).then(({ url }) => {
+		console.log(`board: ${relay ? `${url}?relay=${relay}` : url}`);
 	}, (err) => {
 		console.error(`board: ${err.message}`);
 		process.exit(1);
