@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
 import { CombClient } from '../../clients/js/index.js';
+import { ensureOpenChannel } from '../../clients/board/channel.mjs';
 import { startBoardServer } from '../../clients/board/serve.mjs';
 import { createChannel } from './lib/artifacts.mjs';
 import { newKey, startRelay } from './lib/harness.mjs';
@@ -36,7 +37,12 @@ describe('task board in Chromium', { skip }, () => {
 		stack = await startRelay({ communities: [{ hosts: ['localhost'] }] });
 		const admin = stack.admins[0];
 		// Open channels: every key of the community may read and write.
-		alpha = await createChannel(stack, admin, { name: 'alpha', visibility: 'open' });
+		// channel.mjs makes alpha (as make run makes the dev board's) and
+		// finds it again rather than making a second one; a private
+		// channel of the same name does not count.
+		await createChannel(stack, admin, { name: 'alpha', visibility: 'private' });
+		alpha = await ensureOpenChannel({ relay: stack.url, secretKey: admin, name: 'alpha' });
+		assert.equal(await ensureOpenChannel({ relay: stack.url, secretKey: admin, name: 'alpha' }), alpha);
 		beta = await createChannel(stack, admin, { name: 'beta', visibility: 'open' });
 		seeder = new CombClient({ url: stack.url, secretKey: newKey().sk });
 		const seeds = [['Write the release notes', 'open'], ['Fix the payment timeout', 'doing'],
