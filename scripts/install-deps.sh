@@ -14,6 +14,8 @@ packages=(
 	libcivetweb-dev civetweb libpq-dev postgresql-15 libhiredis-dev redis-server
 	libzmq3-dev libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev
 	libssl-dev python3-yaml iproute2 procps
+	# the task board's browser tests: playwright-core drives /usr/bin/chromium
+	chromium
 )
 
 missing=()

@@ -85,6 +85,9 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		"tcp_nodelay", "1",
 		"enable_keep_alive", "yes",
 		"request_timeout_ms", COMB_BODY_DEADLINE_TEXT,
+		/* civetweb answers CORS preflights itself unless this is
+		 * empty; http.c answers them as PROTOCOL.md section 10 says */
+		"access_control_allow_methods", "",
 		"enable_websocket_ping_pong", "yes",
 		"websocket_timeout_ms", WS_PING_INTERVAL_TEXT,
 		NULL,

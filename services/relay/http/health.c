@@ -11,6 +11,7 @@ void handle_healthz(struct request *req)
 {
 	req->status = 200;
 	mg_printf(req->conn, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+			     "Access-Control-Allow-Origin: *\r\n"
 			     "Content-Length: 2\r\n\r\nok");
 }
 
@@ -52,7 +53,7 @@ void handle_metrics(struct request *req)
 	req->status = 200;
 	mg_printf(req->conn,
 		  "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-		  "Content-Length: %zu\r\n\r\n", b.len);
+		  "Access-Control-Allow-Origin: *\r\nContent-Length: %zu\r\n\r\n", b.len);
 	mg_write(req->conn, b.data, b.len);
 	comb_buf_release(&b);
 }

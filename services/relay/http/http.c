@@ -143,9 +143,27 @@ static bool authenticate(struct request *req)
 	return true;
 }
 
+/* PROTOCOL.md section 10 "Browsers": a CORS preflight is answered on every
+ * path and host, before any community lookup or authorization. */
+static void send_preflight(struct request *req)
+{
+	req->status = 204;
+	mg_printf(req->conn,
+		  "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n"
+		  "Access-Control-Allow-Origin: *\r\n"
+		  "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+		  "Access-Control-Allow-Headers: Authorization, Content-Type, Accept\r\n"
+		  "Access-Control-Max-Age: 86400\r\n\r\n");
+}
+
 static void dispatch(struct request *req)
 {
 	int rc;
+
+	if (!strcmp(req->info->request_method, "OPTIONS")) {
+		send_preflight(req);
+		return;
+	}
 
 	switch (req->route) {
 	case ROUTE_HEALTHZ:

@@ -1,0 +1,629 @@
+// ArtifactView: an exact local copy of the current artifacts of some
+// channels (PROTOCOL.md sections 7 and 8), kept in a store.
+//
+// How it stays current (the transport "current"):
+//   1. catch-up: incremental reads from the stored cursor until `more` is
+//      false; they carry every change since the cursor, removals with
+//      their reasons. The first complete catch-up resolves `ready`.
+//   2. live: a sync (`"artifact":"current"`) on the channels: its snapshot
+//      replaces the copy at EOSE (an artifact held but absent from the
+//      snapshot is looked up by id for its removal reason), then every
+//      frame is applied as it comes.
+//   3. a `resync:` close or a dropped connection goes back to 1 and then
+//      2, after a jittered backoff.
+//   Without a WebSocket, without channels, with a set over the sync's
+//   max_events, or while the relay refuses the sync, the view polls with
+//   catch-ups instead (pollInterval).
+// Reads never run while a sync is open, so the two never race: the view
+// never shows an older revision of an artifact after a newer one.
+//   In a browser, the window's `offline` event drops the sync at once (an
+// open WebSocket may otherwise linger for minutes on a dead network) and
+// `online` cuts every wait short, so the view catches up as soon as the
+// network is back. A
+// resumable sync (`"artifact":"changes"`) would be a third transport that
+// feeds the same apply() with incremental answers and their cursors.
+
+import { CombError } from './errors.js';
+import { MemoryStore } from './stores.js';
+import { tagValue } from './tags.js';
+
+const REVISION_KIND = 45010;
+const REMOVAL_KIND = 45011;
+const MAX_BACKOFF_MS = 30000;
+
+let subCounter = 0;
+
+// A delay between half and all of base * 2^attempt, capped.
+function backoffMs(attempt, base = 250) {
+	const full = Math.min(MAX_BACKOFF_MS, base * 2 ** Math.min(attempt, 16));
+	return full / 2 + Math.random() * (full / 2);
+}
+
+// Errors a retry cannot fix: a malformed request or an unknown scope.
+function fatal(err) {
+	return err instanceof CombError &&
+		(err.code === 'incremental_bad_request' || err.code === 'invalid' || err.status === 404);
+}
+
+class Closed extends Error {}
+
+export class ArtifactView {
+	/**
+	 * options: channels (channel ids; without them the view reads every
+	 * readable channel and polls), types, store (default a MemoryStore),
+	 * pollInterval (ms, default 5000).
+	 */
+	constructor(client, options = {}) {
+		this.client = client;
+		this.channels = options.channels ? [...options.channels] : null;
+		this.types = options.types ? [...options.types] : null;
+		this.store = options.store ?? new MemoryStore();
+		this.pollInterval = options.pollInterval ?? 5000;
+		this.scope = {};
+		if (this.channels)
+			this.scope['#h'] = this.channels;
+		if (this.types)
+			this.scope['#type'] = this.types;
+		this.items = new Map();        // d -> current revision
+		this.superseded = new Map();   // d -> ids of revisions known to be older
+		this.cursor = undefined;
+		this.status = 'connecting';
+		this.listeners = { change: new Set(), status: new Set(), error: new Set() };
+		this.stats = { reads: 0, fetched: 0, knownReads: 0, resets: 0, snapshots: 0,
+			syncEvents: 0, resyncs: 0, connects: 0 };
+		this.closed = false;
+		this.sub = null;               // the sync: {ws, id, state, snapshot}
+		this.syncAttempt = 0;
+		this.timer = null;             // the one pending step (poll, reconnect)
+		this.timerFn = null;
+		this.naps = new Set();         // resolvers of retry waits
+		this.retrySyncAt = null;       // while polling: when to try the sync again
+		this.listenNetwork();
+		this.ready = new Promise((resolve, reject) => {
+			this.resolveReady = resolve;
+			this.rejectReady = reject;
+		});
+		this.ready.catch(() => {});
+		this.run();
+	}
+
+	/** The current revision of artifact d, or undefined. */
+	get(d) {
+		return this.items.get(d);
+	}
+
+	/** Every current revision. */
+	all() {
+		return [...this.items.values()];
+	}
+
+	/** Adds a listener: 'change' ({upserts, removals}), 'status' (status), 'error' (CombError). */
+	on(event, fn) {
+		this.listeners[event].add(fn);
+		return this;
+	}
+
+	off(event, fn) {
+		this.listeners[event].delete(fn);
+		return this;
+	}
+
+	/** Stops every read and the sync, and closes the store. */
+	async close() {
+		if (this.closed)
+			return;
+		this.closed = true;
+		this.cancelLater();
+		this.unlistenNetwork();
+		for (const wake of this.naps)
+			wake();
+		this.dropSocket();
+		this.rejectReady(new CombError('closed', { code: 'closed' }));
+		await this.store.close();
+	}
+
+	emit(event, value) {
+		for (const fn of this.listeners[event]) {
+			try {
+				fn(value);
+			} catch (err) {
+				queueMicrotask(() => {
+					throw err;
+				});
+			}
+		}
+	}
+
+	setStatus(status) {
+		if (this.closed || this.status === status)
+			return;
+		this.status = status;
+		this.emit('status', status);
+	}
+
+	// ------------------------------------------------------------------
+	// waiting, and the browser's network events
+
+	// Runs fn after ms, replacing the pending step.
+	later(fn, ms) {
+		this.cancelLater();
+		this.timerFn = fn;
+		this.timer = setTimeout(() => {
+			this.timer = null;
+			this.timerFn = null;
+			fn();
+		}, ms);
+	}
+
+	cancelLater() {
+		clearTimeout(this.timer);
+		this.timer = null;
+		this.timerFn = null;
+	}
+
+	// Waits ms, or less when the network comes back.
+	nap(ms) {
+		return new Promise((resolve) => {
+			const wake = () => {
+				clearTimeout(t);
+				this.naps.delete(wake);
+				resolve();
+			};
+			const t = setTimeout(wake, ms);
+			this.naps.add(wake);
+		});
+	}
+
+	listenNetwork() {
+		const target = globalThis;
+		if (typeof target.addEventListener !== 'function' || typeof globalThis.navigator?.onLine !== 'boolean')
+			return;
+		this.onOffline = () => {
+			if (this.closed)
+				return;
+			this.setStatus('offline');
+			const sub = this.sub;
+			if (sub) {
+				this.dropSocket();
+				this.emit('error', new CombError('network: the browser is offline', { code: 'network' }));
+				this.reopen('network');
+			}
+		};
+		this.onOnline = () => {
+			if (this.closed)
+				return;
+			this.syncAttempt = 0;
+			if (this.retrySyncAt)
+				this.retrySyncAt = 0;
+			for (const wake of this.naps)
+				wake();
+			const fn = this.timerFn;
+			if (fn) {
+				this.cancelLater();
+				fn();
+			}
+		};
+		target.addEventListener('offline', this.onOffline);
+		target.addEventListener('online', this.onOnline);
+	}
+
+	unlistenNetwork() {
+		if (this.onOffline) {
+			globalThis.removeEventListener('offline', this.onOffline);
+			globalThis.removeEventListener('online', this.onOnline);
+		}
+	}
+
+	// ------------------------------------------------------------------
+	// applying changes
+
+	// Replaces d's revision with ev unless ev is what we hold or older.
+	upsert(ev, out) {
+		const d = tagValue(ev, 'd');
+		const cur = this.items.get(d);
+		if (cur?.id === ev.id || this.superseded.get(d)?.has(ev.id))
+			return;
+		this.supersede(d, cur?.id, tagValue(ev, 'prev'));
+		this.items.set(d, ev);
+		out.push(ev);
+	}
+
+	// Drops d. Deletions, moves and redactions make its revision old for
+	// good; access and ttl removals may bring the same revision back.
+	remove(d, h, reason, out) {
+		const cur = this.items.get(d);
+		if (!cur)
+			return;
+		if (reason === 'deleted' || reason === 'moved' || reason === 'redacted')
+			this.supersede(d, cur.id);
+		this.items.delete(d);
+		out.push({ d, h: h ?? tagValue(cur, 'h'), reason });
+	}
+
+	supersede(d, ...ids) {
+		let set = this.superseded.get(d);
+		if (!set) {
+			set = new Set();
+			this.superseded.set(d, set);
+		}
+		for (const id of ids) {
+			if (id)
+				set.add(id);
+		}
+	}
+
+	// Tells listeners, then stores the items and the cursor after them.
+	async commit(upserts, removals, cursor) {
+		if (upserts.length || removals.length)
+			this.emit('change', { upserts, removals });
+		if (upserts.length || (cursor !== undefined && !removals.length))
+			await this.store.put(upserts, removals.length ? undefined : cursor);
+		if (removals.length)
+			await this.store.delete(removals.map((r) => r.d), cursor);
+		if (cursor !== undefined)
+			this.cursor = cursor;
+	}
+
+	// Applies an incremental answer's changes (PROTOCOL.md section 8).
+	async apply(changes, cursor) {
+		const upserts = [], removals = [];
+		for (const c of changes) {
+			if (c.op === 'upsert')
+				this.upsert(c.event, upserts);
+			else if (c.op === 'remove')
+				this.remove(c.d, c.h, c.reason, removals);
+		}
+		await this.commit(upserts, removals, cursor);
+	}
+
+	// ------------------------------------------------------------------
+	// incremental reads
+
+	async read(filter) {
+		if (this.closed)
+			throw new Closed();
+		const body = await this.client.query(filter);
+		if (this.closed)
+			throw new Closed();
+		this.stats.fetched += body.changes.filter((c) => c.op === 'upsert').length;
+		return body;
+	}
+
+	// Reads from the cursor until `more` is false. Without a cursor (first
+	// read, or after incremental_reset or a foreign cursor) the answer is
+	// the whole set: what we hold and it lacks is looked up by id.
+	async catchUp() {
+		let fresh = this.cursor === undefined ? new Set() : null;
+		for (;;) {
+			const filter = { artifact: 'incremental', ...this.scope };
+			if (this.cursor !== undefined)
+				filter.cursor = this.cursor;
+			let body;
+			try {
+				body = await this.read(filter);
+			} catch (err) {
+				if (err.code !== 'incremental_reset' && err.code !== 'incremental_bad_cursor')
+					throw err;
+				this.stats.resets++;
+				this.cursor = undefined;
+				fresh = new Set();
+				continue;
+			}
+			this.stats.reads++;
+			if (fresh) {
+				for (const c of body.changes)
+					fresh.add(c.op === 'upsert' ? tagValue(c.event, 'd') : c.d);
+			}
+			await this.apply(body.changes, body.cursor);
+			if (!body.more)
+				break;
+		}
+		if (fresh)
+			await this.lookUp([...this.items.keys()].filter((d) => !fresh.has(d)));
+	}
+
+	// Known-ID reads: the current revision of each d, or its removal with
+	// the reason (`access` covers unknown and unreadable ids alike).
+	async lookUp(ds, { keepUpserts = true } = {}) {
+		const max = (await this.client.info()).artifacts?.incremental?.max_ids ?? 1000;
+		for (let i = 0; i < ds.length; i += max) {
+			const body = await this.read({ artifact: 'incremental', '#d': ds.slice(i, i + max), ...this.scope });
+			this.stats.knownReads++;
+			await this.apply(keepUpserts ? body.changes : body.changes.filter((c) => c.op !== 'upsert'));
+		}
+	}
+
+	// Runs fn until it succeeds, waiting between attempts (Retry-After
+	// when the relay gives one). Network failures make the view offline.
+	async retrying(fn) {
+		for (let attempt = 0; ; attempt++) {
+			try {
+				return await fn();
+			} catch (err) {
+				if (err instanceof Closed || this.closed || fatal(err))
+					throw err;
+				this.emit('error', err);
+				if (err.code === 'network')
+					this.setStatus('offline');
+				const wait = err.retryAfter ? err.retryAfter * 1000 * (1 + Math.random() / 2) : backoffMs(attempt, 500);
+				await this.nap(wait);
+				if (this.closed)
+					throw new Closed();
+			}
+		}
+	}
+
+	// ------------------------------------------------------------------
+	// the loop
+
+	async run() {
+		try {
+			const { events, cursor } = await this.store.load();
+			const upserts = [];
+			for (const ev of events)
+				this.upsert(ev, upserts);
+			this.cursor = cursor ?? undefined;
+			if (upserts.length)
+				this.emit('change', { upserts, removals: [] });
+			await this.retrying(() => this.catchUp());
+			this.resolveReady(this);
+			await this.goLive();
+		} catch (err) {
+			if (err instanceof Closed || this.closed)
+				return;
+			this.setStatus('offline');
+			this.emit('error', err);
+			this.rejectReady(err);
+		}
+	}
+
+	// Opens the sync when it can serve this view, else polls.
+	async goLive() {
+		const info = await this.retrying(() => this.client.info());
+		const sync = info.artifacts?.sync;
+		const fits = sync && this.items.size <= (sync.max_events ?? Infinity);
+		if (this.client.WebSocket && this.channels && fits)
+			this.connect();
+		else
+			this.poll(null);
+	}
+
+	// Polling: a catch-up now and every pollInterval; retrySync (a delay)
+	// tries the sync again after that long (or once the network is back).
+	poll(retrySync) {
+		this.cancelLater();
+		if (this.closed)
+			return;
+		this.retrySyncAt = retrySync === null ? null : Date.now() + retrySync;
+		const tick = async () => {
+			try {
+				await this.retrying(() => this.catchUp());
+			} catch (err) {
+				if (err instanceof Closed || this.closed)
+					return;
+				this.emit('error', err);
+			}
+			if (this.closed)
+				return;
+			this.setStatus('live');
+			if (this.retrySyncAt !== null && Date.now() >= this.retrySyncAt) {
+				this.connect();
+				return;
+			}
+			this.later(tick, this.pollInterval);
+		};
+		tick();
+	}
+
+	// ------------------------------------------------------------------
+	// the sync
+
+	connect() {
+		if (this.closed)
+			return;
+		this.setStatus('catching-up');
+		this.stats.connects++;
+		let ws;
+		try {
+			ws = this.client.openSocket();
+		} catch (err) {
+			this.emit('error', err);
+			this.poll(null);
+			return;
+		}
+		const sub = { ws, id: `view${++subCounter}`, state: 'auth', snapshot: null, authId: null };
+		this.sub = sub;
+		ws.onmessage = (e) => this.onFrame(sub, e.data);
+		ws.onclose = () => this.onSocketClosed(sub);
+		ws.onerror = () => {};
+	}
+
+	dropSocket() {
+		const sub = this.sub;
+		this.sub = null;
+		if (sub) {
+			sub.ws.onclose = null;
+			sub.ws.onmessage = null;
+			try {
+				sub.ws.close();
+			} catch {
+				// already closed
+			}
+		}
+	}
+
+	send(sub, msg) {
+		if (sub.ws.readyState === 1)
+			sub.ws.send(JSON.stringify(msg));
+	}
+
+	// After a dropped connection or a resync: catch up, then open again.
+	reopen(reason) {
+		this.cancelLater();
+		if (globalThis.navigator?.onLine === false) {
+			// the browser knows it is offline: its `online` event reconnects
+			this.setStatus('offline');
+			this.later(() => this.connect(), MAX_BACKOFF_MS);
+			return;
+		}
+		const attempt = this.syncAttempt++;
+		if (attempt >= 3) {
+			// WebSockets keep failing: poll over HTTP, try again later
+			this.poll(backoffMs(attempt, 1000));
+			return;
+		}
+		this.setStatus(reason === 'network' ? 'offline' : 'catching-up');
+		this.later(() => this.connect(), backoffMs(attempt));
+	}
+
+	onSocketClosed(sub) {
+		if (sub !== this.sub || this.closed)
+			return;
+		this.sub = null;
+		this.emit('error', new CombError('network: connection closed', { code: 'network' }));
+		this.reopen('network');
+	}
+
+	async onFrame(sub, data) {
+		if (sub !== this.sub)
+			return;
+		let msg;
+		try {
+			msg = JSON.parse(typeof data === 'string' ? data : new TextDecoder().decode(data));
+		} catch {
+			return;
+		}
+		if (!Array.isArray(msg))
+			return;
+		switch (msg[0]) {
+		case 'AUTH': {
+			const ev = await this.client.authEvent(msg[1]);
+			sub.authId = ev.id;
+			this.send(sub, ['AUTH', ev]);
+			return;
+		}
+		case 'OK':
+			if (msg[1] === sub.authId) {
+				if (msg[2] !== true) {
+					this.emit('error', new CombError(String(msg[3])));
+					this.dropSocket();
+					this.poll(backoffMs(this.syncAttempt++, 1000));
+					return;
+				}
+				await this.openSync(sub);
+			}
+			return;
+		case 'EVENT':
+			if (msg[1] === sub.id)
+				this.onEvent(sub, msg[2]);
+			return;
+		case 'EOSE':
+			if (msg[1] === sub.id)
+				await this.onEose(sub);
+			return;
+		case 'CLOSED':
+			if (msg[1] === sub.id)
+				this.onClosed(sub, String(msg[2] ?? ''));
+			return;
+		default:
+			return;
+		}
+	}
+
+	// Catches up (no sync is open meanwhile), then sends the REQ.
+	async openSync(sub) {
+		try {
+			await this.retrying(() => this.catchUp());
+		} catch (err) {
+			if (err instanceof Closed || this.closed)
+				return;
+			this.emit('error', err);
+		}
+		if (sub !== this.sub)
+			return;
+		const filter = { artifact: 'current', '#h': this.channels };
+		if (this.types)
+			filter['#type'] = this.types;
+		sub.state = 'opening';
+		sub.snapshot = new Map();
+		this.send(sub, ['REQ', sub.id, filter]);
+	}
+
+	onEvent(sub, ev) {
+		this.stats.syncEvents++;
+		const d = tagValue(ev, 'd');
+		if (sub.state === 'opening') {
+			if (ev.kind === REVISION_KIND && d)
+				sub.snapshot.set(d, ev);
+			return;
+		}
+		if (sub.state !== 'live' || !d)
+			return;
+		const upserts = [], removals = [];
+		const h = tagValue(ev, 'h');
+		if (ev.kind === REVISION_KIND) {
+			if (tagValue(ev, 'op') === 'delete') {
+				this.supersede(d, ev.id);
+				this.remove(d, h, 'deleted', removals);
+			} else {
+				this.upsert(ev, upserts);
+			}
+		} else if (ev.kind === REMOVAL_KIND) {
+			const reason = tagValue(ev, 'reason');
+			if (reason !== 'redacted' || this.items.get(d)?.id === tagValue(ev, 'e'))
+				this.remove(d, h, reason, removals);
+		}
+		this.commit(upserts, removals).catch((err) => this.emit('error', err));
+	}
+
+	// The snapshot replaces the copy of these channels; what we held and
+	// it lacks changed between the catch-up and the snapshot, and a
+	// known-ID read names why (an upsert there means it came back after
+	// the snapshot: the sync delivers it).
+	async onEose(sub) {
+		const snapshot = sub.snapshot;
+		sub.snapshot = null;
+		sub.state = 'live';
+		this.stats.snapshots++;
+		this.syncAttempt = 0;
+		const upserts = [];
+		for (const ev of snapshot.values())
+			this.upsert(ev, upserts);
+		const gone = [...this.items.keys()].filter((d) => !snapshot.has(d));
+		await this.commit(upserts, []);
+		if (gone.length) {
+			try {
+				await this.retrying(() => this.lookUp(gone, { keepUpserts: false }));
+			} catch (err) {
+				if (err instanceof Closed || this.closed)
+					return;
+				this.emit('error', err);
+			}
+		}
+		if (sub === this.sub)
+			this.setStatus('live');
+	}
+
+	onClosed(sub, reason) {
+		if (reason.startsWith('resync:')) {
+			this.stats.resyncs++;
+			sub.state = 'closed';
+			this.emit('error', new CombError(reason, { code: 'resync' }));
+			// the connection stays; a new REQ on it after the catch-up
+			this.setStatus('catching-up');
+			this.later(() => {
+				if (sub === this.sub)
+					this.openSync(sub);
+			}, backoffMs(this.syncAttempt++));
+			return;
+		}
+		// refused (restricted:, invalid: sync set too large, error:):
+		// incremental reads keep the view exact, the sync is tried again later
+		this.emit('error', new CombError(reason));
+		this.dropSocket();
+		if (reason.startsWith('invalid:') && reason !== 'invalid: sync set too large')
+			this.poll(null);
+		else
+			this.poll(backoffMs(this.syncAttempt++, 2000));
+	}
+}
