@@ -16,6 +16,7 @@ import {
 import {
 	accept, addMember, assertAccepted, chat, createChannel, publish, publishSigned, uuid,
 } from './lib/artifacts.mjs';
+import { pidListeningOn, rssKb } from './lib/clients.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -181,7 +182,7 @@ test('a plain REQ opened while capture is away waits for the feed, and is refuse
 		const h = await createChannel(own, own.admins[0], { visibility: 'open' });
 		await own.stopCapture(0, 'SIGKILL');
 		await sleep(1500);   // more than three missed heartbeats
-		const c = await connectWs(own.wsUrl, own.admins[0]);
+		const c = await connectWs(own.url, own.admins[0]);
 		c.send(['REQ', 'p1', { kinds: [9], '#h': [h] }]);
 		const closed = await c.next((m) => m[0] === 'CLOSED' || m[0] === 'EOSE', 5000);
 		assert.deepEqual(closed, ['CLOSED', 'p1', 'error: change feed unavailable'],
@@ -232,4 +233,30 @@ test('admission tokens differ between relay processes', async () => {
 		await two?.stop();
 		redis.kill();
 	}
+});
+
+test('a REQ of identical filters over large events holds one result, not one per filter', async () => {
+	const h = await createChannel(stack, admin, { visibility: 'open' });
+	const big = 'y'.repeat(48 * 1024);
+	for (let i = 0; i < 200; i++)
+		await chat(stack, admin, h, `${i} ${big}`);
+	const pid = pidListeningOn(Number(new URL(stack.url).port));
+	assert.ok(pid, 'the relay process is found');
+	const c = await connectWs(stack.url, admin);
+	// the client stops reading: the relay's sends wait on a full outbox
+	c.ws._socket.pause();
+	const before = rssKb(pid);
+	const filter = { kinds: [9], '#h': [h], limit: 1000 };
+	c.send(['REQ', 'big', ...Array.from({ length: 10 }, () => filter)]);
+	let peak = before;
+	for (let i = 0; i < 30; i++) {
+		await sleep(100);
+		peak = Math.max(peak, rssKb(pid));
+	}
+	// the stated budget (docs/reliability.md): one filter's result (200 x
+	// 48 KiB here) plus the 1 MiB outbox; ten copies would be ten times that
+	const oneResultKb = 200 * 49;
+	assert.ok(peak - before < oneResultKb + 1024 + 8192,
+		`RSS grew by ${peak - before} kB for a REQ whose one result is ${oneResultKb} kB`);
+	c.ws.terminate();
 });
