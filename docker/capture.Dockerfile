@@ -4,12 +4,13 @@
 # the runtime stage keeps comb-capture and comb-admin.
 
 FROM debian:12-slim AS build
+# The package lists stay: the build downloads Debian's civetweb source
+# from where apt finds it (shared/civetweb).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      build-essential cmake pkg-config ca-certificates \
-      libcivetweb-dev civetweb libpq-dev libhiredis-dev libzmq3-dev \
-      libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev libssl-dev \
- && rm -rf /var/lib/apt/lists/*
+      build-essential cmake pkg-config ca-certificates dpkg-dev patch \
+      libpq-dev libhiredis-dev libzmq3-dev \
+      libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev libssl-dev
 WORKDIR /src
 COPY CMakeLists.txt Makefile ./
 COPY shared shared

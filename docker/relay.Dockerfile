@@ -5,12 +5,13 @@
 # shared libraries the binaries load.
 
 FROM debian:12-slim AS build
+# The package lists stay: the build downloads Debian's civetweb source
+# from where apt finds it (shared/civetweb).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      build-essential cmake pkg-config ca-certificates \
-      libcivetweb-dev civetweb libpq-dev libhiredis-dev libzmq3-dev \
-      libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev libssl-dev \
- && rm -rf /var/lib/apt/lists/*
+      build-essential cmake pkg-config ca-certificates dpkg-dev patch \
+      libpq-dev libhiredis-dev libzmq3-dev \
+      libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev libssl-dev
 WORKDIR /src
 COPY CMakeLists.txt Makefile ./
 COPY shared shared
@@ -24,7 +25,7 @@ RUN make build BUILD_DIR=/src/build
 FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libcivetweb1 libpq5 libhiredis0.14 libzmq5 libmsgpackc2 libsecp256k1-1 \
+      libpq5 libhiredis0.14 libzmq5 libmsgpackc2 libsecp256k1-1 \
       libjansson4 libssl3 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/comb --create-home comb

@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(
 	build-essential cmake pkg-config clang libclang-rt-14-dev
-	libcivetweb-dev civetweb libpq-dev postgresql-15 libhiredis-dev redis-server
+	dpkg-dev patch libpq-dev postgresql-15 libhiredis-dev redis-server
 	libzmq3-dev libmsgpack-dev libsecp256k1-dev libjansson-dev libcmocka-dev
 	libssl-dev python3-yaml iproute2 procps
 	# the task board's browser tests: playwright-core drives /usr/bin/chromium
@@ -30,15 +30,22 @@ done
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+	sudo=(sudo)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "install-deps: installing ${missing[*]}"
-	sudo=()
-	if [ "$(id -u)" -ne 0 ]; then
-		sudo=(sudo)
-	fi
 	export DEBIAN_FRONTEND=noninteractive
 	"${sudo[@]}" apt-get update -q
 	"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The build downloads Debian's civetweb source from where apt finds the
+# civetweb package (shared/civetweb/CMakeLists.txt): that needs the
+# package lists.
+if ! apt-get download --print-uris civetweb >/dev/null 2>&1; then
+	echo "install-deps: apt-get update (package lists for civetweb's source)"
+	"${sudo[@]}" apt-get update -q
 fi
 
 # Debian's postgresql-15 starts a system cluster on port 5432; comb never

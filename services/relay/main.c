@@ -78,7 +78,7 @@ static void default_plugin_path(char *out, size_t outlen)
 
 static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 {
-	char threads[16];
+	char threads[16], max_message[16];
 	const char *options[] = {
 		"listening_ports", relay->cfg.listen,
 		"num_threads", threads,
@@ -90,12 +90,17 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		"access_control_allow_methods", "",
 		"enable_websocket_ping_pong", "yes",
 		"websocket_timeout_ms", WS_PING_INTERVAL_TEXT,
+		"websocket_max_message_size", max_message,
+		"websocket_message_timeout_ms", WS_MESSAGE_TIMEOUT_TEXT,
 		NULL,
 	};
 	struct mg_callbacks callbacks = {0};
 
 	snprintf(threads, sizeof(threads), "%d", relay->cfg.num_threads);
+	snprintf(max_message, sizeof(max_message), "%d",
+		 relay->cfg.max_message_length);
 	callbacks.begin_request = ws_begin_request;
+	callbacks.end_request = ws_end_request;
 	relay->http = mg_start(&callbacks, relay, options);
 	if (!relay->http)
 		return comb_fail(errbuf, errlen, COMB_EIO,

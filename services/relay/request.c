@@ -71,6 +71,7 @@ void http_send_timeout(struct request *req)
 	static const char body[] = "{\"error\":\"invalid: request body too slow\"}";
 
 	http_release_db(req);
+	mg_close_after_response(req->conn);
 	req->status = 408;
 	mg_printf(req->conn,
 		  "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"

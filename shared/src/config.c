@@ -63,6 +63,8 @@ static const struct setting settings[] = {
 	     "serve incremental reads (section 8 of the protocol)"),
 	INT(num_threads, "COMB_NUM_THREADS", "64", 2, 20000,
 	    "civetweb worker threads: bounds concurrent connections"),
+	INT(max_connections_per_ip, "COMB_MAX_CONNECTIONS_PER_IP", "16", 1,
+	    100000, "WebSocket connections one client address may hold on a relay node (behind a proxy that hides client addresses, the proxy's address is that one address)"),
 	INT(db_pool_size, "COMB_DB_POOL_SIZE", "8", 1, 1000,
 	    "PostgreSQL connections per relay node"),
 	INT(max_message_length, "COMB_MAX_MESSAGE_LENGTH", "65536", 1024,

@@ -186,6 +186,8 @@ async function startRelay(i, extraEnv = {}) {
 		COMB_WRITE_RATE: '0',
 		COMB_LOG_LEVEL: 'warn',
 		COMB_NUM_THREADS: '640',
+		// every benchmark client comes from 127.0.0.1
+		COMB_MAX_CONNECTIONS_PER_IP: '100000',
 		...extraEnv,
 	});
 	const deadline = Date.now() + 30000;

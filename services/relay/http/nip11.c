@@ -39,7 +39,7 @@ void handle_nip11(struct request *req)
 	}
 	doc = json_pack(
 		"{s:s, s:s, s:s, s:s, s:s, s:[iiiiii],"
-		" s:{s:b, s:i, s:i, s:i, s:i, s:i, s:i}, s:o}",
+		" s:{s:b, s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:o}",
 		"name", cfg->relay_name, "description", cfg->relay_description,
 		"pubkey", req->relay->pubkey, "software", "comb",
 		"version", COMB_VERSION,
@@ -50,6 +50,7 @@ void handle_nip11(struct request *req)
 		"max_filters", cfg->max_filters, "max_limit", cfg->max_limit,
 		"created_at_lower_limit", cfg->created_at_lower_limit,
 		"created_at_upper_limit", cfg->created_at_upper_limit,
+		"max_connections_per_ip", cfg->max_connections_per_ip,
 		"artifacts", artifacts);
 	/* The per-pubkey write budget, shared by every relay node; absent
 	 * when it is off (COMB_WRITE_RATE=0). */

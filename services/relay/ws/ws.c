@@ -8,10 +8,19 @@
  * kept in a thread-local for the ready handler, which civetweb calls on
  * the same worker thread once the handshake is done.
  *
+ * A connection slot (the node-wide cap and the client address's share of
+ * it) is claimed under ws.mu in begin_request, so simultaneous upgrades
+ * cannot overshoot either cap, and given back in end_request, which
+ * civetweb calls on the same thread once the request (for an upgrade: the
+ * whole connection) is over.
+ *
  * Every frame the relay sends goes through the session's outbox, except
  * the echo of a client's close frame, which is written at once (after any
  * write in progress) because civetweb closes the socket as soon as the
- * data handler returns 0.
+ * data handler returns 0. Message size and arrival time are bounded by
+ * civetweb itself (websocket_max_message_size and
+ * websocket_message_timeout_ms, comb's patch; main.c sets them), before
+ * any payload is buffered.
  */
 #include "ws.h"
 
@@ -43,14 +52,23 @@ struct ws_conn {
 	int message_opcode;
 	bool in_message;
 	bool timed_out;                /* the auth timeout closed it */
+	bool shut;                     /* its socket was shut down */
+};
+
+/* How many connections one client address holds. */
+struct ws_addr_count {
+	char addr[48];
+	int n;
 };
 
 static struct {
-	pthread_mutex_t mu;            /* guards the list and stop */
+	pthread_mutex_t mu;            /* guards the list, the slots and stop */
 	pthread_cond_t cond;
 	struct ws_conn *head;
-	atomic_int active;
+	atomic_int active;             /* slots claimed (changed under mu) */
 	int cap;
+	int per_addr;                  /* slots one client address may hold */
+	struct ws_addr_count *addrs;   /* cap entries; n == 0: free */
 	bool stop;
 	bool started;
 	pthread_t reaper;
@@ -63,6 +81,8 @@ static struct {
 static _Thread_local struct {
 	bool valid;
 	struct community community;
+	bool claimed;                  /* holds a slot for addr */
+	char addr[48];
 } upgrade;
 
 int ws_connections(void)
@@ -90,6 +110,52 @@ static void host_of(struct mg_connection *conn, char *out, size_t outlen)
 	for (i = 0; h[i] && h[i] != ':' && i + 1 < outlen; i++)
 		out[i] = (char)tolower((unsigned char)h[i]);
 	out[i] = '\0';
+}
+
+/* Claims a slot for a connection from addr; false when the node or the
+ * address is at its cap. */
+static bool slot_claim(const char *addr)
+{
+	struct ws_addr_count *e = NULL;
+	bool ok = false;
+	int i;
+
+	pthread_mutex_lock(&ws.mu);
+	if (atomic_load(&ws.active) >= ws.cap)
+		goto out;
+	/* Fewer than cap slots are held, so a free entry exists. */
+	for (i = 0; i < ws.cap; i++) {
+		if (ws.addrs[i].n > 0 && !strcmp(ws.addrs[i].addr, addr)) {
+			e = &ws.addrs[i];
+			break;
+		}
+		if (!e && ws.addrs[i].n == 0)
+			e = &ws.addrs[i];
+	}
+	if (e->n >= ws.per_addr)
+		goto out;
+	if (e->n++ == 0)
+		snprintf(e->addr, sizeof(e->addr), "%s", addr);
+	atomic_fetch_add(&ws.active, 1);
+	ok = true;
+out:
+	pthread_mutex_unlock(&ws.mu);
+	return ok;
+}
+
+static void slot_release(const char *addr)
+{
+	int i;
+
+	pthread_mutex_lock(&ws.mu);
+	for (i = 0; i < ws.cap; i++) {
+		if (ws.addrs[i].n > 0 && !strcmp(ws.addrs[i].addr, addr)) {
+			ws.addrs[i].n--;
+			atomic_fetch_sub(&ws.active, 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ws.mu);
 }
 
 static bool is_upgrade(struct mg_connection *conn)
@@ -135,15 +201,26 @@ int ws_begin_request(struct mg_connection *conn)
 		http_send_error(&req, 404, "unknown community");
 		goto refused;
 	}
-	if (atomic_load(&ws.active) >= ws.cap) {
+	if (!slot_claim(req.info->remote_addr)) {
 		http_send_error(&req, 503, "error: too many connections");
 		goto refused;
 	}
+	snprintf(upgrade.addr, sizeof(upgrade.addr), "%s", req.info->remote_addr);
+	upgrade.claimed = true;
 	upgrade.valid = true;
 	return 0;
 refused:
 	metrics_observe(ROUTE_WEBSOCKET, req.status, seconds_since(&t0));
 	return req.status;
+}
+
+void ws_end_request(const struct mg_connection *conn, int status)
+{
+	(void)conn;
+	(void)status;
+	if (upgrade.claimed)
+		slot_release(upgrade.addr);
+	upgrade.claimed = false;
 }
 
 static int conn_write(void *conn, int opcode, const char *data, size_t len)
@@ -184,7 +261,6 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 		ws.head->prev = wc;
 	ws.head = wc;
 	pthread_mutex_unlock(&ws.mu);
-	atomic_fetch_add(&ws.active, 1);
 	metrics_observe(ROUTE_WEBSOCKET, 101, 0);
 	/* Follow the community's signals before its first REQ arrives. */
 	feed_watch(wc->session->community.id);
@@ -216,27 +292,24 @@ static void message(struct ws_conn *wc, int opcode, const char *data, size_t len
 	ws_session_handle(wc->session, data, len);
 }
 
-static int too_big(struct ws_conn *wc)
+/* civetweb has checked the message's size against max_message_length
+ * already, so a failed append is out of memory. */
+static int out_of_memory(struct ws_conn *wc)
 {
-	char notice[128];
-
-	snprintf(notice, sizeof(notice), "invalid: message too large (at most %d bytes)",
-		 wc->session->relay->cfg.max_message_length);
-	return close_with(wc, WS_CLOSE_TOO_BIG, notice, "message too large");
+	comb_buf_release(&wc->message);
+	return close_with(wc, WS_CLOSE_INTERNAL, NULL, "out of memory");
 }
 
 static int on_data(struct mg_connection *conn, int bits, char *data,
 		   size_t len, void *cbdata)
 {
 	struct ws_conn *wc = mg_get_user_connection_data(conn);
-	size_t max;
 	int opcode = bits & 0x0f;
 	bool fin = bits & 0x80;
 
 	(void)cbdata;
 	if (!wc)
 		return 0;
-	max = (size_t)wc->session->relay->cfg.max_message_length;
 	switch (opcode) {
 	case WS_OP_CLOSE:
 		/* Echo the client's status code; then civetweb closes. */
@@ -257,15 +330,13 @@ static int on_data(struct mg_connection *conn, int bits, char *data,
 		if (wc->in_message)
 			return close_with(wc, WS_CLOSE_PROTOCOL, NULL,
 					  "new message inside a fragmented one");
-		if (len > max)
-			return too_big(wc);
 		if (fin) {
 			message(wc, opcode, data, len);
 			return 1;
 		}
 		comb_buf_reset(&wc->message);
 		if (comb_buf_append(&wc->message, data, len))
-			return too_big(wc);
+			return out_of_memory(wc);
 		wc->in_message = true;
 		wc->message_opcode = opcode;
 		return 1;
@@ -275,10 +346,8 @@ static int on_data(struct mg_connection *conn, int bits, char *data,
 	if (!wc->in_message)
 		return close_with(wc, WS_CLOSE_PROTOCOL, NULL,
 				  "continuation without a message");
-	if (comb_buf_append(&wc->message, data, len)) {
-		comb_buf_release(&wc->message);
-		return too_big(wc);
-	}
+	if (comb_buf_append(&wc->message, data, len))
+		return out_of_memory(wc);
 	if (fin) {
 		wc->in_message = false;
 		message(wc, wc->message_opcode, wc->message.data, wc->message.len);
@@ -310,12 +379,15 @@ static void on_close(const struct mg_connection *conn, void *cbdata)
 	ws_session_free(wc->session);
 	comb_buf_release(&wc->message);
 	free(wc);
-	atomic_fetch_sub(&ws.active, 1);
 }
 
-/* Closes connections that stayed unauthenticated too long. The close
- * frame goes through the outbox; the client's answer ends the connection
- * in on_data. */
+/* Closes connections that stayed unauthenticated too long, whatever pings
+ * they answer or send: the NOTICE and close frame go through the outbox
+ * (a polite client's answer ends the connection in on_data), and
+ * CLOSE_DRAIN_MS later the socket is shut down, which ends the connection
+ * and frees its thread even if the client ignores the close frame. The
+ * connection stays on the list until on_close, which runs before civetweb
+ * closes the socket, so the shutdown never reaches another connection. */
 static void *reaper_main(void *arg)
 {
 	struct timespec deadline;
@@ -328,8 +400,18 @@ static void *reaper_main(void *arg)
 		deadline.tv_sec += 1;
 		pthread_cond_timedwait(&ws.cond, &ws.mu, &deadline);
 		for (wc = ws.head; wc && !ws.stop; wc = wc->next) {
-			if (wc->timed_out || ws_session_authenticated(wc->session) ||
-			    seconds_since(&wc->session->connected_at) < WS_AUTH_TIMEOUT_S)
+			double age = seconds_since(&wc->session->connected_at);
+
+			if (wc->timed_out) {
+				if (!wc->shut &&
+				    age >= WS_AUTH_TIMEOUT_S + CLOSE_DRAIN_MS / 1000.0) {
+					mg_websocket_shutdown(wc->conn);
+					wc->shut = true;
+				}
+				continue;
+			}
+			if (ws_session_authenticated(wc->session) ||
+			    age < WS_AUTH_TIMEOUT_S)
 				continue;
 			wc->timed_out = true;
 			ws_send_notice(wc->session, "auth-required: authentication timeout",
@@ -348,21 +430,32 @@ int ws_start(struct relay *relay, char *errbuf, size_t errlen)
 
 	reserve = threads / 8 < 2 ? 2 : threads / 8;
 	ws.cap = threads - reserve < 1 ? 1 : threads - reserve;
+	ws.per_addr = relay->cfg.max_connections_per_ip;
+	ws.addrs = calloc((size_t)ws.cap, sizeof(*ws.addrs));
+	if (!ws.addrs)
+		return comb_fail(errbuf, errlen, COMB_ENOMEM,
+				 "cannot allocate the connection table");
 	ws.relay = relay;
 	ws.stop = false;
 	pthread_cond_init(&ws.cond, NULL);
 	rc = ws_live_start(relay, errbuf, errlen);
 	if (rc)
-		return rc;
+		goto fail;
 	err = pthread_create(&ws.reaper, NULL, reaper_main, NULL);
 	if (err) {
 		ws_live_stop();
-		return comb_fail(errbuf, errlen, COMB_EIO,
-				 "cannot start the websocket reaper: %s", strerror(err));
+		rc = comb_fail(errbuf, errlen, COMB_EIO,
+			       "cannot start the websocket reaper: %s", strerror(err));
+		goto fail;
 	}
 	ws.started = true;
-	comb_info("websocket: at most %d connections (num_threads %d)", ws.cap, threads);
+	comb_info("websocket: at most %d connections, %d per client address (num_threads %d)",
+		  ws.cap, ws.per_addr, threads);
 	return 0;
+fail:
+	free(ws.addrs);
+	ws.addrs = NULL;
+	return rc;
 }
 
 void ws_register(struct mg_context *ctx, struct relay *relay)
@@ -382,5 +475,7 @@ void ws_stop(void)
 	pthread_join(ws.reaper, NULL);
 	ws_live_stop();
 	pthread_cond_destroy(&ws.cond);
+	free(ws.addrs);
+	ws.addrs = NULL;
 	ws.started = false;
 }

@@ -29,6 +29,7 @@ struct comb_config {
 	char *log_level;            /* COMB_LOG_LEVEL */
 	bool incremental_enabled;   /* COMB_INCREMENTAL_ENABLED */
 	int num_threads;            /* COMB_NUM_THREADS */
+	int max_connections_per_ip; /* COMB_MAX_CONNECTIONS_PER_IP */
 	int db_pool_size;           /* COMB_DB_POOL_SIZE */
 	int max_message_length;     /* COMB_MAX_MESSAGE_LENGTH */
 	int max_subscriptions;      /* COMB_MAX_SUBSCRIPTIONS */
