@@ -163,6 +163,10 @@ int main(void)
 		comb_error("sync: %s", err);
 		goto out;
 	}
+	if (ws_resume_start(&relay, err, sizeof(err))) {
+		comb_error("resumable sync: %s", err);
+		goto out;
+	}
 	if (feed_start(&relay, err, sizeof(err))) {
 		comb_error("feed: %s", err);
 		goto out;
@@ -180,6 +184,7 @@ int main(void)
 out:
 	feed_stop();
 	ws_sync_stop();
+	ws_resume_stop();
 	ws_stop();
 	comb_policy_set_free(relay.policy);
 	comb_db_pool_free(relay.db);

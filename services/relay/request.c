@@ -35,6 +35,11 @@ void http_send_json(struct request *req, int status, const char *json,
 	/* No database connection waits while the client reads. */
 	http_release_db(req);
 	req->status = status;
+	if (req->capture) {
+		comb_buf_reset(req->capture);
+		comb_buf_append(req->capture, json, len);
+		return;
+	}
 	mg_printf(req->conn,
 		  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
 		  "Content-Length: %zu\r\nAccess-Control-Allow-Origin: *\r\n%s\r\n",

@@ -13,6 +13,8 @@
 
 #include "relay.h"
 
+struct comb_buf;
+
 enum route {
 	ROUTE_NIP11,
 	ROUTE_EVENTS,
@@ -40,6 +42,11 @@ struct request {
 	PGconn *db;                /* borrowed from the pool while handling */
 	bool db_broken;
 	int status;                /* the status sent, for metrics */
+	/* When set, answers are kept here (the body; the status in status)
+	 * instead of being sent: a caller without an HTTP client, the
+	 * resumable sync of sync/ws_resume.c, reads through a route's own
+	 * code. conn is then NULL. */
+	struct comb_buf *capture;
 };
 
 /* Sends status with a JSON body (borrowed) and extra headers ("" or lines

@@ -1,8 +1,8 @@
 // The randomized convergence checker in CI (issue 7, item 2): a short
 // fixed-seed history (lib/checker.mjs) from three concurrent writers on
 // two relay nodes, with capture and a relay node killed with SIGKILL at
-// random points, and every reader's incremental stores and syncs checked
-// against the server's truth at the end.
+// random points, and every reader's incremental stores, syncs and
+// resumable syncs checked against the server's truth at the end.
 //
 // The checker must also find a planted bug: the relay built with
 // -DCOMB_PLANT_BUG=ON drops `moved` removals from incremental reads (one
@@ -44,11 +44,14 @@ test('a fixed-seed history with capture and relay kills converges', async (t) =>
 		writeGapMs: 20,
 		faults: ['capture', 'node'],
 		faultGapMs: [1000, 2500],
+		resumes: true,
 	});
 	assert.deepEqual(report.faultErrors, []);
 	assert.ok(report.ok, report.failures.join('\n'));
 	assert.ok(report.opsDone >= 450);
 	assert.ok(Object.values(report.faults).reduce((a, b) => a + b, 0) >= 2, 'faults were injected');
+	assert.ok(report.stores.some((s) => s.name.startsWith('resumable') && s.stats.changes > 0),
+		'resumable syncs took part');
 	for (const op of ['create', 'update', 'move', 'delete', 'restore', 'redact', 'grant', 'revoke',
 		'join', 'leave', 'visibility', 'ttl', 'channelDelete'])
 		assert.ok(report.ops[op]?.accepted > 0, `the history has an accepted ${op}`);

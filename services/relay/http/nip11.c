@@ -30,6 +30,11 @@ void handle_nip11(struct request *req)
 		"query_timeout_ms", cfg->query_timeout_ms,
 		"websocket_query_extensions", 1,
 		"sync", "max_events", cfg->sync_max_events);
+	if (artifacts)
+		json_object_set_new(json_object_get(artifacts, "sync"), "modes",
+				    cfg->incremental_enabled ?
+				    json_pack("[ss]", "current", "changes") :
+				    json_pack("[s]", "current"));
 	if (artifacts && cfg->incremental_enabled) {
 		json_array_append_new(modes, json_string("incremental"));
 		json_object_set_new(artifacts, "incremental",

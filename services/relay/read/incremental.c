@@ -483,7 +483,7 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 	http_send_json(rc->req, 200, rc->out.data, "");
 }
 
-void incremental_read(struct request *req, json_t *filter)
+static void incremental_run(struct request *req, json_t *filter, bool admission)
 {
 	struct read_ctx rc = {.req = req};
 	unsigned char key[32];
@@ -507,7 +507,7 @@ void incremental_read(struct request *req, json_t *filter)
 	default:
 		break;
 	}
-	admitted = admit(req->relay, token);
+	admitted = admission ? admit(req->relay, token) : 0;
 	if (admitted) {
 		send_inc_error(req, 503, "incremental_busy",
 			       admitted == COMB_EDENIED ? "too many incremental reads are running"
@@ -546,9 +546,21 @@ void incremental_read(struct request *req, json_t *filter)
 out:
 	if (req->db && PQtransactionStatus(req->db) != PQTRANS_IDLE)
 		PQclear(PQexec(req->db, "COMMIT"));
-	release_admission(req->relay, token);
+	if (admission)
+		release_admission(req->relay, token);
 	memset(key, 0, sizeof(key));
 	comb_buf_release(&rc.named);
 	comb_buf_release(&rc.types);
 	comb_buf_release(&rc.out);
+}
+
+void incremental_read(struct request *req, json_t *filter)
+{
+	incremental_run(req, filter, true);
+}
+
+void incremental_read_for_sync(struct request *req, json_t *filter,
+			       bool admission)
+{
+	incremental_run(req, filter, admission);
 }

@@ -41,4 +41,17 @@ int query_plain_sql(const struct plain_filter *f, const char *columns,
  * authenticated request req; sends exactly one answer. */
 void handle_query(struct request *req, bool count);
 
+/*
+ * One incremental read (PROTOCOL.md section 8) for filter (borrowed, an
+ * "incremental" filter) as req->pubkey, answered exactly as POST /query
+ * answers it, into req->capture with its status in req->status. The
+ * caller fills relay, community, pubkey, capture and db (borrowed from
+ * the pool; the answer gives it back). Admission control applies only
+ * when admission is true. The resumable sync (sync/ws_resume.c) reads its
+ * catch-up pages and live frames with it, so its cursors are the HTTP
+ * ones.
+ */
+void incremental_read_for_sync(struct request *req, json_t *filter,
+			       bool admission);
+
 #endif

@@ -50,4 +50,27 @@ void ws_sync_stop(void);
 void ws_sync_open(struct ws_session *s, const char *sub_id,
 		  const json_t *filter);
 
+/*
+ * Resumable sync (ws_resume.c, PROTOCOL.md section 7.1): a REQ whose only
+ * filter is {"artifact":"changes"} with optionally #h, #type and an
+ * incremental cursor. ws_resume_start registers it with the capture feed
+ * and starts its workers (call before feed_start; 0, or COMB_EIO with
+ * errbuf set); ws_resume_stop stops them once every connection is
+ * closed, and is safe when ws_resume_start failed or never ran.
+ */
+int ws_resume_start(struct relay *relay, char *errbuf, size_t errlen);
+void ws_resume_stop(void);
+
+/*
+ * Opens resumable sync sub_id for filter (borrowed) on session s, under
+ * the same conditions as ws_sync_open. Answers on its own, on the calling
+ * connection thread: the catch-up as CHANGES frames and EOSE, or CLOSED
+ * (`invalid: ...`, `incremental_bad_cursor: ...`, `incremental_reset:
+ * ...`, `incremental_busy: ...`, `error: incremental_unavailable` while
+ * incremental reads are off, `error: ...`); afterwards CHANGES frames
+ * from its workers until it is closed.
+ */
+void ws_resume_open(struct ws_session *s, const char *sub_id,
+		    const json_t *filter);
+
 #endif

@@ -570,6 +570,12 @@ static bool artifact_req(struct ws_session *s, const char *id, const json_t *msg
 		return false;
 	if (nfilters == 1 &&
 	    json_is_string(json_object_get(f, "artifact")) &&
+	    !strcmp(json_string_value(json_object_get(f, "artifact")), "changes")) {
+		ws_resume_open(s, id, f);
+		return true;
+	}
+	if (nfilters == 1 &&
+	    json_is_string(json_object_get(f, "artifact")) &&
 	    !strcmp(json_string_value(json_object_get(f, "artifact")), "current") &&
 	    json_object_get(f, "#h")) {
 		ws_sync_open(s, id, f);
@@ -577,7 +583,7 @@ static bool artifact_req(struct ws_session *s, const char *id, const json_t *msg
 	}
 	ws_send_closed(s, id,
 		       "invalid: over websocket an artifact filter must be a sync: "
-		       "one \"current\" filter with #h",
+		       "one \"current\" filter with #h, or one \"changes\" filter",
 		       WS_PUSH_WAIT);
 	return true;
 }

@@ -37,7 +37,7 @@ import { promisify } from 'node:util';
 import { newKey, request } from './harness.mjs';
 import { publish, revisionTags, uuid } from './artifacts.mjs';
 import {
-	IncrementalStore, ReadError, SyncStore, diffStores, settle, syncAvailable,
+	IncrementalStore, ReadError, ResumeStore, SyncStore, diffStores, settle, syncAvailable,
 	truthFor, ttlChannels,
 } from './clients.mjs';
 
@@ -204,6 +204,8 @@ async function artifactHistory(stack, s, d) {
  *   durationMs write for this long instead
  *   writers, readers, channels (default 3, 3, 6)
  *   syncs      true (default), false, or 'auto' (when the relay serves them)
+ *   resumes    true: each reader also keeps a broad and a scoped store by
+ *              resumable sync (default false)
  *   faults     names of faults to inject at random points (see
  *              standardFaults), faultHooks to add pg/redis, faultGapMs
  *              [min, max] between faults (default [1500, 4000])
@@ -557,11 +559,20 @@ export async function runChecker(stack, opts = {}) {
 			}
 		}
 	}
-	stores.push(...incStores, ...syncStores);
+	const resumeStores = [];
+	if (opts.resumes) {
+		for (const s of incStores) {
+			const r = new ResumeStore(urls, s.reader.sk, s.scope,
+				{ node: s.node + 1, name: s.name.replace('reader', 'resumable') });
+			r.reader = s.reader;
+			resumeStores.push(r);
+		}
+	}
+	stores.push(...incStores, ...syncStores, ...resumeStores);
 	await settle(stack);
 	for (const s of incStores)
 		await s.pullRetry(1 + Math.floor(setup() * 40));
-	await Promise.all(syncStores.map((s) => s.open(30000)));
+	await Promise.all([...syncStores, ...resumeStores].map((s) => s.open(30000)));
 	log(`checker seed ${seed}: ${channels.length} channels, ${artifacts.size} artifacts, ` +
 		`${incStores.length} incremental stores, ${syncStores.length} syncs`);
 
@@ -679,6 +690,28 @@ export async function runChecker(stack, opts = {}) {
 		const rows = await stack.query(`SELECT 1 FROM members WHERE channel_id = '${h}' AND pubkey = '${pk}' AND active`);
 		return rows.length > 0;
 	};
+	for (const s of resumeStores) {
+		let state;
+		for (let i = 0; i < 20; i++) {
+			s.refresh();
+			state = await s.whenSettled(30000).catch((err) => err.message);
+			if (state !== 'failed')
+				break;
+			await sleep(500);
+		}
+		if (state !== 'live') {
+			fail(`${s.name}: ended ${state} (${s.closedReason})`);
+			continue;
+		}
+		const truth = await truthFor(urls[0], s.reader.sk, s.scope, ttl);
+		let diff = diffStores(s.revisions(), truth);
+		for (const until = Date.now() + 20000; diff && Date.now() < until;) {
+			await sleep(200);
+			diff = diffStores(s.revisions(), truth);
+		}
+		if (diff)
+			fail(`${s.name} ${JSON.stringify(s.scope)} differs from the truth: ${JSON.stringify(diff)}`);
+	}
 	for (const s of syncStores) {
 		let state;
 		try {
@@ -737,7 +770,7 @@ export async function runChecker(stack, opts = {}) {
 	report.accepted = accepted.length;
 	report.stores = stores.map((s) => ({ name: s.name, size: s.items.size, stats: s.stats,
 		...(s.state ? { state: s.state } : {}) }));
-	for (const s of syncStores)
+	for (const s of [...syncStores, ...resumeStores])
 		s.close();
 	report.elapsedMs = Date.now() - started;
 	report.ok = report.failures.length === 0;

@@ -10,6 +10,9 @@
 //                     (section 7): snapshot, EOSE, live revisions and
 //                     markers, reopened on every `resync:` close and after
 //                     a dropped connection
+//   ResumeStore       d -> current revision, kept by one resumable sync
+//                     (section 7.1): CHANGES frames and their cursor,
+//                     reopened from the cursor after every close or drop
 //   settle()          waits until the incremental horizon has passed every
 //                     transaction begun so far (no sleeps, no clock bound)
 //   truthFor()        the server's truth for a reader: a fresh, paged
@@ -582,6 +585,93 @@ export class SyncStore {
 			this.ws.removeAllListeners('close');
 			this.ws.terminate();
 			this.ws = null;
+		}
+	}
+}
+
+/**
+ * A local store kept by one resumable sync (PROTOCOL.md section 7.1):
+ * every CHANGES frame applied with its cursor as it comes, reopened from
+ * the last cursor after a `resync:` or `error:` close and a dropped
+ * connection, started again without a cursor on `incremental_reset`.
+ * scope: {'#h': [...], '#type': [...]} or {} for every readable channel.
+ */
+export class ResumeStore extends SyncStore {
+	constructor(urls, sk, scope = {}, opts = {}) {
+		super(urls, sk, scope['#h'] ?? [], { ...opts, name: opts.name ?? 'resume' });
+		this.scope = scope;
+		this.cursor = undefined;
+		Object.assign(this.stats, { changes: 0, removals: {}, resets: 0 });
+	}
+
+	filter() {
+		return { artifact: 'changes', ...this.scope, ...(this.cursor ? { cursor: this.cursor } : {}) };
+	}
+
+	onMessage(ws, data) {
+		let msg = null;
+		try {
+			msg = JSON.parse(data.toString('utf8'));
+		} catch {
+			// SyncStore reports it
+		}
+		if (ws === this.ws && Array.isArray(msg) && msg[1] === this.subId) {
+			if (msg[0] === 'CHANGES') {
+				this.onChanges(msg[2]);
+				return;
+			}
+			if (msg[0] === 'EOSE') {
+				if (this.state !== 'opening')
+					this.violations.push(`${this.name}: EOSE in state ${this.state}`);
+				this.stats.eoses++;
+				this.setState('live');
+				return;
+			}
+			if (msg[0] === 'EVENT') {
+				this.violations.push(`${this.name}: EVENT on a resumable sync`);
+				return;
+			}
+		}
+		super.onMessage(ws, data);
+	}
+
+	onChanges(body) {
+		if (this.state !== 'opening' && this.state !== 'live') {
+			this.violations.push(`${this.name}: CHANGES in state ${this.state}`);
+			return;
+		}
+		this.stats.frames++;
+		for (const c of body.changes) {
+			this.stats.changes++;
+			if (c.op === 'upsert') {
+				this.items.set(tagOf(c.event, 'd'), c.event);
+			} else {
+				this.stats.removals[c.reason] = (this.stats.removals[c.reason] ?? 0) + 1;
+				this.items.delete(c.d);
+			}
+		}
+		this.cursor = body.cursor;
+	}
+
+	onClosed(reason) {
+		this.closedReason = reason;
+		if (reason.startsWith('resync:')) {
+			this.stats.resyncs[reason] = (this.stats.resyncs[reason] ?? 0) + 1;
+			if (!this.closing)
+				this.sendReq();
+		} else if (reason.startsWith('incremental_reset:')) {
+			this.stats.resets++;
+			this.cursor = undefined;
+			this.items = new Map();
+			if (!this.closing)
+				this.sendReq();
+		} else if (reason.startsWith('error:') || reason.startsWith('incremental_busy:')) {
+			// a dependency is down: reopen later from the cursor (refresh)
+			this.stats.errors[reason] = (this.stats.errors[reason] ?? 0) + 1;
+			this.setState('failed');
+		} else {
+			this.violations.push(`${this.name}: CLOSED ${reason}`);
+			this.setState('failed');
 		}
 	}
 }

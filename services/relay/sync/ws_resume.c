@@ -1,0 +1,890 @@
+/*
+ * Resumable sync (PROTOCOL.md section 7.1, docs/protocol.md "Resumable
+ * sync"): a REQ whose only filter is {"artifact":"changes"} with
+ * optionally #h, #type and an incremental cursor. Every frame it sends is
+ * an incremental read (read/, the code of POST /query) from the
+ * connection's cursor, so its cursors are the HTTP ones and exactness is
+ * theirs: nothing reaches the client that the next read from the same
+ * cursor would not also return, nothing is skipped, and a frame's cursor
+ * covers exactly what was sent up to it.
+ *
+ * Order of an open: the sub enters the registry, so that from then on
+ * every signal of its scope marks it; the community's feed must be
+ * trusted; the database's next transaction id is noted (every change
+ * committed before the registration lies below it); the catch-up is read
+ * page by page, each page one snapshot, and sent as CHANGES frames until
+ * `more` is false; if the feed stayed trusted, EOSE. Then the workers
+ * read again from the cursor whenever a signal of the scope arrived, and
+ * keep reading (backing off) until the horizon passed the newest signalled
+ * transaction and the noted one: a long writing transaction holds the
+ * horizon, never causes a miss. A quiet sub is read every
+ * COMB_SYNC_QUIET_MS (30 s) and sent an empty CHANGES when its cursor
+ * moved. A full outbox postpones a frame (the cursor stays where it was)
+ * and closes the sub with `resync: slow consumer` only when it stays full.
+ *
+ * Locks: the pool's mu (registry, scheduling) may be taken before a
+ * session's mu, never after it. Database reads and frames are done
+ * holding neither, except the push of a frame, under the session's mu so
+ * that nothing follows a CLOSED.
+ */
+#include "sync.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comb/cursor.h"
+#include "comb/error.h"
+#include "comb/log.h"
+#include "feed/feed.h"
+#include "read/read.h"
+
+#define RESUME_WORKERS 2
+#define BUCKETS 1024
+/* Items per CHANGES frame: the catch-up's (pushed waiting for the client)
+ * and the live ones (pushed without waiting into an outbox of 1 MiB). */
+#define CATCHUP_PAGE 100
+#define LIVE_PAGE 50
+/* Backoff of a read again while the horizon is below a signalled change. */
+#define RETRY_FIRST_MS 5
+#define RETRY_MAX_MS 1000
+/* Postponed frames in a row (full outbox) before the sub is closed. */
+#define SLOW_LIMIT 50
+/* The largest answer of one read. */
+#define MAX_ANSWER (64u << 20)
+
+struct resume_sub {
+	struct ws_sub base;             /* first: the session's list */
+	struct ws_session *session;     /* borrowed */
+	int64_t community;
+	json_t *filter;                 /* owned: the incremental filter */
+	char (*channels)[37];           /* owned, sorted; none: no #h */
+	size_t nchannels;
+
+	/* the opener, then one worker at a time */
+	char cursor[COMB_CURSOR_MAX_TEXT];  /* read up to here; "" first */
+	char sent[COMB_CURSOR_MAX_TEXT];    /* the cursor of the last frame */
+	double sent_ms;                 /* when a frame last went out */
+	int slow;                       /* frames postponed in a row */
+
+	/* guarded by session->mu */
+	bool started;                   /* past the trust check */
+	bool live;                      /* EOSE decided: CLOSED goes out now */
+	char dead_reason[160];          /* the CLOSED owed while not live */
+
+	/* guarded by pool.mu */
+	struct resume_sub *bucket_next; /* the registry */
+	struct resume_sub *run_next;    /* the run queue */
+	struct resume_sub *timed_prev, *timed_next; /* runnable subs */
+	uint64_t want_xid;              /* read until the horizon passed it */
+	bool dirty;                     /* a signal since the last read began */
+	bool registered, runnable, scheduled, running, released;
+	bool timed;                     /* in pool.timed */
+	double retry_at;                /* 0: none */
+	double quiet_at;
+	int retry_ms;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t work;            /* the run queue is not empty, or stop */
+	pthread_cond_t idle;            /* a sub stopped running */
+	struct resume_sub *buckets[BUCKETS];
+	struct resume_sub *run_head, *run_tail;
+	struct resume_sub *timed;       /* every runnable sub */
+	double next_scan;               /* no timer is due before this */
+	pthread_t threads[RESUME_WORKERS];
+	int nthreads;
+	bool stop;
+	atomic_bool started;
+	struct relay *relay;
+	unsigned char cursor_key[32];
+} pool = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+	.idle = PTHREAD_COND_INITIALIZER,
+};
+
+static double ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_channel(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static bool in_scope(const struct resume_sub *sub, const char *channel)
+{
+	return sub->nchannels == 0 ||
+	       bsearch(channel, sub->channels, sub->nchannels,
+		       sizeof(*sub->channels), cmp_channel) != NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* closing */
+
+/* Closes sub from the relay's side; the caller holds session->mu. Once
+ * live the CLOSED is pushed at once; before, the opener sends it. */
+static void kill_locked(struct resume_sub *sub, const char *reason)
+{
+	if (sub->base.dead)
+		return;
+	sub->base.dead = true;
+	if (sub->live)
+		ws_send_closed(sub->session, sub->base.id, reason, WS_PUSH_RESERVED);
+	else
+		snprintf(sub->dead_reason, sizeof(sub->dead_reason), "%s", reason);
+}
+
+static void kill_sub(struct resume_sub *sub, const char *reason)
+{
+	pthread_mutex_lock(&sub->session->mu);
+	kill_locked(sub, reason);
+	pthread_mutex_unlock(&sub->session->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* scheduling (pool.mu held) */
+
+static void enqueue_locked(struct resume_sub *sub)
+{
+	if (sub->scheduled || sub->running || !sub->runnable || sub->released)
+		return;
+	sub->scheduled = true;
+	sub->run_next = NULL;
+	if (pool.run_tail)
+		pool.run_tail->run_next = sub;
+	else
+		pool.run_head = sub;
+	pool.run_tail = sub;
+	pthread_cond_signal(&pool.work);
+}
+
+static void dequeue_locked(struct resume_sub *sub)
+{
+	struct resume_sub **p, *prev = NULL;
+
+	for (p = &pool.run_head; *p; prev = *p, p = &(*p)->run_next) {
+		if (*p == sub) {
+			*p = sub->run_next;
+			if (pool.run_tail == sub)
+				pool.run_tail = prev;
+			break;
+		}
+	}
+	sub->scheduled = false;
+}
+
+static void timed_add_locked(struct resume_sub *sub)
+{
+	sub->timed = true;
+	sub->timed_prev = NULL;
+	sub->timed_next = pool.timed;
+	if (pool.timed)
+		pool.timed->timed_prev = sub;
+	pool.timed = sub;
+}
+
+static void timed_remove_locked(struct resume_sub *sub)
+{
+	if (!sub->timed)
+		return;
+	sub->timed = false;
+	if (sub->timed_prev)
+		sub->timed_prev->timed_next = sub->timed_next;
+	else if (pool.timed == sub)
+		pool.timed = sub->timed_next;
+	if (sub->timed_next)
+		sub->timed_next->timed_prev = sub->timed_prev;
+	sub->timed_prev = sub->timed_next = NULL;
+}
+
+static double due_of(const struct resume_sub *sub)
+{
+	return sub->retry_at > 0 && sub->retry_at < sub->quiet_at ? sub->retry_at
+								   : sub->quiet_at;
+}
+
+static void set_timer_locked(struct resume_sub *sub)
+{
+	double due = due_of(sub);
+
+	if (due < pool.next_scan) {
+		pool.next_scan = due;
+		pthread_cond_signal(&pool.work);
+	}
+}
+
+/* Queues every sub whose timer is due and finds the next one. */
+static void scan_timers_locked(double now)
+{
+	struct resume_sub *sub;
+	double next = now + 60000;
+
+	for (sub = pool.timed; sub; sub = sub->timed_next) {
+		double due = due_of(sub);
+
+		if (due <= now)
+			enqueue_locked(sub);
+		else if (due < next)
+			next = due;
+	}
+	pool.next_scan = next;
+}
+
+/* ------------------------------------------------------------------ */
+/* the registry and the feed's callbacks */
+
+static unsigned bucket_of(int64_t community)
+{
+	return (unsigned)((uint64_t)community * 11400714819323198485ULL >> 54) % BUCKETS;
+}
+
+static void reg_add(struct resume_sub *sub)
+{
+	unsigned b = bucket_of(sub->community);
+
+	pthread_mutex_lock(&pool.mu);
+	sub->bucket_next = pool.buckets[b];
+	pool.buckets[b] = sub;
+	sub->registered = true;
+	pthread_mutex_unlock(&pool.mu);
+}
+
+/* True when signal s may change what sub's reader gets. */
+static bool concerns(const struct resume_sub *sub, const struct comb_signal *s)
+{
+	switch (s->type) {
+	case COMB_SIGNAL_HEAD:
+	case COMB_SIGNAL_MOVE:
+	case COMB_SIGNAL_REDACTION:
+	case COMB_SIGNAL_CHANNEL:
+		return s->channel[0] && in_scope(sub, s->channel);
+	case COMB_SIGNAL_MEMBER:
+		return s->channel[0] && in_scope(sub, s->channel) &&
+		       !strcmp(s->pubkey, sub->session->pubkey);
+	default:
+		return false;  /* chat, moderation, ephemeral: never a change */
+	}
+}
+
+static void resume_signal(const struct comb_signal *s)
+{
+	struct resume_sub *sub;
+
+	pthread_mutex_lock(&pool.mu);
+	for (sub = pool.buckets[bucket_of(s->community)]; sub; sub = sub->bucket_next) {
+		if (sub->community != s->community || !concerns(sub, s))
+			continue;
+		sub->dirty = true;
+		if (s->xid > sub->want_xid)
+			sub->want_xid = s->xid;
+		enqueue_locked(sub);
+	}
+	pthread_mutex_unlock(&pool.mu);
+}
+
+static void resume_interrupt(int64_t community_id, const char *reason)
+{
+	struct resume_sub *sub;
+	size_t b;
+
+	pthread_mutex_lock(&pool.mu);
+	for (b = 0; b < BUCKETS; b++) {
+		for (sub = pool.buckets[b]; sub; sub = sub->bucket_next) {
+			if (community_id != 0 && sub->community != community_id)
+				continue;
+			pthread_mutex_lock(&sub->session->mu);
+			/* One still waiting for trust has read nothing yet. */
+			if (sub->started)
+				kill_locked(sub, reason);
+			pthread_mutex_unlock(&sub->session->mu);
+		}
+	}
+	pthread_mutex_unlock(&pool.mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* one read */
+
+/* What one read answered. */
+struct page {
+	struct comb_buf answer;         /* the incremental answer object */
+	json_t *parsed;                 /* owned, when status is 200 */
+	char cursor[COMB_CURSOR_MAX_TEXT];
+	bool more;
+	size_t items;
+	uint64_t after_xid;             /* the cursor's position */
+};
+
+/*
+ * Reads one page from sub's cursor into pg (limit items), with admission
+ * control when admission is true; db (borrowed) is given back. Returns 0,
+ * or a negative COMB_E* with the CLOSED reason in why.
+ */
+static int read_page(struct resume_sub *sub, PGconn *db, int limit,
+		     bool admission, struct page *pg, char *why, size_t whylen)
+{
+	struct ws_session *s = sub->session;
+	struct request req = {
+		.relay = s->relay, .db = db, .community = s->community,
+		.capture = &pg->answer,
+	};
+	struct comb_cursor decoded;
+	const char *code, *message;
+	json_t *cursor;
+
+	snprintf(req.pubkey, sizeof(req.pubkey), "%s", s->pubkey);
+	if (json_object_set_new(sub->filter, "limit", json_integer(limit)) ||
+	    (sub->cursor[0] &&
+	     json_object_set_new(sub->filter, "cursor", json_string(sub->cursor)))) {
+		http_release_db(&req);
+		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	}
+	incremental_read_for_sync(&req, sub->filter, admission);
+	http_release_db(&req);
+	pg->parsed = pg->answer.data ? json_loadb(pg->answer.data, pg->answer.len, 0, NULL)
+				     : NULL;
+	if (!pg->parsed)
+		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	if (req.status != 200) {
+		code = json_string_value(json_object_get(pg->parsed, "error"));
+		message = json_string_value(json_object_get(pg->parsed, "message"));
+		if (code && !strncmp(code, "incremental_bad_request", 23))
+			return comb_fail(why, whylen, COMB_EINVAL, "invalid: %s",
+					 message ? message : "bad request");
+		if (code && message)
+			return comb_fail(why, whylen, COMB_EINVAL, "%s: %s", code, message);
+		return comb_fail(why, whylen, COMB_EUNAVAIL, "%s",
+				 code ? code : "error: database unavailable");
+	}
+	cursor = json_object_get(pg->parsed, "cursor");
+	if (!json_is_string(cursor) ||
+	    json_string_length(cursor) >= sizeof(pg->cursor) ||
+	    comb_cursor_decode(json_string_value(cursor), pool.cursor_key, &decoded))
+		return comb_fail(why, whylen, COMB_EINVAL, "error: bad incremental answer");
+	snprintf(pg->cursor, sizeof(pg->cursor), "%s", json_string_value(cursor));
+	pg->more = json_is_true(json_object_get(pg->parsed, "more"));
+	pg->items = json_array_size(json_object_get(pg->parsed, "changes"));
+	pg->after_xid = decoded.phase == COMB_CURSOR_CHANGES ? decoded.after.xid : 0;
+	return 0;
+}
+
+static void page_release(struct page *pg)
+{
+	json_decref(pg->parsed);
+	pg->parsed = NULL;
+	comb_buf_release(&pg->answer);
+}
+
+/* ["CHANGES",<sub>,<answer>] into out. */
+static int format_changes(struct comb_buf *out, const char *sub_id,
+			  const struct page *pg)
+{
+	int rc;
+
+	comb_buf_reset(out);
+	rc = comb_buf_puts(out, "[\"CHANGES\",");
+	rc = rc ? rc : comb_buf_json_string(out, sub_id, strlen(sub_id));
+	rc = rc ? rc : comb_buf_putc(out, ',');
+	rc = rc ? rc : comb_buf_append(out, pg->answer.data, pg->answer.len);
+	return rc ? rc : comb_buf_putc(out, ']');
+}
+
+/* ------------------------------------------------------------------ */
+/* live reads (the workers) */
+
+/*
+ * Reads sub from its cursor until `more` is false, sending every page
+ * with items (and, when quiet, an empty one whose cursor moved). Returns
+ * whether the horizon passed want; false too when sub was closed or a
+ * frame was postponed (*postponed then).
+ */
+static bool live_read(struct resume_sub *sub, uint64_t want, bool quiet,
+		      bool *postponed)
+{
+	struct ws_session *s = sub->session;
+	struct comb_buf frame;
+	char why[300];
+	bool caught_up = false, dead;
+	PGconn *db;
+	int rc;
+
+	comb_buf_init(&frame, MAX_ANSWER + 256);
+	for (;;) {
+		struct page pg = {0};
+		bool send;
+
+		pthread_mutex_lock(&s->mu);
+		dead = sub->base.dead;
+		pthread_mutex_unlock(&s->mu);
+		if (dead)
+			break;
+		db = comb_db_acquire(s->relay->db, 2000);
+		if (!db) {
+			kill_sub(sub, "error: database unavailable");
+			break;
+		}
+		comb_buf_init(&pg.answer, MAX_ANSWER);
+		rc = read_page(sub, db, LIVE_PAGE, false, &pg, why, sizeof(why));
+		if (rc) {
+			page_release(&pg);
+			kill_sub(sub, why);
+			break;
+		}
+		send = pg.items > 0 || (quiet && strcmp(pg.cursor, sub->sent));
+		if (send) {
+			if (format_changes(&frame, sub->base.id, &pg)) {
+				page_release(&pg);
+				kill_sub(sub, "error: out of memory");
+				break;
+			}
+			pthread_mutex_lock(&s->mu);
+			rc = sub->base.dead ? COMB_EIO :
+				ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len, 0);
+			if ((rc == COMB_ETOOBIG || rc == COMB_ENOMEM) && ++sub->slow > SLOW_LIMIT)
+				kill_locked(sub, "resync: slow consumer");
+			else if (rc == COMB_EIO)
+				sub->base.dead = true;  /* the connection is closing */
+			pthread_mutex_unlock(&s->mu);
+			if (rc) {
+				/* the cursor stays: the same read is done again */
+				*postponed = rc == COMB_ETOOBIG || rc == COMB_ENOMEM;
+				page_release(&pg);
+				break;
+			}
+			sub->slow = 0;
+			sub->sent_ms = ms_now();
+			memcpy(sub->sent, pg.cursor, sizeof(sub->sent));
+		}
+		memcpy(sub->cursor, pg.cursor, sizeof(sub->cursor));
+		if (!pg.more) {
+			caught_up = pg.after_xid > want;
+			page_release(&pg);
+			break;
+		}
+		page_release(&pg);
+	}
+	comb_buf_release(&frame);
+	return caught_up;
+}
+
+static void *worker_main(void *arg)
+{
+	struct resume_sub *sub;
+	uint64_t want;
+	bool quiet, caught_up, postponed, dead;
+	double now;
+
+	(void)arg;
+	pthread_mutex_lock(&pool.mu);
+	for (;;) {
+		while (!pool.stop && !pool.run_head) {
+			struct timespec until;
+			double wait_ms;
+
+			now = ms_now();
+			if (now >= pool.next_scan) {
+				scan_timers_locked(now);
+				continue;
+			}
+			wait_ms = pool.next_scan - now;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += (time_t)(wait_ms / 1000);
+			until.tv_nsec += (long)((wait_ms - (double)(long)(wait_ms / 1000) * 1000) * 1e6);
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&pool.work, &pool.mu, &until);
+		}
+		if (pool.stop)
+			break;
+		sub = pool.run_head;
+		pool.run_head = sub->run_next;
+		if (!pool.run_head)
+			pool.run_tail = NULL;
+		sub->scheduled = false;
+		sub->running = true;
+		sub->dirty = false;
+		want = sub->want_xid;
+		now = ms_now();
+		quiet = sub->quiet_at <= now;
+		sub->retry_at = 0;
+		pthread_mutex_unlock(&pool.mu);
+
+		postponed = false;
+		caught_up = live_read(sub, want, quiet, &postponed);
+
+		pthread_mutex_lock(&pool.mu);
+		sub->running = false;
+		now = ms_now();
+		if (sub->released) {
+			pthread_cond_broadcast(&pool.idle);
+			continue;
+		}
+		pthread_mutex_lock(&sub->session->mu);
+		dead = sub->base.dead;
+		pthread_mutex_unlock(&sub->session->mu);
+		if (dead) {
+			/* closed: nothing more is read for it */
+			sub->runnable = false;
+			timed_remove_locked(sub);
+			continue;
+		}
+		if (quiet)
+			sub->sent_ms = now;  /* the next quiet read is a full interval away */
+		sub->quiet_at = sub->sent_ms + pool.relay->cfg.sync_quiet_ms;
+		if (caught_up) {
+			sub->retry_ms = RETRY_FIRST_MS;
+		} else {
+			/* a postponed frame waits for the client to read */
+			sub->retry_at = now + (postponed ? 20 * RETRY_FIRST_MS : sub->retry_ms);
+			if (!postponed && sub->retry_ms < RETRY_MAX_MS)
+				sub->retry_ms *= 2;
+		}
+		if (sub->dirty)
+			enqueue_locked(sub);
+		else
+			set_timer_locked(sub);
+	}
+	pthread_mutex_unlock(&pool.mu);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* lifecycle */
+
+static void sub_free(struct resume_sub *sub)
+{
+	json_decref(sub->filter);
+	free(sub->channels);
+	free(sub);
+}
+
+static void sub_release(struct ws_session *s, struct ws_sub *base)
+{
+	struct resume_sub *sub = (struct resume_sub *)base, **p;
+
+	(void)s;
+	pthread_mutex_lock(&pool.mu);
+	if (sub->registered) {
+		for (p = &pool.buckets[bucket_of(sub->community)]; *p; p = &(*p)->bucket_next) {
+			if (*p == sub) {
+				*p = sub->bucket_next;
+				break;
+			}
+		}
+	}
+	sub->released = true;
+	if (sub->scheduled)
+		dequeue_locked(sub);
+	timed_remove_locked(sub);
+	while (sub->running)
+		pthread_cond_wait(&pool.idle, &pool.mu);
+	pthread_mutex_unlock(&pool.mu);
+	sub_free(sub);
+}
+
+/* Only these keys: anything else could let an artifact leave the scope
+ * unseen, or is not part of a resumable sync. */
+static int check_keys(const json_t *filter, char *why, size_t whylen)
+{
+	const char *key;
+	json_t *value;
+
+	json_object_foreach((json_t *)filter, key, value) {
+		(void)value;
+		if (!strcmp(key, "artifact") || !strcmp(key, "#h") ||
+		    !strcmp(key, "#type") || !strcmp(key, "cursor"))
+			continue;
+		if (!strcmp(key, "limit") || !strcmp(key, "offset"))
+			return comb_fail(why, whylen, COMB_EINVAL,
+					 "invalid: a resumable sync takes no %s", key);
+		return comb_fail(why, whylen, COMB_EINVAL,
+				 "invalid: a resumable sync filter may hold only #h, #type and cursor");
+	}
+	return 0;
+}
+
+static struct resume_sub *sub_new(struct ws_session *s, const char *id,
+				  const json_t *filter, char *why, size_t whylen)
+{
+	struct inc_request in;
+	struct resume_sub *sub;
+	const char *cursor;
+	char err[200];
+	size_t i;
+
+	if (check_keys(filter, why, whylen))
+		return NULL;
+	sub = calloc(1, sizeof(*sub));
+	if (!sub || !(sub->filter = json_deep_copy(filter)) ||
+	    json_object_set_new(sub->filter, "artifact", json_string("incremental"))) {
+		snprintf(why, whylen, "error: out of memory");
+		goto fail;
+	}
+	json_object_del(sub->filter, "cursor");
+	switch (inc_request_parse(sub->filter, &in, err, sizeof(err))) {
+	case INC_OK:
+		break;
+	case INC_BAD_CURSOR:
+		snprintf(why, whylen, "incremental_bad_cursor: %s", err);
+		goto fail;
+	default:
+		snprintf(why, whylen, "invalid: %s", err);
+		goto fail;
+	}
+	cursor = json_string_value(json_object_get(filter, "cursor"));
+	if (json_object_get(filter, "cursor") &&
+	    (!cursor || strlen(cursor) >= sizeof(sub->cursor) || !cursor[0])) {
+		snprintf(why, whylen, "incremental_bad_cursor: the cursor is not one this relay issued");
+		goto fail;
+	}
+	if (cursor)
+		snprintf(sub->cursor, sizeof(sub->cursor), "%s", cursor);
+	if (in.has_channels) {
+		sub->channels = calloc(in.nchannels ? in.nchannels : 1, sizeof(*sub->channels));
+		if (!sub->channels) {
+			snprintf(why, whylen, "error: out of memory");
+			goto fail;
+		}
+		for (i = 0; i < in.nchannels; i++)
+			snprintf(sub->channels[i], sizeof(sub->channels[i]), "%s", in.channels[i]);
+		sub->nchannels = in.nchannels;
+		qsort(sub->channels, sub->nchannels, sizeof(*sub->channels), cmp_channel);
+	}
+	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
+	sub->base.release = sub_release;
+	sub->session = s;
+	sub->community = s->community.id;
+	sub->retry_ms = RETRY_FIRST_MS;
+	return sub;
+fail:
+	if (sub) {
+		json_decref(sub->filter);
+		free(sub);
+	}
+	return NULL;
+}
+
+/* Drops sub and answers CLOSED message (copied first: sub is freed). */
+static void refuse(struct ws_session *s, struct resume_sub *sub, const char *message)
+{
+	char text[300], id[WS_SUB_ID_MAX + 1];
+
+	snprintf(text, sizeof(text), "%s", message);
+	snprintf(id, sizeof(id), "%s", sub->base.id);
+	ws_session_drop_sub(s, &sub->base);
+	ws_send_closed(s, id, text, WS_PUSH_WAIT);
+}
+
+/* The database's next transaction id: every transaction that committed
+ * before now lies below it. Returns 0 or COMB_EUNAVAIL. */
+static int next_xid(PGconn *db, uint64_t *out)
+{
+	PGresult *res = PQexec(db, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text");
+	int rc = COMB_EUNAVAIL;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		*out = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+		rc = 0;
+	}
+	PQclear(res);
+	return rc;
+}
+
+/*
+ * The catch-up: pages from sub's cursor until `more` is false, each sent
+ * as a CHANGES frame (waiting for the client, no database connection held
+ * meanwhile). Returns 0, COMB_EIO when the connection is closing, or
+ * another negative COMB_E* with the CLOSED reason in why.
+ */
+static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
+{
+	struct ws_session *s = sub->session;
+	struct comb_buf frame;
+	uint64_t noted = 0;
+	bool first = true, more = true;
+	PGconn *db;
+	int rc = 0;
+
+	comb_buf_init(&frame, MAX_ANSWER + 256);
+	while (more && rc == 0) {
+		struct page pg = {0};
+
+		db = comb_db_acquire(s->relay->db, 2000);
+		if (!db) {
+			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
+			break;
+		}
+		if (first && next_xid(db, &noted)) {
+			comb_db_release(s->relay->db, db, comb_db_conn_lost(db));
+			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
+			break;
+		}
+		first = false;
+		comb_buf_init(&pg.answer, MAX_ANSWER);
+		rc = read_page(sub, db, CATCHUP_PAGE, true, &pg, why, whylen);
+		if (rc == 0 && format_changes(&frame, sub->base.id, &pg))
+			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+		if (rc == 0) {
+			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len,
+					    WS_PUSH_WAIT);
+			if (rc)
+				rc = COMB_EIO;
+		}
+		if (rc == 0) {
+			memcpy(sub->cursor, pg.cursor, sizeof(sub->cursor));
+			memcpy(sub->sent, pg.cursor, sizeof(sub->sent));
+			more = pg.more;
+		}
+		page_release(&pg);
+	}
+	comb_buf_release(&frame);
+	if (rc == 0) {
+		/* every change committed before the registration lies below
+		 * noted; the live reads go on until the horizon passed it */
+		pthread_mutex_lock(&pool.mu);
+		if (noted > 0 && noted - 1 > sub->want_xid)
+			sub->want_xid = noted - 1;
+		pthread_mutex_unlock(&pool.mu);
+		sub->sent_ms = ms_now();
+	}
+	return rc;
+}
+
+/* After the catch-up: EOSE when it is still exact, else CLOSED; then the
+ * workers take over. */
+static void finish(struct ws_session *s, struct resume_sub *sub, uint64_t generation)
+{
+	char reason[sizeof(sub->dead_reason)];
+	bool dead;
+
+	if (!feed_still_trusted(sub->community, generation))
+		kill_sub(sub, FEED_INTERRUPTED);
+	pthread_mutex_lock(&s->mu);
+	dead = sub->base.dead;
+	memcpy(reason, sub->dead_reason, sizeof(reason));
+	pthread_mutex_unlock(&s->mu);
+	if (dead) {
+		refuse(s, sub, reason);
+		return;
+	}
+	if (ws_send_eose(s, sub->base.id, WS_PUSH_WAIT)) {
+		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	sub->live = true;
+	dead = sub->base.dead;
+	memcpy(reason, sub->dead_reason, sizeof(reason));
+	pthread_mutex_unlock(&s->mu);
+	if (dead) {
+		/* Killed while EOSE was on its way: what follows is not exact. */
+		ws_send_closed(s, sub->base.id, reason, WS_PUSH_WAIT);
+		return;
+	}
+	pthread_mutex_lock(&pool.mu);
+	sub->runnable = true;
+	sub->quiet_at = sub->sent_ms + s->relay->cfg.sync_quiet_ms;
+	timed_add_locked(sub);
+	/* one read at once: it sends what was signalled during the catch-up
+	 * and learns whether the horizon passed the registration */
+	enqueue_locked(sub);
+	pthread_mutex_unlock(&pool.mu);
+}
+
+void ws_resume_open(struct ws_session *s, const char *sub_id,
+		    const json_t *filter)
+{
+	struct resume_sub *sub;
+	uint64_t generation;
+	char why[300];
+	int rc;
+
+	if (!s->relay->cfg.incremental_enabled) {
+		ws_send_closed(s, sub_id, "error: incremental_unavailable", WS_PUSH_WAIT);
+		return;
+	}
+	if (!atomic_load(&pool.started)) {
+		ws_send_closed(s, sub_id, "error: sync unavailable", WS_PUSH_WAIT);
+		return;
+	}
+	sub = sub_new(s, sub_id, filter, why, sizeof(why));
+	if (!sub) {
+		ws_send_closed(s, sub_id, why, WS_PUSH_WAIT);
+		return;
+	}
+	ws_session_add_sub(s, &sub->base);
+	/* Registered first: from here every change of the scope marks it. */
+	reg_add(sub);
+	if (feed_wait_trusted(sub->community, feed_trust_wait_ms(&s->relay->cfg),
+			      &generation)) {
+		refuse(s, sub, "error: change feed unavailable");
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	sub->started = true;
+	pthread_mutex_unlock(&s->mu);
+	rc = catch_up(sub, why, sizeof(why));
+	if (rc == COMB_EIO) {
+		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
+		return;
+	}
+	if (rc) {
+		refuse(s, sub, why);
+		return;
+	}
+	finish(s, sub, generation);
+}
+
+int ws_resume_start(struct relay *relay, char *errbuf, size_t errlen)
+{
+	static const struct feed_listener listener = {
+		.signal = resume_signal,
+		.interrupt = resume_interrupt,
+	};
+	int i;
+
+	pool.relay = relay;
+	pool.next_scan = ms_now() + 60000;
+	if (comb_cursor_key(relay->secret_key, pool.cursor_key))
+		return comb_fail(errbuf, errlen, COMB_EIO, "cannot derive the cursor key");
+	if (feed_listen(&listener))
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "cannot listen to the capture feed");
+	for (i = 0; i < RESUME_WORKERS; i++) {
+		if (pthread_create(&pool.threads[i], NULL, worker_main, NULL)) {
+			ws_resume_stop();
+			return comb_fail(errbuf, errlen, COMB_EIO,
+					 "cannot start a resumable sync worker");
+		}
+		pool.nthreads++;
+	}
+	atomic_store(&pool.started, true);
+	return 0;
+}
+
+void ws_resume_stop(void)
+{
+	int i;
+
+	atomic_store(&pool.started, false);
+	pthread_mutex_lock(&pool.mu);
+	pool.stop = true;
+	pthread_cond_broadcast(&pool.work);
+	pthread_mutex_unlock(&pool.mu);
+	for (i = 0; i < pool.nthreads; i++)
+		pthread_join(pool.threads[i], NULL);
+	pool.nthreads = 0;
+	memset(pool.cursor_key, 0, sizeof(pool.cursor_key));
+}
