@@ -77,6 +77,8 @@ static const struct setting settings[] = {
 	    "execution budget of one query (PostgreSQL statement_timeout)"),
 	INT(sync_max_events, "COMB_SYNC_MAX_EVENTS", "4096", 1, 10000000,
 	    "largest artifact set one sync may hold"),
+	INT(revision_cache_mb, "COMB_REVISION_CACHE_MB", "256", 0, 1048576,
+	    "bytes of accepted revisions each relay node keeps in memory, in MiB (0: no cache)"),
 	INT(incremental_max_concurrent, "COMB_INCREMENTAL_MAX_CONCURRENT", "32",
 	    1, 100000, "incremental reads running at once across all relay nodes"),
 	INT(write_rate, "COMB_WRITE_RATE", "600", 0, 6000000,

@@ -32,6 +32,7 @@ struct comb_config {
 	int created_at_upper_limit; /* COMB_CREATED_AT_UPPER_LIMIT */
 	int query_timeout_ms;       /* COMB_QUERY_TIMEOUT_MS */
 	int sync_max_events;        /* COMB_SYNC_MAX_EVENTS */
+	int revision_cache_mb;      /* COMB_REVISION_CACHE_MB */
 	int incremental_max_concurrent; /* COMB_INCREMENTAL_MAX_CONCURRENT */
 	int capture_heartbeat_ms;   /* COMB_CAPTURE_HEARTBEAT_MS */
 	int write_rate;             /* COMB_WRITE_RATE, per minute; 0: no limit */
