@@ -19,6 +19,7 @@
 #include "feed/feed.h"
 #include "http/http.h"
 #include "protocol_limits.h"
+#include "revcache.h"
 #include "sync/sync.h"
 #include "ws/ws.h"
 
@@ -143,7 +144,8 @@ int main(void)
 				    relay.cfg.query_timeout_ms);
 	relay.redis = comb_redis_pool_new(relay.cfg.redis_url, relay.cfg.db_pool_size,
 					  1000, err, sizeof(err));
-	if (!relay.db || !relay.redis) {
+	relay.revisions = revcache_new((size_t)relay.cfg.revision_cache_mb << 20);
+	if (!relay.db || !relay.redis || !relay.revisions) {
 		comb_error("cannot set up connection pools: %s",
 			   relay.redis ? "out of memory" : err);
 		goto out;
@@ -188,6 +190,7 @@ out:
 	ws_stop();
 	comb_policy_set_free(relay.policy);
 	comb_db_pool_free(relay.db);
+	revcache_free(relay.revisions);
 	comb_redis_pool_free(relay.redis);
 	comb_config_release(&relay.cfg);
 	memset(relay.secret_key, 0, sizeof(relay.secret_key));

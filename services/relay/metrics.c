@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "metrics.h"
+#include "revcache.h"
 
 static const char *const route_names[ROUTE_COUNT_] = {
 	[ROUTE_NIP11] = "nip11",     [ROUTE_EVENTS] = "events",
@@ -42,6 +43,7 @@ void metrics_observe(enum route route, int status, double seconds)
 int metrics_render(struct relay *relay, struct comb_buf *out)
 {
 	struct comb_db_stats db;
+	struct revcache_stats rev;
 	int r, rc = 0;
 	size_t s, b;
 
@@ -94,5 +96,21 @@ int metrics_render(struct relay *relay, struct comb_buf *out)
 			      "# HELP comb_db_pool_failures_total Failed connection attempts.\n"
 			      "# TYPE comb_db_pool_failures_total counter\ncomb_db_pool_failures_total %ld\n",
 			      db.size, db.open, db.in_use, db.waits, db.failures);
+	revcache_get_stats(relay->revisions, &rev);
+	rc |= comb_buf_printf(out,
+			      "# HELP comb_revision_cache_hits_total Revisions whose bytes came from the cache.\n"
+			      "# TYPE comb_revision_cache_hits_total counter\ncomb_revision_cache_hits_total %lu\n"
+			      "# HELP comb_revision_cache_misses_total Revisions whose bytes were read from PostgreSQL.\n"
+			      "# TYPE comb_revision_cache_misses_total counter\ncomb_revision_cache_misses_total %lu\n"
+			      "# HELP comb_revision_cache_evictions_total Revisions evicted to stay within the bound.\n"
+			      "# TYPE comb_revision_cache_evictions_total counter\ncomb_revision_cache_evictions_total %lu\n"
+			      "# HELP comb_revision_cache_bytes Bytes the cache holds, bookkeeping included.\n"
+			      "# TYPE comb_revision_cache_bytes gauge\ncomb_revision_cache_bytes %zu\n"
+			      "# HELP comb_revision_cache_entries Revisions the cache holds.\n"
+			      "# TYPE comb_revision_cache_entries gauge\ncomb_revision_cache_entries %zu\n"
+			      "# HELP comb_revision_cache_max_bytes The cache's bound (COMB_REVISION_CACHE_MB).\n"
+			      "# TYPE comb_revision_cache_max_bytes gauge\ncomb_revision_cache_max_bytes %zu\n",
+			      rev.hits, rev.misses, rev.evictions, rev.bytes, rev.entries,
+			      rev.max_bytes);
 	return rc ? -1 : 0;
 }

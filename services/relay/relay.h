@@ -21,6 +21,7 @@ struct relay {
 	struct comb_db_pool *db;
 	struct comb_redis_pool *redis;
 	struct comb_policy_set *policy;
+	struct revcache *revisions;     /* revcache.h; never NULL once started */
 	unsigned char secret_key[32];
 	char pubkey[65];
 	struct mg_context *http;

@@ -6,11 +6,11 @@
  * under each of its channels, so that from then on every signal of those
  * channels is held for it; the community's feed must be trusted (feed/feed.h);
  * then one REPEATABLE READ READ ONLY transaction checks that the reader
- * may read every channel, counts the set and reads it ordered by d,
- * streaming the rows out as they arrive (those the outbox has no room for
- * wait in memory until the database connection is given back; only then
- * may the connection's own thread wait for its client) and remembering
- * per d the accepted_seq sent; if the feed stayed trusted and nothing
+ * may read every channel, counts the set and reads its (d, accepted_seq)
+ * ordered by d, remembering per d the accepted_seq sent; then, with no
+ * database connection held, the revisions' bytes are fetched a batch at a
+ * time (revision cache, then PostgreSQL) and streamed out as the client
+ * reads (see "the snapshot" below); if the feed stayed trusted and nothing
  * overflowed, EOSE; then the workers (ws_sync_apply.c) apply what was
  * held and whatever comes. A change committed after the snapshot began
  * reaches the sync as a signal (or the feed is interrupted and the sync
@@ -22,6 +22,7 @@
  */
 #include "sync.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "comb/log.h"
 #include "feed/feed.h"
 #include "proto/proto.h"
+#include "revcache.h"
 #include "ws_sync_int.h"
 
 #define BUCKETS 4096
@@ -457,154 +459,210 @@ static PGresult *run(PGconn *db, const char *sql, const char *const *params,
 	" AND ($3::text[] IS NULL OR h.type = ANY ($3::text[]))" \
 	" AND ($4::uuid[] IS NULL OR h.d = ANY ($4::uuid[]))"
 
-/* A snapshot frame that did not fit in the outbox yet. */
-struct held_frame {
-	struct held_frame *next;
-	size_t len;
-	char data[];
+/*
+ * The snapshot on its way out. The snapshot itself only decides which
+ * revision of each artifact the client gets: (d, accepted_seq) ordered by
+ * d, in the same transaction as the access checks. A revision's bytes
+ * never change once written, so they are fetched afterwards, one batch at
+ * a time (from the revision cache, and with one statement for the batch's
+ * misses), and pushed before the next batch is fetched: the client reads
+ * the first frames while later ones are still in PostgreSQL, memory stays
+ * bounded by one batch (about BATCH_BYTES, at least BATCH_MIN revisions)
+ * plus the outbox whatever the set's size, and no database connection is
+ * held while the client reads.
+ */
+#define BATCH_MIN 16
+#define BATCH_MAX 1024
+#define BATCH_BYTES (1024 * 1024)
+
+/* A revision of the batch whose bytes the cache did not have. */
+struct miss {
+	int64_t seq;
+	size_t at;                 /* in the batch */
 };
 
-/*
- * Frames of the snapshot on their way out. Rows are turned into frames as
- * the database sends them, and each frame is pushed at once when the
- * outbox has room (so the client reads while the database still sends);
- * otherwise, and behind it every later frame, it waits in memory until
- * the database connection has been given back. No connection or snapshot
- * is ever held while the client is slow.
- */
 struct stream {
 	struct sync_sub *sub;
+	int64_t *seqs;             /* the set's revisions, in d order */
+	size_t n;
+	size_t sent;
+	struct comb_buf raws;      /* the batch's revisions, back to back */
+	size_t offs[BATCH_MAX], lens[BATCH_MAX];
+	struct miss misses[BATCH_MAX];
 	struct comb_buf frame;
-	struct held_frame *head, *tail;
-	int rows;
 };
 
 static void stream_release(struct stream *st)
 {
-	struct held_frame *f, *next;
-
-	for (f = st->head; f; f = next) {
-		next = f->next;
-		free(f);
-	}
-	st->head = st->tail = NULL;
+	free(st->seqs);
+	st->seqs = NULL;
+	comb_buf_release(&st->raws);
 	comb_buf_release(&st->frame);
 }
 
-/* Pushes held frames in order without waiting; true when none is left. */
-static bool stream_flush_nowait(struct stream *st)
-{
-	struct ws_outbox *ob = st->sub->session->outbox;
-	struct held_frame *f;
-
-	while ((f = st->head)) {
-		if (ws_outbox_push(ob, WS_OP_TEXT, f->data, f->len, 0))
-			return false;
-		st->head = f->next;
-		if (!st->head)
-			st->tail = NULL;
-		free(f);
-	}
-	return true;
-}
-
-/* Pushes what is held, waiting for the client (the connection's own
- * thread may). Returns 0 or what the push returned. */
-static int stream_flush_wait(struct stream *st)
-{
-	struct ws_outbox *ob = st->sub->session->outbox;
-	struct held_frame *f;
-	int rc;
-
-	while ((f = st->head)) {
-		rc = ws_outbox_push(ob, WS_OP_TEXT, f->data, f->len, WS_PUSH_WAIT);
-		if (rc)
-			return rc;
-		st->head = f->next;
-		if (!st->head)
-			st->tail = NULL;
-		free(f);
-	}
-	return 0;
-}
-
-/* One row (d, accepted_seq, raw): remembered, framed, pushed or held. */
-static int stream_row(struct stream *st, const PGresult *res, int row)
-{
-	struct sync_sub *sub = st->sub;
-	struct held_frame *f;
-	uint8_t d[16];
-	int rc;
-
-	if (sync_uuid_parse(PQgetvalue(res, row, 0), d))
-		return 0;
-	rc = dmap_put(&sub->known, d, strtoll(PQgetvalue(res, row, 1), NULL, 10));
-	if (rc)
-		return rc == COMB_ETOOBIG ? COMB_ENOMEM : rc;
-	comb_buf_reset(&st->frame);
-	rc = ws_format_event(&st->frame, sub->base.id, PQgetvalue(res, row, 2),
-			     (size_t)PQgetlength(res, row, 2));
-	if (rc)
-		return COMB_ENOMEM;
-	st->rows++;
-	if (stream_flush_nowait(st) &&
-	    ws_outbox_push(sub->session->outbox, WS_OP_TEXT, st->frame.data,
-			   st->frame.len, 0) == 0)
-		return 0;
-	f = malloc(sizeof(*f) + st->frame.len);
-	if (!f)
-		return COMB_ENOMEM;
-	f->next = NULL;
-	f->len = st->frame.len;
-	memcpy(f->data, st->frame.data, st->frame.len);
-	if (st->tail)
-		st->tail->next = f;
-	else
-		st->head = f;
-	st->tail = f;
-	return 0;
-}
-
-/* Runs the set's rows query in single-row mode, streaming every row. */
-static int stream_rows(PGconn *db, struct stream *st, const char *const *params,
+/* Phase one, inside the snapshot: the set's (d, accepted_seq) in d order,
+ * remembered as what the client will hold. */
+static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 		       char *why, size_t whylen)
 {
-	PGresult *res;
-	bool failed = false;
-	int rc = 0, n;
+	struct sync_sub *sub = st->sub;
+	PGresult *res = run(db, "SELECT h.d, h.accepted_seq FROM artifact_heads h"
+			    SET_WHERE " ORDER BY h.d", params, PGRES_TUPLES_OK,
+			    why, whylen);
+	uint8_t d[16];
+	int rc = 0, row, rows;
 
-	if (!PQsendQueryParams(db, "SELECT h.d, h.accepted_seq, e.raw FROM artifact_heads h"
-			       " JOIN events e ON e.seq = h.accepted_seq" SET_WHERE
-			       " ORDER BY h.d", 4, NULL, params, NULL, NULL, 0) ||
-	    !PQsetSingleRowMode(db)) {
-		snprintf(why, whylen, "error: database unavailable");
+	if (!res)
 		return COMB_EUNAVAIL;
+	rows = PQntuples(res);
+	st->seqs = malloc(((size_t)rows + 1) * sizeof(*st->seqs));
+	if (!st->seqs)
+		rc = COMB_ENOMEM;
+	for (row = 0; row < rows && rc == 0; row++) {
+		int64_t seq = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+
+		if (sync_uuid_parse(PQgetvalue(res, row, 0), d))
+			continue;
+		rc = dmap_put(&sub->known, d, seq);
+		st->seqs[st->n++] = seq;
 	}
-	while ((res = PQgetResult(db))) {
-		switch (PQresultStatus(res)) {
-		case PGRES_SINGLE_TUPLE:
-		case PGRES_TUPLES_OK:
-			for (n = 0; n < PQntuples(res) && rc == 0 && !failed; n++)
-				rc = stream_row(st, res, n);
-			if (rc && !failed) {
-				snprintf(why, whylen, "error: out of memory");
-				failed = true;
-			}
-			break;
-		default:
-			if (!failed)
-				set_failure(res, why, whylen);
-			failed = true;
-			rc = COMB_EUNAVAIL;
-			break;
+	PQclear(res);
+	if (rc) {
+		snprintf(why, whylen, "error: out of memory");
+		return COMB_ENOMEM;
+	}
+	return 0;
+}
+
+static int miss_cmp(const void *a, const void *b)
+{
+	const struct miss *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Reads the bytes of the batch's misses (sorted by seq) with one
+ * statement, appends them to raws and keeps them in the cache. */
+static int fetch_misses(struct relay *relay, struct stream *st, size_t nmiss,
+			char *why, size_t whylen)
+{
+	struct comb_buf list;
+	const char *params[1];
+	PGresult *res = NULL;
+	PGconn *db;
+	size_t i;
+	int rc = 0, row;
+
+	comb_buf_init(&list, nmiss * 21 + 2);
+	for (i = 0; i < nmiss && rc == 0; i++)
+		rc = comb_buf_printf(&list, "%c%" PRId64, i ? ',' : '{',
+				     st->misses[i].seq);
+	if (rc || comb_buf_putc(&list, '}')) {
+		snprintf(why, whylen, "error: out of memory");
+		rc = COMB_ENOMEM;
+		goto out;
+	}
+	params[0] = list.data;
+	db = comb_db_acquire(relay->db, 2000);
+	if (!db) {
+		snprintf(why, whylen, "error: database unavailable");
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	res = PQexecParams(db, "SELECT seq, raw FROM events WHERE seq = ANY ($1::bigint[])"
+			   " ORDER BY seq", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		set_failure(res, why, whylen);
+		rc = COMB_EUNAVAIL;
+	}
+	comb_db_release(relay->db, db, rc && comb_db_conn_lost(db));
+	if (rc)
+		goto out;
+	/* Every revision named exists: events are never deleted. */
+	if ((size_t)PQntuples(res) != nmiss) {
+		comb_warn("sync snapshot: %d of %zu revisions found", PQntuples(res), nmiss);
+		snprintf(why, whylen, "error: database unavailable");
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	for (row = 0; row < PQntuples(res); row++) {
+		const char *raw = PQgetvalue(res, row, 1);
+		size_t len = (size_t)PQgetlength(res, row, 1), at = st->misses[row].at;
+
+		st->offs[at] = st->raws.len;
+		st->lens[at] = len;
+		if (comb_buf_append(&st->raws, raw, len)) {
+			snprintf(why, whylen, "error: out of memory");
+			rc = COMB_ENOMEM;
+			goto out;
 		}
-		PQclear(res);
+		revcache_put(relay->revisions, st->misses[row].seq, raw, len);
 	}
-	return failed ? (rc ? rc : COMB_EUNAVAIL) : 0;
+out:
+	PQclear(res);
+	comb_buf_release(&list);
+	return rc;
 }
 
 /*
- * Reads sub's set in one snapshot, streaming it into st (ordered by d).
+ * Phase two, after the snapshot: the bytes of every planned revision, a
+ * batch at a time, each frame pushed as the client makes room (the
+ * connection's own thread may wait). Returns 0, COMB_EIO when the
+ * connection is closing, or another COMB_E* with the CLOSED message in
+ * why.
+ */
+static int stream_send(struct relay *relay, struct stream *st, char *why,
+		       size_t whylen)
+{
+	struct ws_outbox *ob = st->sub->session->outbox;
+	size_t batch = BATCH_MIN, k, j, nmiss, avg;
+	int rc;
+
+	while (st->sent < st->n) {
+		k = st->n - st->sent < batch ? st->n - st->sent : batch;
+		comb_buf_reset(&st->raws);
+		nmiss = 0;
+		for (j = 0; j < k; j++) {
+			st->offs[j] = st->raws.len;
+			rc = revcache_get(relay->revisions, st->seqs[st->sent + j], &st->raws);
+			if (rc == COMB_ENOTFOUND)
+				st->misses[nmiss++] = (struct miss){st->seqs[st->sent + j], j};
+			else if (rc)
+				goto nomem;
+			st->lens[j] = st->raws.len - st->offs[j];
+		}
+		if (nmiss) {
+			qsort(st->misses, nmiss, sizeof(st->misses[0]), miss_cmp);
+			rc = fetch_misses(relay, st, nmiss, why, whylen);
+			if (rc)
+				return rc;
+		}
+		for (j = 0; j < k; j++) {
+			comb_buf_reset(&st->frame);
+			if (ws_format_event(&st->frame, st->sub->base.id,
+					    st->raws.data + st->offs[j], st->lens[j]))
+				goto nomem;
+			rc = ws_outbox_push(ob, WS_OP_TEXT, st->frame.data,
+					    st->frame.len, WS_PUSH_WAIT);
+			if (rc == COMB_EIO)
+				return rc;
+			if (rc)
+				goto nomem;
+		}
+		st->sent += k;
+		/* Size the next batch to about BATCH_BYTES of these revisions. */
+		avg = st->raws.len / k + 1;
+		batch = BATCH_BYTES / avg;
+		batch = batch < BATCH_MIN ? BATCH_MIN : batch > BATCH_MAX ? BATCH_MAX : batch;
+	}
+	return 0;
+nomem:
+	snprintf(why, whylen, "error: out of memory");
+	return COMB_ENOMEM;
+}
+
+/*
+ * Decides sub's set in one snapshot: its revisions into st (ordered by d).
  * Returns 0, or a negative COMB_E* with the CLOSED message in why.
  */
 static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
@@ -684,7 +742,7 @@ static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 		rc = COMB_ETOOBIG;
 		goto out;
 	}
-	rc = stream_rows(db, st, params, why, whylen);
+	rc = stream_plan(db, st, params, why, whylen);
 	if (rc)
 		goto out;
 	res = run(db, "COMMIT", NULL, PGRES_COMMAND_OK, why, whylen);
@@ -794,16 +852,14 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	pthread_mutex_unlock(&s->mu);
 	t1 = ms_now();
 	comb_buf_init(&st.frame, MAX_FRAME);
+	comb_buf_init(&st.raws, (size_t)BATCH_MAX * MAX_FRAME);
 	st.sub = sub;
 	rc = snapshot(sub, &st, why, sizeof(why));
 	t2 = ms_now();
-	if (rc == 0) {
-		rc = stream_flush_wait(&st);
-		if (rc && rc != COMB_EIO)
-			snprintf(why, sizeof(why), "error: out of memory");
-	}
-	comb_debug("sync %s: %d artifacts; feed wait %.1f ms, snapshot %.1f ms, rest queued %.1f ms",
-		   sub->base.id, st.rows, t1 - t0, t2 - t1, ms_now() - t2);
+	if (rc == 0)
+		rc = stream_send(s->relay, &st, why, sizeof(why));
+	comb_debug("sync %s: %zu of %zu artifacts sent; feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
+		   sub->base.id, st.sent, st.n, t1 - t0, t2 - t1, ms_now() - t2);
 	stream_release(&st);
 	if (rc == COMB_EIO) {
 		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */

@@ -1,0 +1,63 @@
+/*
+ * The revision cache: serialized bytes of accepted events, keyed by
+ * events.seq. A revision never changes once written (redaction and
+ * deletion only flag the row), so whatever the cache holds for a seq is
+ * what PostgreSQL holds; which seq to send is always decided by a query
+ * in the reader's own snapshot, the cache only supplies the bytes.
+ *
+ * Bounded in bytes (COMB_REVISION_CACHE_MB; each entry costs its length
+ * plus REVCACHE_ENTRY_COST), evicted by CLOCK (second chance), split into
+ * REVCACHE_SHARDS shards by seq with one mutex each. Thread-safe.
+ */
+#ifndef COMB_REVCACHE_H
+#define COMB_REVCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comb/buf.h"
+
+#define REVCACHE_SHARDS 16
+/* What an entry costs beyond its bytes (its bookkeeping). */
+#define REVCACHE_ENTRY_COST 64
+
+struct revcache;
+
+struct revcache_stats {
+	unsigned long hits;
+	unsigned long misses;      /* lookups that found nothing, also when off */
+	unsigned long evictions;
+	size_t bytes;              /* held now, entry costs included */
+	size_t entries;
+	size_t max_bytes;
+};
+
+/*
+ * Creates a cache holding at most max_bytes (0: a cache that holds
+ * nothing and only counts misses). Returns NULL when out of memory.
+ */
+struct revcache *revcache_new(size_t max_bytes);
+
+/* Frees the cache and everything it holds; nobody may use it afterwards. */
+void revcache_free(struct revcache *rc);
+
+/*
+ * Appends the bytes cached for seq to out. Returns 0 on a hit,
+ * COMB_ENOTFOUND on a miss, COMB_ETOOBIG when out has no room (counted as a
+ * hit: the bytes were there).
+ */
+int revcache_get(struct revcache *rc, int64_t seq, struct comb_buf *out);
+
+/*
+ * Keeps a copy of the len bytes of data (borrowed) as the revision seq,
+ * evicting what the bound needs. Does nothing when seq is cached already,
+ * when the cache is off or when one entry would take more than an eighth
+ * of a shard.
+ */
+void revcache_put(struct revcache *rc, int64_t seq, const char *data, size_t len);
+
+/* Copies the counters into out. */
+void revcache_get_stats(struct revcache *rc, struct revcache_stats *out);
+
+#endif

@@ -1,0 +1,220 @@
+/*
+ * Unit tests for the revision cache (services/relay/revcache.c): what is
+ * put comes back byte for byte, the byte bound holds under pressure with
+ * evictions counted, CLOCK keeps a referenced entry over an unreferenced
+ * one, a cache of size 0 holds nothing and counts misses, oversized
+ * entries are refused, and concurrent users keep the bound.
+ */
+#include "test_util.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "comb/error.h"
+#include "revcache.h"
+
+/* The bytes of revision seq, len long, recognizably its own. */
+static void fill(char *out, size_t len, int64_t seq)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		out[i] = (char)('a' + (seq * 7 + (int64_t)i) % 26);
+}
+
+static void put(struct revcache *rc, int64_t seq, size_t len)
+{
+	char *data = malloc(len);
+
+	assert_non_null(data);
+	fill(data, len, seq);
+	revcache_put(rc, seq, data, len);
+	free(data);
+}
+
+/* 1 when seq is cached with exactly its bytes, 0 when it is not cached,
+ * -1 when what is cached is not its bytes. */
+static int lookup(struct revcache *rc, int64_t seq, size_t len)
+{
+	struct comb_buf b;
+	char *want = malloc(len);
+	int found;
+
+	assert_non_null(want);
+	fill(want, len, seq);
+	comb_buf_init(&b, len + 1);
+	if (revcache_get(rc, seq, &b))
+		found = 0;
+	else
+		found = b.len == len && memcmp(b.data, want, len) == 0 ? 1 : -1;
+	comb_buf_release(&b);
+	free(want);
+	return found;
+}
+
+static bool has(struct revcache *rc, int64_t seq, size_t len)
+{
+	int found = lookup(rc, seq, len);
+
+	assert_true(found >= 0);
+	return found == 1;
+}
+
+static void test_round_trip_and_counters(void **state)
+{
+	struct revcache *rc = revcache_new(16u << 20);
+	struct revcache_stats st;
+	struct comb_buf b;
+
+	(void)state;
+	assert_non_null(rc);
+	put(rc, 1, 4923);
+	put(rc, 2, 100);
+	assert_true(has(rc, 1, 4923));
+	assert_true(has(rc, 2, 100));
+	comb_buf_init(&b, 64);
+	assert_int_equal(revcache_get(rc, 3, &b), COMB_ENOTFOUND);
+	/* No room in the caller's buffer: the bytes were there all the same. */
+	assert_int_equal(revcache_get(rc, 1, &b), COMB_ETOOBIG);
+	comb_buf_release(&b);
+	/* A second put of the same seq keeps the first. */
+	put(rc, 1, 10);
+	assert_true(has(rc, 1, 4923));
+	revcache_get_stats(rc, &st);
+	assert_int_equal(st.hits, 4);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.bytes, 4923 + 100 + 2 * REVCACHE_ENTRY_COST);
+	assert_int_equal(st.evictions, 0);
+	assert_int_equal(st.max_bytes, 16u << 20);
+	revcache_free(rc);
+}
+
+static void test_bound_under_pressure(void **state)
+{
+	const size_t max = 1u << 20, len = 4923;
+	struct revcache *rc = revcache_new(max);
+	struct revcache_stats st;
+	int64_t seq, kept = 0;
+
+	(void)state;
+	for (seq = 1; seq <= 2000; seq++) {
+		put(rc, seq, len);
+		revcache_get_stats(rc, &st);
+		assert_true(st.bytes <= max);
+	}
+	revcache_get_stats(rc, &st);
+	/* Each shard holds what fits in its sixteenth, no more. */
+	assert_true(st.entries <= max / (len + REVCACHE_ENTRY_COST));
+	assert_true(st.entries >= max / (len + REVCACHE_ENTRY_COST) - REVCACHE_SHARDS);
+	assert_int_equal(st.evictions, 2000 - st.entries);
+	for (seq = 1; seq <= 2000; seq++)
+		kept += has(rc, seq, len);
+	assert_int_equal(kept, (int64_t)st.entries);
+	/* The most recent ones are the ones kept. */
+	assert_true(has(rc, 2000, len));
+	assert_false(has(rc, 1, len));
+	revcache_free(rc);
+}
+
+static void test_clock_keeps_what_is_read(void **state)
+{
+	/* Seqs that are multiples of REVCACHE_SHARDS all land in shard 0,
+	 * which holds 8 entries of this size (an eighth of a shard is also
+	 * the largest entry taken). */
+	const size_t len = 1000, per = len + REVCACHE_ENTRY_COST;
+	struct revcache *rc = revcache_new(REVCACHE_SHARDS * per * 8);
+	int64_t s = REVCACHE_SHARDS;
+
+	(void)state;
+	for (int i = 1; i <= 8; i++)
+		put(rc, s * i, len);
+	/* Read the first: the next put evicts the second, not the first. */
+	assert_true(has(rc, s * 1, len));
+	put(rc, s * 9, len);
+	assert_true(has(rc, s * 1, len));
+	assert_false(has(rc, s * 2, len));
+	assert_true(has(rc, s * 9, len));
+	revcache_free(rc);
+}
+
+static void test_off_and_oversized(void **state)
+{
+	struct revcache *off = revcache_new(0), *small = revcache_new(REVCACHE_SHARDS * 8000);
+	struct revcache_stats st;
+
+	(void)state;
+	put(off, 1, 100);
+	assert_false(has(off, 1, 100));
+	revcache_get_stats(off, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(st.misses, 1);
+	/* A shard of 8000 bytes takes entries up to 1000 bytes with costs. */
+	put(small, 1, 1000 - REVCACHE_ENTRY_COST);
+	put(small, 2, 1001 - REVCACHE_ENTRY_COST);
+	assert_true(has(small, 1, 1000 - REVCACHE_ENTRY_COST));
+	assert_false(has(small, 2, 1001 - REVCACHE_ENTRY_COST));
+	revcache_free(off);
+	revcache_free(small);
+}
+
+struct worker {
+	struct revcache *rc;
+	int64_t first;
+	bool ok;
+};
+
+static void *hammer(void *arg)
+{
+	struct worker *w = arg;
+	int64_t seq;
+
+	/* Whatever is found is exactly its own bytes. */
+	w->ok = true;
+	for (seq = w->first; seq < w->first + 3000; seq++) {
+		put(w->rc, seq, 2000);
+		if (lookup(w->rc, seq - 50, 2000) < 0 || lookup(w->rc, seq, 2000) < 0)
+			w->ok = false;
+	}
+	return NULL;
+}
+
+static void test_concurrent_users_keep_the_bound(void **state)
+{
+	const size_t max = 2u << 20;
+	struct revcache *rc = revcache_new(max);
+	struct revcache_stats st;
+	struct worker w[4];
+	pthread_t t[4];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct worker){rc, 1 + i * 100000, false};
+		pthread_create(&t[i], NULL, hammer, &w[i]);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_true(w[i].ok);
+	}
+	revcache_get_stats(rc, &st);
+	assert_true(st.bytes <= max);
+	assert_int_equal(st.evictions + st.entries, 12000);
+	revcache_free(rc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip_and_counters),
+		cmocka_unit_test(test_bound_under_pressure),
+		cmocka_unit_test(test_clock_keeps_what_is_read),
+		cmocka_unit_test(test_off_and_oversized),
+		cmocka_unit_test(test_concurrent_users_keep_the_bound),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
