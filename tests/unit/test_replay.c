@@ -263,6 +263,12 @@ static void test_url(void **state)
 	comb_redis_pool_free(NULL);
 }
 
+/* The unix time seconds from now: when a claim made now expires. */
+static int64_t in_seconds(int seconds)
+{
+	return (int64_t)time(NULL) + seconds;
+}
+
 static void test_claim_once(void **state)
 {
 	struct comb_redis_pool *pool = pool_for(server_url, 2, TIMEOUT_MS);
@@ -312,10 +318,10 @@ static void test_two_nodes(void **state)
 	(void)state;
 	new_id(id1);
 	new_id(id2);
-	assert_int_equal(comb_replay_claim(a, id1, 120), 0);
-	assert_int_equal(comb_replay_claim(b, id1, 120), COMB_EREPLAY);
-	assert_int_equal(comb_replay_claim(b, id2, 120), 0);
-	assert_int_equal(comb_replay_claim(a, id2, 120), COMB_EREPLAY);
+	assert_int_equal(comb_replay_claim(a, id1, in_seconds(120)), 0);
+	assert_int_equal(comb_replay_claim(b, id1, in_seconds(120)), COMB_EREPLAY);
+	assert_int_equal(comb_replay_claim(b, id2, in_seconds(120)), 0);
+	assert_int_equal(comb_replay_claim(a, id2, in_seconds(120)), COMB_EREPLAY);
 	comb_redis_pool_free(a);
 	comb_redis_pool_free(b);
 }
@@ -332,10 +338,10 @@ static void test_database(void **state)
 	snprintf(url3, sizeof(url3), "%s/3", server_url);
 	d3 = pool_for(url3, 1, TIMEOUT_MS);
 	new_id(id);
-	assert_int_equal(comb_replay_claim(d3, id, 120), 0);
-	assert_int_equal(comb_replay_claim(d3, id, 120), COMB_EREPLAY);
+	assert_int_equal(comb_replay_claim(d3, id, in_seconds(120)), 0);
+	assert_int_equal(comb_replay_claim(d3, id, in_seconds(120)), COMB_EREPLAY);
 	/* database 0 does not see database 3's keys */
-	assert_int_equal(comb_replay_claim(d0, id, 120), 0);
+	assert_int_equal(comb_replay_claim(d0, id, in_seconds(120)), 0);
 	r = comb_redis_command(d3, "EXISTS comb:nip98:%s", id);
 	assert_non_null(r);
 	assert_int_equal(r->integer, 1);
@@ -347,7 +353,7 @@ static void test_database(void **state)
 	snprintf(url3, sizeof(url3), "%s/999", server_url);
 	d3 = pool_for(url3, 1, TIMEOUT_MS);
 	assert_false(comb_redis_ping(d3));
-	assert_int_equal(comb_replay_claim(d3, id, 120), COMB_EUNAVAIL);
+	assert_int_equal(comb_replay_claim(d3, id, in_seconds(120)), COMB_EUNAVAIL);
 	comb_redis_pool_free(d3);
 }
 
@@ -358,10 +364,10 @@ static void test_expiry(void **state)
 
 	(void)state;
 	new_id(id);
-	assert_int_equal(comb_replay_claim(pool, id, 1), 0);
-	assert_int_equal(comb_replay_claim(pool, id, 1), COMB_EREPLAY);
-	sleep_ms(1300);
-	assert_int_equal(comb_replay_claim(pool, id, 1), 0);
+	assert_int_equal(comb_replay_claim(pool, id, in_seconds(2)), 0);
+	assert_int_equal(comb_replay_claim(pool, id, in_seconds(2)), COMB_EREPLAY);
+	sleep_ms(3100);
+	assert_int_equal(comb_replay_claim(pool, id, in_seconds(2)), 0);
 	comb_redis_pool_free(pool);
 }
 
@@ -382,12 +388,12 @@ static void *worker_main(void *arg)
 	int i, rc;
 
 	for (i = 0; i < PER_THREAD; i++) {
-		rc = comb_replay_claim(w->pool, w->ids[i], 60);
+		rc = comb_replay_claim(w->pool, w->ids[i], in_seconds(60));
 		if (rc == 0)
 			w->fresh++;
 		else
 			w->other++;
-		rc = comb_replay_claim(w->pool, w->ids[i], 60);
+		rc = comb_replay_claim(w->pool, w->ids[i], in_seconds(60));
 		if (rc == COMB_EREPLAY)
 			w->replayed++;
 		else
@@ -420,7 +426,7 @@ static void test_threads(void **state)
 	}
 	/* every id is now taken, from any thread */
 	for (i = 0; i < THREADS; i++)
-		assert_int_equal(comb_replay_claim(pool, w[i].ids[0], 60),
+		assert_int_equal(comb_replay_claim(pool, w[i].ids[0], in_seconds(60)),
 				 COMB_EREPLAY);
 	free(w);
 	comb_redis_pool_free(pool);
@@ -437,16 +443,16 @@ static void test_fail_closed_and_recover(void **state)
 	new_id(id1);
 	new_id(id2);
 	new_id(id3);
-	assert_int_equal(comb_replay_claim(pool, id1, 120), 0);
+	assert_int_equal(comb_replay_claim(pool, id1, in_seconds(120)), 0);
 
 	/* Redis dies: the pooled connection is dead, and every claim fails
 	 * closed promptly instead of hanging or being accepted */
 	server_stop();
 	t0 = now_seconds();
 	for (i = 0; i < 3; i++) {
-		assert_int_equal(comb_replay_claim(pool, id2, 120),
+		assert_int_equal(comb_replay_claim(pool, id2, in_seconds(120)),
 				 COMB_EUNAVAIL);
-		assert_int_equal(comb_replay_claim(pool, id1, 120),
+		assert_int_equal(comb_replay_claim(pool, id1, in_seconds(120)),
 				 COMB_EUNAVAIL);
 	}
 	assert_false(comb_redis_ping(pool));
@@ -455,17 +461,17 @@ static void test_fail_closed_and_recover(void **state)
 	/* Redis is back on the same address: the same pool recovers */
 	assert_int_equal(server_start(), 0);
 	assert_true(comb_redis_ping(pool));
-	assert_int_equal(comb_replay_claim(pool, id3, 120), 0);
-	assert_int_equal(comb_replay_claim(pool, id3, 120), COMB_EREPLAY);
-	assert_int_equal(comb_replay_claim(pool, id2, 120), 0);
-	assert_int_equal(comb_replay_claim(pool, id2, 120), COMB_EREPLAY);
+	assert_int_equal(comb_replay_claim(pool, id3, in_seconds(120)), 0);
+	assert_int_equal(comb_replay_claim(pool, id3, in_seconds(120)), COMB_EREPLAY);
+	assert_int_equal(comb_replay_claim(pool, id2, in_seconds(120)), 0);
+	assert_int_equal(comb_replay_claim(pool, id2, in_seconds(120)), COMB_EREPLAY);
 
 	/* and again with connections idle in the pool while it restarts */
 	server_stop();
 	assert_int_equal(server_start(), 0);
 	new_id(id1);
-	assert_int_equal(comb_replay_claim(pool, id1, 120), 0);
-	assert_int_equal(comb_replay_claim(pool, id1, 120), COMB_EREPLAY);
+	assert_int_equal(comb_replay_claim(pool, id1, in_seconds(120)), 0);
+	assert_int_equal(comb_replay_claim(pool, id1, in_seconds(120)), COMB_EREPLAY);
 	comb_redis_pool_free(pool);
 }
 
@@ -481,7 +487,7 @@ static void test_unreachable(void **state)
 	pool = pool_for(url, 1, TIMEOUT_MS);
 	new_id(id);
 	t0 = now_seconds();
-	assert_int_equal(comb_replay_claim(pool, id, 120), COMB_EUNAVAIL);
+	assert_int_equal(comb_replay_claim(pool, id, in_seconds(120)), COMB_EUNAVAIL);
 	assert_false(comb_redis_ping(pool));
 	assert_true(now_seconds() - t0 < 2.0);
 	comb_redis_pool_free(pool);
@@ -513,7 +519,7 @@ static void test_silent_server(void **state)
 	new_id(id);
 	t0 = now_seconds();
 	for (i = 0; i < 3; i++)
-		assert_int_equal(comb_replay_claim(pool, id, 120),
+		assert_int_equal(comb_replay_claim(pool, id, in_seconds(120)),
 				 COMB_EUNAVAIL);
 	assert_true(now_seconds() - t0 < 3.0);
 	comb_redis_pool_free(pool);
@@ -536,7 +542,7 @@ static void test_timeout_then_recover(void **state)
 	(void)state;
 	new_id(id1);
 	new_id(id2);
-	assert_int_equal(comb_replay_claim(pool, id1, 120), 0);
+	assert_int_equal(comb_replay_claim(pool, id1, in_seconds(120)), 0);
 
 	admin = redisConnectWithTimeout("127.0.0.1", server_port, tv);
 	assert_non_null(admin);
@@ -548,10 +554,10 @@ static void test_timeout_then_recover(void **state)
 	redisFree(admin);
 
 	/* paused: the claim times out and fails closed */
-	assert_int_equal(comb_replay_claim(pool, id2, 120), COMB_EUNAVAIL);
+	assert_int_equal(comb_replay_claim(pool, id2, in_seconds(120)), COMB_EUNAVAIL);
 	sleep_ms(1000);
 	/* the next answers are the right ones */
-	assert_int_equal(comb_replay_claim(pool, id1, 120), COMB_EREPLAY);
+	assert_int_equal(comb_replay_claim(pool, id1, in_seconds(120)), COMB_EREPLAY);
 	r = comb_redis_command(pool, "ECHO %s", "marker");
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STRING);
