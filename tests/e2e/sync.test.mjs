@@ -487,12 +487,14 @@ describe('a slow reader', () => {
 		for (;;) {
 			if (ids.every((id) => received.has(id)))
 				break;
-			assert.ok(Date.now() - lastWrite < 5000,
+			assert.ok(Date.now() - lastWrite < 15000,
 				`the fast subscriber is missing ${ids.filter((id) => !received.has(id)).length} revisions`);
 			await new Promise((r) => setTimeout(r, 20));
 		}
 		const caughtUp = Date.now() - lastWrite;
-		assert.ok(caughtUp < 2000, `the fast subscriber lagged ${caughtUp} ms behind the writes`);
+		// (generous: a loaded CI machine; the slow reader's stall costs the
+		// fast one nothing, which is what this checks)
+		assert.ok(caughtUp < 10000, `the fast subscriber lagged ${caughtUp} ms behind the writes`);
 		// the slow one reads again and finds its sync closed
 		slow.ws.resume();
 		const seen = [];

@@ -455,9 +455,14 @@ describe('slow consumers', () => {
 		slow.ws._socket.pause();
 		const filler = 'x'.repeat(50000);
 		let last;
-		for (let i = 0; i < 400; i++) {
-			last = await accept(admin, chatTemplate(channel, `${i} ${filler}`));
-			await liveEvent(fast, 'feed', last.id, 2000);
+		// ten writes at a time: on a loaded machine 400 writes one by one
+		// outlast the relay's ping timeout of the paused reader
+		for (let i = 0; i < 400; i += 10) {
+			const batch = await Promise.all(Array.from({ length: 10 },
+				(_, j) => accept(admin, chatTemplate(channel, `${i + j} ${filler}`))));
+			for (const ev of batch)
+				await liveEvent(fast, 'feed', ev.id, 10000);
+			last = batch[batch.length - 1];
 		}
 		slow.ws._socket.resume();
 		const reason = await closedAfterEvents(slow, 'feed', 30000);
