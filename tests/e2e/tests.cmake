@@ -8,6 +8,10 @@
 # parallel without locks. Any other test that needs the servers can list
 # `teststack` in FIXTURES_REQUIRED and read ${CMAKE_BINARY_DIR}/teststack/env.
 #
+# --test-force-exit ends a test file as soon as its last test has finished,
+# even if something it started still holds the event loop; the harness then
+# kills what the test started.
+#
 # Included from tests/CMakeLists.txt.
 
 set(COMB_TEST_STACK_DIR ${CMAKE_BINARY_DIR}/teststack)
@@ -52,7 +56,7 @@ if(NODE_EXECUTABLE)
     get_filename_component(fname ${file} NAME)
     string(REGEX REPLACE "\\.test\\.mjs$" "" name ${fname})
     add_test(NAME e2e/${name}
-      COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec ${file}
+      COMMAND ${NODE_EXECUTABLE} --test --test-force-exit --test-reporter=spec ${file}
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(e2e/${name} PROPERTIES
       FIXTURES_REQUIRED teststack
