@@ -27,6 +27,11 @@
 
 COMB_PG_BIN=${COMB_PG_BIN:-/usr/lib/postgresql/15/bin}
 
+# The project's node first (scripts/node-env.sh), for every script that
+# sources this file.
+# shellcheck source=scripts/node-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/node-env.sh"
+
 comb__log() {
 	printf '%s\n' "$*" >&2
 }
