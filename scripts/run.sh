@@ -12,7 +12,9 @@
 # in that order. A later run reuses var/ and its data.
 #
 # Set COMB_SKIP_DEPS=1 or COMB_SKIP_BUILD=1 to skip those steps, and
-# COMB_VAR_DIR to keep the state somewhere other than ./var.
+# COMB_VAR_DIR to keep the state somewhere other than ./var. A second stack
+# started while one runs (with another COMB_LISTEN) keeps its state in
+# var/<port>; PostgreSQL, Redis and capture always take free ports.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -79,6 +81,9 @@ cleanup() {
 			comb_pg_stop "$var/pg" && break
 		done
 	fi
+	if [ "$(cat "$var/run.pid" 2>/dev/null)" = $$ ]; then
+		rm -f "$var/run.pid"
+	fi
 	say "stopped"
 	exit "$rc"
 }
@@ -126,9 +131,32 @@ if ! comb_port_free "$listen_port" "$listen_host"; then
 	exit 1
 fi
 
+# Status 0 when another make run, alive, uses the state folder DIR.
+state_in_use() {
+	local pid
+	pid=$(cat "$1/run.pid" 2>/dev/null) || return 1
+	[ -n "$pid" ] && [ "$pid" != $$ ] && kill -0 "$pid" 2>/dev/null &&
+		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'run\.sh'
+}
+
+# One stack per state folder: a second make run while one runs (another
+# COMB_LISTEN) keeps its own state in var/<port> instead of taking over the
+# first one's servers.
+if state_in_use "$var"; then
+	var="$var/$listen_port"
+	mkdir -p "$var"
+	if state_in_use "$var"; then
+		echo "run: another make run uses $var" >&2
+		exit 1
+	fi
+	say "another make run uses the state folder; this one keeps its state in $var"
+fi
+printf '%s\n' $$ >"$var/run.pid"
+shown=${var#"$root"/}
+
 if [ -z "${COMB_DATABASE_URL:-}" ]; then
 	pgport=$(pick_port pg)
-	say "starting PostgreSQL on 127.0.0.1:$pgport (data in var/pg)"
+	say "starting PostgreSQL on 127.0.0.1:$pgport (data in $shown/pg)"
 	started_pg=1
 	comb_pg_start "$var/pg" "$pgport" 1
 	if [ -z "$(comb_pg_psql "$pgport" postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'comb'")" ]; then
@@ -143,7 +171,7 @@ fi
 
 if [ -z "${COMB_REDIS_URL:-}" ]; then
 	redisport=$(pick_port redis)
-	say "starting Redis on 127.0.0.1:$redisport (data in var/redis)"
+	say "starting Redis on 127.0.0.1:$redisport (data in $shown/redis)"
 	started_redis=1
 	comb_redis_start "$var/redis" "$redisport" 1
 	COMB_REDIS_URL="redis://127.0.0.1:$redisport/0"
@@ -211,8 +239,8 @@ fi
 cat <<EOF
 
 comb is running: http://localhost:$listen_port  (ws://localhost:$listen_port)
-  dev community owner: $(cat "$var/dev-owner.pub")  (secret key in var/dev-owner.key)
-  environment:         var/env
+  dev community owner: $(cat "$var/dev-owner.pub")  (secret key in $shown/dev-owner.key)
+  environment:         $shown/env
 Press Ctrl-C to stop.
 
 EOF
