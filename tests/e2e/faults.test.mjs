@@ -187,6 +187,8 @@ class PrivateRedis {
 		if (!child || child.exitCode !== null || child.signalCode !== null)
 			return;
 		const exited = new Promise((r) => child.once('exit', r));
+		// supervise() unrefs the child: hold the event loop while we wait.
+		child.ref();
 		child.kill('SIGKILL');
 		await exited;
 	}

@@ -487,7 +487,9 @@ export function onExit(fn) {
  * killed with SIGKILL when the test process exits, and its pid is recorded
  * under STACK/pids so that `scripts/test-stack.sh stop` reaps it should
  * even that fail. Returns {child, exited: null, exitPromise}; `exited`
- * becomes {code, signal} (or {error}) when the child is gone.
+ * becomes {code, signal} (or {error}) when the child is gone. Call
+ * child.ref() before awaiting exitPromise with nothing else pending, or
+ * the event loop may end first.
  */
 export function supervise(child) {
 	const p = { child, exited: null };
@@ -574,6 +576,7 @@ async function stopService(p, name, signal = 'SIGTERM') {
 		const first = await Promise.race([p.exitPromise, t]);
 		clearTimeout(timer);
 		if (first === 'timeout') {
+			p.child.ref();
 			p.child.kill('SIGKILL');
 			await p.exitPromise;
 			return `${name} ignored ${signal} for ${STOP_TIMEOUT_MS} ms and was killed; ` +
@@ -809,8 +812,11 @@ export async function startRelay(opts = {}) {
 			await launch(i, false);
 	} catch (err) {
 		for (const p of [...relays, ...captures]) {
-			if (!p.exited)
+			if (!p.exited) {
+				// unref'd by supervise(): hold the event loop until it exits
+				p.child.ref();
 				p.child.kill('SIGKILL');
+			}
 		}
 		await Promise.all([...relays, ...captures].map((p) => p.exitPromise));
 		throw err;
