@@ -76,7 +76,8 @@ comb__pg_as_postgres() {
 # Runs a command as the PostgreSQL OS user (ourselves unless we are root).
 comb__pg_run() {
 	if comb__pg_as_postgres; then
-		runuser -u postgres -- "$@"
+		# from /, as the postgres user may not enter our working directory
+		(cd / && runuser -u postgres -- "$@")
 	else
 		"$@"
 	fi
