@@ -136,7 +136,7 @@ state_in_use() {
 	local pid
 	pid=$(cat "$1/run.pid" 2>/dev/null) || return 1
 	[ -n "$pid" ] && [ "$pid" != $$ ] && kill -0 "$pid" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'run\.sh'
+		grep -qa 'run\.sh' "/proc/$pid/cmdline" 2>/dev/null
 }
 
 # One stack per state folder: a second make run while one runs (another
