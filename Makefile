@@ -3,7 +3,8 @@
 #
 #   make build   Release-with-debug-info build in build/ (binaries in build/bin)
 #   make run     install what is missing, build, start a local stack (scripts/run.sh)
-#   make test    sanitizer + -Werror build in build-test/, then every CTest entry
+#   make test    install what is missing, sanitizer + -Werror build in
+#                build-test/, then every CTest entry
 #   make fuzz    clang libFuzzer build in build-fuzz/, each target FUZZ_SECONDS
 #   make lint    refuse banned C functions (scripts/checksrc.sh) and includes
 #                that break the layers of services/ (scripts/checklayers.sh)
@@ -27,6 +28,10 @@ CTEST_JOBS ?= 2
 
 export BUILD_DIR FUZZ_BUILD_DIR FUZZ_SECONDS JOBS
 
+# The Node.js scripts/install-deps.sh unpacks when the system's is too old
+# comes first, as in scripts/node-env.sh and tests/e2e/tests.cmake.
+export PATH := $(CURDIR)/.tools/node/bin:$(PATH)
+
 .PHONY: all build run test fuzz lint soak deps clean distclean bench bench-quick
 
 all: build
@@ -42,7 +47,7 @@ run:
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-test: node_modules/.package-lock.json
+test: deps node_modules/.package-lock.json
 	cmake -S . -B $(TEST_BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug \
 		-DCOMB_SANITIZE=ON -DCOMB_WERROR=ON
 	cmake --build $(TEST_BUILD_DIR) -j$(JOBS)
@@ -70,6 +75,6 @@ deps:
 clean:
 	rm -rf $(BUILD_DIR) $(TEST_BUILD_DIR) $(FUZZ_BUILD_DIR)
 
-# Also forgets the local stack's data and the npm packages.
+# Also forgets the local stack's data, the npm packages and .tools/node.
 distclean: clean
-	rm -rf var node_modules
+	rm -rf var node_modules .tools

@@ -7,11 +7,14 @@
 # the dev community on localhost and 127.0.0.1 (scripts/bootstrap.sh), writes
 # var/env, then runs comb-capture (when built) and comb-relay on COMB_LISTEN
 # (default 127.0.0.1:7447) with incremental reads on, in the foreground.
-# SIGINT or SIGTERM stops the relay, capture, Redis and PostgreSQL, in that
-# order. A later run reuses var/ and its data.
+# SIGINT, SIGTERM, SIGHUP or SIGQUIT, to this script or its whole process
+# group, once or many times, stops the relay, capture, Redis and PostgreSQL,
+# in that order. A later run reuses var/ and its data.
 #
 # Set COMB_SKIP_DEPS=1 or COMB_SKIP_BUILD=1 to skip those steps, and
-# COMB_VAR_DIR to keep the state somewhere other than ./var.
+# COMB_VAR_DIR to keep the state somewhere other than ./var. A second stack
+# started while one runs (with another COMB_LISTEN) keeps its state in
+# var/<port>; PostgreSQL, Redis and capture always take free ports.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,38 +32,6 @@ var="${COMB_VAR_DIR:-$root/var}"
 
 say() {
 	printf 'run: %s\n' "$*"
-}
-
-if [ "${COMB_SKIP_DEPS:-0}" != 1 ]; then
-	"$root/scripts/install-deps.sh"
-fi
-if [ "${COMB_SKIP_BUILD:-0}" != 1 ]; then
-	make --no-print-directory -C "$root" build BUILD_DIR="$build"
-fi
-for b in comb-admin comb-relay; do
-	if [ ! -x "$bin/$b" ]; then
-		echo "run: $bin/$b is missing" >&2
-		exit 1
-	fi
-done
-
-mkdir -p "$var"
-chmod 755 "$var"
-
-# Prints the port NAME used last time when it is still free, else a new one
-# (remembered in var/NAME.port).
-pick_port() {
-	local name=$1 preferred=${2:-} port=""
-	if [ -s "$var/$name.port" ]; then
-		port=$(cat "$var/$name.port")
-	elif [ -n "$preferred" ]; then
-		port=$preferred
-	fi
-	if [ -z "$port" ] || ! comb_port_free "$port"; then
-		port=$(comb_free_port)
-	fi
-	printf '%s\n' "$port" >"$var/$name.port"
-	printf '%s\n' "$port"
 }
 
 relay_pid=""
@@ -86,9 +57,17 @@ stop_child() {
 	wait "$pid" 2>/dev/null || true
 }
 
+# Runs once, on the way out whatever the cause. A signal sent to the process
+# group reaches this script twice (GNU make passes its own on) and a user may
+# press Ctrl-C again: from here on signals are caught and dropped, so that
+# nothing cuts the stop short, and a closed stdout (a pipe whose reader died)
+# makes a message fail instead of killing the script.
 cleanup() {
 	local rc=$?
-	trap - EXIT INT TERM
+	trap '' PIPE
+	trap : INT TERM HUP QUIT
+	trap - EXIT
+	set +e
 	stop_child "$relay_pid" comb-relay
 	stop_child "$capture_pid" comb-capture
 	if [ "$started_redis" = 1 ]; then
@@ -97,14 +76,52 @@ cleanup() {
 	fi
 	if [ "$started_pg" = 1 ]; then
 		say "stopping PostgreSQL"
-		comb_pg_stop "$var/pg" || true
+		# A signal to the group also ends pg_ctl while it waits: ask again.
+		for _ in 1 2 3; do
+			comb_pg_stop "$var/pg" && break
+		done
+	fi
+	if [ "$(cat "$var/run.pid" 2>/dev/null)" = $$ ]; then
+		rm -f "$var/run.pid"
 	fi
 	say "stopped"
 	exit "$rc"
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
 trap 'exit 130' INT
+trap 'exit 131' QUIT
 trap 'exit 143' TERM
+
+if [ "${COMB_SKIP_DEPS:-0}" != 1 ]; then
+	"$root/scripts/install-deps.sh"
+fi
+if [ "${COMB_SKIP_BUILD:-0}" != 1 ]; then
+	make --no-print-directory -C "$root" build BUILD_DIR="$build"
+fi
+for b in comb-admin comb-relay; do
+	if [ ! -x "$bin/$b" ]; then
+		echo "run: $bin/$b is missing" >&2
+		exit 1
+	fi
+done
+
+mkdir -p "$var"
+
+# Prints the port NAME used last time when it is still free, else a free
+# one (remembered in var/NAME.port), so that stacks in other state folders
+# never collide.
+pick_port() {
+	local name=$1 port=""
+	if [ -s "$var/$name.port" ]; then
+		port=$(cat "$var/$name.port")
+	fi
+	if [ -z "$port" ] || ! comb_port_free "$port"; then
+		port=$(comb_free_port)
+	fi
+	printf '%s\n' "$port" >"$var/$name.port"
+	printf '%s\n' "$port"
+}
 
 listen=${COMB_LISTEN:-127.0.0.1:7447}
 listen_host=${listen%:*}
@@ -114,9 +131,32 @@ if ! comb_port_free "$listen_port" "$listen_host"; then
 	exit 1
 fi
 
+# Status 0 when another make run, alive, uses the state folder DIR.
+state_in_use() {
+	local pid
+	pid=$(cat "$1/run.pid" 2>/dev/null) || return 1
+	[ -n "$pid" ] && [ "$pid" != $$ ] && kill -0 "$pid" 2>/dev/null &&
+		grep -qa 'run\.sh' "/proc/$pid/cmdline" 2>/dev/null
+}
+
+# One stack per state folder: a second make run while one runs (another
+# COMB_LISTEN) keeps its own state in var/<port> instead of taking over the
+# first one's servers.
+if state_in_use "$var"; then
+	var="$var/$listen_port"
+	mkdir -p "$var"
+	if state_in_use "$var"; then
+		echo "run: another make run uses $var" >&2
+		exit 1
+	fi
+	say "another make run uses the state folder; this one keeps its state in $var"
+fi
+printf '%s\n' $$ >"$var/run.pid"
+shown=${var#"$root"/}
+
 if [ -z "${COMB_DATABASE_URL:-}" ]; then
 	pgport=$(pick_port pg)
-	say "starting PostgreSQL on 127.0.0.1:$pgport (data in var/pg)"
+	say "starting PostgreSQL on 127.0.0.1:$pgport (data in $shown/pg)"
 	started_pg=1
 	comb_pg_start "$var/pg" "$pgport" 1
 	if [ -z "$(comb_pg_psql "$pgport" postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'comb'")" ]; then
@@ -131,7 +171,7 @@ fi
 
 if [ -z "${COMB_REDIS_URL:-}" ]; then
 	redisport=$(pick_port redis)
-	say "starting Redis on 127.0.0.1:$redisport (data in var/redis)"
+	say "starting Redis on 127.0.0.1:$redisport (data in $shown/redis)"
 	started_redis=1
 	comb_redis_start "$var/redis" "$redisport" 1
 	COMB_REDIS_URL="redis://127.0.0.1:$redisport/0"
@@ -143,7 +183,7 @@ COMB_DATABASE_URL=$COMB_DATABASE_URL COMB_ADMIN="$bin/comb-admin" \
 	COMB_BOOTSTRAP_DB_ID="$db_id" "$root/scripts/bootstrap.sh" "$var"
 
 if [ -z "${COMB_CAPTURE_ENDPOINT:-}" ]; then
-	COMB_CAPTURE_ENDPOINT="tcp://127.0.0.1:$(pick_port capture 7450)"
+	COMB_CAPTURE_ENDPOINT="tcp://127.0.0.1:$(pick_port capture)"
 fi
 relay_key=${COMB_RELAY_SECRET_KEY:-$(cat "$var/relay.key")}
 
@@ -199,8 +239,8 @@ fi
 cat <<EOF
 
 comb is running: http://localhost:$listen_port  (ws://localhost:$listen_port)
-  dev community owner: $(cat "$var/dev-owner.pub")  (secret key in var/dev-owner.key)
-  environment:         var/env
+  dev community owner: $(cat "$var/dev-owner.pub")  (secret key in $shown/dev-owner.key)
+  environment:         $shown/env
 Press Ctrl-C to stop.
 
 EOF

@@ -8,7 +8,8 @@
 #
 # PostgreSQL refuses to run as root: when we are root, initdb and pg_ctl run
 # as the `postgres` OS user through runuser, and the data directory is owned
-# by that user. Clients always connect over TCP to 127.0.0.1 as the
+# by that user (and kept in its home when it cannot reach the one asked for,
+# see comb__pg_place). Clients always connect over TCP to 127.0.0.1 as the
 # `postgres` database role with trust authentication.
 #
 # Functions (all return non-zero with a message on stderr on failure):
@@ -25,6 +26,11 @@
 #   comb_redis_stop DIR                  shutdown, no-op when stopped
 
 COMB_PG_BIN=${COMB_PG_BIN:-/usr/lib/postgresql/15/bin}
+
+# The project's node first (scripts/node-env.sh), for every script that
+# sources this file.
+# shellcheck source=scripts/node-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/node-env.sh"
 
 comb__log() {
 	printf '%s\n' "$*" >&2
@@ -70,31 +76,56 @@ comb__pg_as_postgres() {
 # Runs a command as the PostgreSQL OS user (ourselves unless we are root).
 comb__pg_run() {
 	if comb__pg_as_postgres; then
-		runuser -u postgres -- "$@"
+		# from /, as the postgres user may not enter our working directory
+		(cd / && runuser -u postgres -- "$@")
 	else
 		"$@"
 	fi
 }
 
-# Gives `postgres` search (x) permission on every ancestor of DIR that lacks
-# it, so that the server can reach a data directory inside a private home
-# such as /root. Read permission is never added.
-comb__pg_make_traversable() {
-	local dir
-	dir=$(cd "$1" && pwd -P) || return 1
+# When we are root and the postgres user cannot reach the folder meant to
+# hold DATADIR (a checkout inside /root, whose mode is 700), DATADIR becomes
+# a link to <postgres home>/comb/<hash of DATADIR's path>, so that no mode
+# of a folder outside the project is changed. The same path always maps to
+# the same folder, so the data outlives the run; data already in DATADIR is
+# moved there.
+comb__pg_place() {
+	local datadir=$1 parent home target
 	comb__pg_as_postgres || return 0
-	while [ "$dir" != "/" ]; do
-		dir=$(dirname "$dir")
-		if ! runuser -u postgres -- test -x "$dir"; then
-			comb__log "servers: adding o+x to $dir so the postgres user can reach its data"
-			chmod o+x "$dir" || return 1
+	[ -L "$datadir" ] && return 0
+	parent=$(dirname "$datadir")
+	mkdir -p "$parent" || return 1
+	parent=$(cd "$parent" && pwd -P) || return 1
+	runuser -u postgres -- test -x "$parent" && return 0
+	home=$(getent passwd postgres | cut -d: -f6)
+	if [ -z "$home" ] || [ ! -d "$home" ]; then
+		comb__log "servers: the postgres user cannot reach $parent and has no home folder to keep its data in"
+		return 1
+	fi
+	target="$home/comb/$(printf '%s' "$parent/$(basename "$datadir")" | sha256sum | cut -c1-16)"
+	comb__log "servers: the postgres user cannot reach $parent; keeping the PostgreSQL data in $target (linked from $datadir)"
+	mkdir -p "$home/comb" || return 1
+	if [ -e "$datadir" ]; then
+		if [ -e "$target" ]; then
+			comb__log "servers: both $datadir and $target exist; remove one"
+			return 1
 		fi
-	done
+		mv "$datadir" "$target" || return 1
+	fi
+	mkdir -p "$target" || return 1
+	chown postgres: "$target" || return 1
+	ln -s "$target" "$datadir"
+}
+
+# The data directory with links resolved: the postgres user may not be able
+# to follow the path we were given (see comb__pg_place).
+comb__pg_real() {
+	(cd "$1" 2>/dev/null && pwd -P) || printf '%s\n' "$1"
 }
 
 comb_pg_running() {
 	[ -f "$1/postmaster.pid" ] || return 1
-	comb__pg_run "$COMB_PG_BIN/pg_ctl" -D "$1" status >/dev/null 2>&1
+	comb__pg_run "$COMB_PG_BIN/pg_ctl" -D "$(comb__pg_real "$1")" status >/dev/null 2>&1
 }
 
 comb_pg_port() {
@@ -120,10 +151,10 @@ comb_pg_start() {
 		comb__log "servers: $COMB_PG_BIN/initdb not found (install postgresql-15)"
 		return 1
 	fi
+	comb__pg_place "$datadir" || return 1
 	mkdir -p "$datadir" || return 1
 	datadir=$(cd "$datadir" && pwd -P) || return 1
 	if comb__pg_as_postgres; then
-		comb__pg_make_traversable "$datadir" || return 1
 		chown postgres: "$datadir" || return 1
 	fi
 	chmod 700 "$datadir" || return 1
@@ -159,8 +190,9 @@ comb_pg_start() {
 }
 
 comb_pg_stop() {
-	local datadir=$1
-	comb_pg_running "$datadir" || return 0
+	local datadir
+	comb_pg_running "$1" || return 0
+	datadir=$(comb__pg_real "$1")
 	comb__pg_run "$COMB_PG_BIN/pg_ctl" -D "$datadir" -m fast -w -t 60 stop >/dev/null
 }
 

@@ -21,6 +21,8 @@ case $build in
 *) build="$root/$build" ;;
 esac
 stack="$build/soakstack"
+# shellcheck source=scripts/node-env.sh
+. "$here/node-env.sh"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"${JOBS:-$(nproc 2>/dev/null || echo 2)}"

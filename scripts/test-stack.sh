@@ -39,8 +39,8 @@ pg_dir() {
 	fi
 }
 
-# Kills services a test process left behind (the harness records their pids
-# in STACK/pids and removes them when they exit).
+# Kills services and servers a test process left behind (the harness records
+# their pids in STACK/pids and removes them when they exit).
 reap_services() {
 	local f pid exe
 	for f in "$stack"/pids/*; do
@@ -48,7 +48,7 @@ reap_services() {
 		pid=$(basename "$f")
 		exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
 		case $exe in
-		*/comb-*)
+		*/comb-* | */redis-server)
 			echo "test-stack: killing leftover $exe ($pid)" >&2
 			kill -KILL "$pid" 2>/dev/null || true
 			;;
@@ -136,10 +136,23 @@ EOF
 	echo "test-stack: PostgreSQL on 127.0.0.1:$pgport, Redis on 127.0.0.1:$redisport, template migrated"
 }
 
+# Stops the private stacks tests start beside this one (STACK-<name>, see
+# tests/e2e/faults.test.mjs) that a killed test process left running.
+stop_private_stacks() {
+	local dir
+	for dir in "$stack"-*/; do
+		[ -f "$dir/env" ] || [ -e "$dir/pg" ] || continue
+		echo "test-stack: stopping the private stack left in $dir" >&2
+		"$here/test-stack.sh" stop "$dir" >/dev/null || true
+		rm -rf "$dir"
+	done
+}
+
 case $cmd in
 start) start_stack ;;
 stop)
 	stop_stack
+	stop_private_stacks
 	echo "test-stack: stopped"
 	;;
 *) usage ;;

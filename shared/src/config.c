@@ -11,8 +11,10 @@
 
 #include "comb/config.h"
 #include "comb/error.h"
+#include "comb/log.h"
 
-enum setting_type { SETTING_STRING, SETTING_INT, SETTING_BOOL };
+/* SETTING_LOG_LEVEL is a string that must name a level of comb/log.h. */
+enum setting_type { SETTING_STRING, SETTING_INT, SETTING_BOOL, SETTING_LOG_LEVEL };
 
 struct setting {
 	const char *name;
@@ -28,6 +30,8 @@ struct setting {
 	{ name, SETTING_STRING, def, offsetof(struct comb_config, field), 0, 0, doc }
 #define INT(field, name, def, lo, hi, doc)                                 \
 	{ name, SETTING_INT, def, offsetof(struct comb_config, field), lo, hi, doc }
+#define LEVEL(field, name, def, doc)                                       \
+	{ name, SETTING_LOG_LEVEL, def, offsetof(struct comb_config, field), 0, 0, doc }
 #define BOOL(field, name, def, doc)                                        \
 	{ name, SETTING_BOOL, def, offsetof(struct comb_config, field), 0, 1, doc }
 
@@ -58,7 +62,7 @@ static const struct setting settings[] = {
 	STR(relay_description, "COMB_RELAY_DESCRIPTION",
 	    "artifacts kept in sync between PostgreSQL and every client",
 	    "NIP-11 description"),
-	STR(log_level, "COMB_LOG_LEVEL", "info", "debug, info, warn or error"),
+	LEVEL(log_level, "COMB_LOG_LEVEL", "info", "debug, info, warn or error"),
 	BOOL(incremental_enabled, "COMB_INCREMENTAL_ENABLED", "false",
 	     "serve incremental reads (section 8 of the protocol)"),
 	INT(num_threads, "COMB_NUM_THREADS", "64", 2, 20000,
@@ -101,7 +105,15 @@ static int parse_setting(const struct setting *s, const char *value, void *field
 	char *end;
 	long n;
 
+	enum comb_log_level level;
+
 	switch (s->type) {
+	case SETTING_LOG_LEVEL:
+		if (comb_log_level_parse(value, &level))
+			return comb_fail(errbuf, errlen, COMB_EINVAL,
+					 "%s: expected debug, info, warn or error, not \"%.40s\"",
+					 s->name, value);
+		/* fall through */
 	case SETTING_STRING:
 		*(char **)field = strdup(value);
 		return *(char **)field ? 0 : COMB_ENOMEM;
@@ -251,7 +263,8 @@ void comb_config_release(struct comb_config *cfg)
 	size_t i;
 
 	for (i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
-		if (settings[i].type == SETTING_STRING) {
+		if (settings[i].type == SETTING_STRING ||
+		    settings[i].type == SETTING_LOG_LEVEL) {
 			char **field = (char **)((char *)cfg + settings[i].offset);
 
 			free(*field);

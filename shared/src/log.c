@@ -1,8 +1,8 @@
 /*
  * Logging to stderr: each message becomes one line
- * `2026-11-30T01:02:03Z comb-relay info: message`, written whole under a
- * mutex so that lines from different threads never interleave. Control
- * characters in a message (which may quote client input) are replaced so
+ * `2026-11-30T01:02:03.456Z comb-relay info: message` (UTC, milliseconds),
+ * written whole under a mutex so that lines from different threads never
+ * interleave. Control characters in a message (which may quote client input) are replaced so
  * that one message always stays one line.
  */
 #include "comb/log.h"
@@ -59,16 +59,18 @@ int comb_log_level_parse(const char *name, enum comb_log_level *out)
 static void log_write(enum comb_log_level level, const char *fmt, va_list ap)
 {
 	char line[LOG_LINE_MAX];
-	char stamp[32];
+	char stamp[40];
+	struct timespec now = {0};
 	struct tm tm;
-	time_t now = time(NULL);
-	size_t head, len, i;
+	size_t head, len, i, sec;
 	int n;
 
-	if (gmtime_r(&now, &tm) == NULL ||
-	    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		memcpy(stamp, "1970-01-01T00:00:00Z",
-		       sizeof("1970-01-01T00:00:00Z"));
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (gmtime_r(&now.tv_sec, &tm) == NULL ||
+	    (sec = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm)) == 0)
+		sec = (size_t)snprintf(stamp, sizeof(stamp), "1970-01-01T00:00:00");
+	snprintf(stamp + sec, sizeof(stamp) - sec, ".%03ldZ",
+		 now.tv_nsec / 1000000L);
 
 	pthread_mutex_lock(&log_lock);
 	n = snprintf(line, sizeof(line), "%s %s %s: ", stamp, log_program,

@@ -24,7 +24,7 @@
 // COMB_SEED overrides the histories' seeds.
 
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -32,8 +32,8 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 
 import {
-	buildDir, connectWs, freePort, get, newKey, nip98Header, openSocket, post, signEvent,
-	sourceDir, stackDir, startRelay,
+	buildDir, connectWs, freePort, get, newKey, nip98Header, onExit, openSocket, post, signEvent,
+	sourceDir, stackDir, startRelay, supervise,
 } from './lib/harness.mjs';
 import { accept, createChannel, uuid } from './lib/artifacts.mjs';
 import { runChecker, summarize } from './lib/checker.mjs';
@@ -122,7 +122,14 @@ async function wsWorks(url) {
 async function privateStack(name) {
 	const dir = `${stackDir}-faults-${name}-${process.pid}`;
 	const env = { ...process.env, COMB_BUILD_DIR: buildDir };
-	await execFileP('bash', [path.join(sourceDir, 'scripts', 'test-stack.sh'), 'start', dir], { env });
+	const script = path.join(sourceDir, 'scripts', 'test-stack.sh');
+	// Stopped at exit if the test cannot stop it (test-stack.sh stops what a
+	// failed start left running).
+	const forget = onExit(() => {
+		execFileSync('bash', [script, 'stop', dir], { env, stdio: 'ignore' });
+		fs.rmSync(dir, { recursive: true, force: true });
+	});
+	await execFileP('bash', [script, 'start', dir], { env });
 	const saved = process.env.COMB_TEST_STACK;
 	process.env.COMB_TEST_STACK = dir;
 	let harness;
@@ -149,13 +156,15 @@ async function privateStack(name) {
 			return servers('comb_pg_start', this.pgDir, stackEnv.PGPORT, '0');
 		},
 		async stop() {
-			await execFileP('bash', [path.join(sourceDir, 'scripts', 'test-stack.sh'), 'stop', dir], { env });
+			await execFileP('bash', [script, 'stop', dir], { env });
 			fs.rmSync(dir, { recursive: true, force: true });
+			forget();
 		},
 	};
 }
 
-// A redis-server of our own in the foreground, so that it can be killed.
+// A redis-server of our own in the foreground, so that it can be killed;
+// supervised by the harness, so it never outlives the test.
 class PrivateRedis {
 	constructor(port) {
 		this.port = port;
@@ -166,8 +175,7 @@ class PrivateRedis {
 	async start() {
 		this.child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(this.port),
 			'--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], { stdio: 'ignore' });
-		const child = this.child;
-		process.once('exit', () => child.kill('SIGKILL'));
+		supervise(this.child);
 		await until('redis-server answering', async () => {
 			const { stdout } = await execFileP('redis-cli', ['-p', String(this.port), 'ping']);
 			return stdout.trim() === 'PONG';
@@ -176,9 +184,11 @@ class PrivateRedis {
 
 	async kill() {
 		const child = this.child;
-		if (!child || child.exitCode !== null)
+		if (!child || child.exitCode !== null || child.signalCode !== null)
 			return;
 		const exited = new Promise((r) => child.once('exit', r));
+		// supervise() unrefs the child: hold the event loop while we wait.
+		child.ref();
 		child.kill('SIGKILL');
 		await exited;
 	}
@@ -227,6 +237,9 @@ describe('faults', { concurrency: 2 }, () => {
 				nodes: 2,
 				env: { ...RELAY_ENV, COMB_REDIS_URL: redis.url },
 				captureEnv: { COMB_REDIS_URL: redis.url },
+			}).catch(async (err) => {
+				await redis.kill();
+				throw err;
 			});
 			try {
 				const admin = stack.admins[0];

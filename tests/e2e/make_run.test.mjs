@@ -1,7 +1,14 @@
 // `make run` (scripts/run.sh) from the built tree: it brings up NIP-11 on
 // COMB_LISTEN, accepts a signed kind-9 message from the dev owner into a new
-// channel, stops every process it started on SIGINT, and a second run keeps
-// the data. State goes to a temporary COMB_VAR_DIR so ./var is untouched.
+// channel, stops every process it started on SIGINT, and a second run,
+// through make, keeps the data and stops every process it started when
+// SIGTERM is sent to its whole process group three times (make passes each
+// on to run.sh, which must not die half way through stopping). A third
+// stack started beside the second with only another COMB_LISTEN keeps its
+// state in var/<port> and its servers on ports of its own. State goes to a
+// temporary COMB_VAR_DIR so ./var is untouched; that folder keeps mode 0700,
+// so when the test runs as root the postgres user cannot reach it and
+// run.sh must keep the data elsewhere rather than change any folder's mode.
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -14,16 +21,36 @@ import { after, test } from 'node:test';
 import { buildDir, freePort, get, post, signEvent, sourceDir } from './lib/harness.mjs';
 
 const varDir = fs.mkdtempSync(path.join(os.tmpdir(), 'comb-run-'));
-fs.chmodSync(varDir, 0o755);
+
+// State folders of the stacks started here.
+const stateDirs = [varDir];
+
+// Where PostgreSQL keeps the data of the stack in dir: dir/pg, or the folder
+// it links to.
+function pgData(dir) {
+	try {
+		return fs.realpathSync(path.join(dir, 'pg'));
+	} catch {
+		return null;
+	}
+}
 
 after(() => {
+	for (const dir of stateDirs) {
+		const data = pgData(dir);
+		if (data && data !== path.join(dir, 'pg'))
+			fs.rmSync(data, { recursive: true, force: true });
+	}
 	fs.rmSync(varDir, { recursive: true, force: true });
 });
 
-// Starts scripts/run.sh in its own process group; resolves when the relay
-// answers NIP-11.
-async function startRun(port) {
-	const p = spawn('bash', [path.join(sourceDir, 'scripts/run.sh')], {
+// Starts scripts/run.sh (through `make run` when viaMake) in its own process
+// group; resolves when the relay answers NIP-11.
+async function startRun(port, viaMake = false) {
+	const argv = viaMake ?
+		['make', ['--no-print-directory', '-C', sourceDir, 'run']] :
+		['bash', [path.join(sourceDir, 'scripts/run.sh')]];
+	const p = spawn(argv[0], argv[1], {
 		env: {
 			...process.env,
 			COMB_SKIP_DEPS: '1',
@@ -58,17 +85,20 @@ async function startRun(port) {
 	throw new Error(`make run did not come up:\n${out}`);
 }
 
-// What still runs of this run: processes naming its state directory, and
-// anything listening on the ports it chose (PostgreSQL, Redis, capture).
-function leftovers() {
+// What still runs of the stack in dir: processes naming its state folder or
+// PostgreSQL's data folder, and anything listening on the ports it chose
+// (PostgreSQL, Redis, capture).
+function leftovers(dir = varDir) {
 	let found = '';
-	try {
-		found = execFileSync('pgrep', ['-af', varDir], { encoding: 'utf8' }).trim();
-	} catch {
-		// none
+	for (const name of new Set([dir, pgData(dir)].filter(Boolean))) {
+		try {
+			found += execFileSync('pgrep', ['-af', name], { encoding: 'utf8' });
+		} catch {
+			// none
+		}
 	}
 	for (const name of ['pg', 'redis', 'capture']) {
-		const file = path.join(varDir, `${name}.port`);
+		const file = path.join(dir, `${name}.port`);
 		if (!fs.existsSync(file))
 			continue;
 		const port = fs.readFileSync(file, 'utf8').trim();
@@ -79,10 +109,22 @@ function leftovers() {
 	return found.trim();
 }
 
-async function stopRun(run) {
-	process.kill(-run.p.pid, 'SIGINT');
+// Sends signal to the run's process group `times` times, 100 ms apart,
+// and waits for it to exit and for the servers of its state folder dir to
+// be gone.
+async function stopRun(run, signal = 'SIGINT', times = 1, dir = varDir) {
+	let gone = false;
+	run.exited.then(() => { gone = true; });
+	for (let i = 0; i < times && !gone; i++) {
+		try {
+			process.kill(-run.p.pid, signal);
+		} catch {
+			// the group has just exited
+		}
+		await new Promise((res) => setTimeout(res, 100));
+	}
 	const r = await run.exited;
-	for (let i = 0; i < 100 && leftovers(); i++)
+	for (let i = 0; i < 100 && leftovers(dir); i++)
 		await new Promise((res) => setTimeout(res, 100));
 	return r;
 }
@@ -119,14 +161,38 @@ test('make run: NIP-11, a kind-9 from the dev owner, clean stop, data kept', asy
 		assert.notEqual(stopped.code, null, 'run.sh exited');
 	}
 
-	// A second run reuses var/ and its data.
-	run = await startRun(port);
+	// A second run, through make, reuses var/ and its data.
+	run = await startRun(port, true);
 	try {
 		const sk = Buffer.from(fs.readFileSync(path.join(varDir, 'dev-owner.key'), 'utf8').trim(), 'hex');
 		const r = await post(base, '/query', [{ kinds: [9], '#h': [channel] }], sk);
 		assert.deepEqual(JSON.parse(r.body).map((e) => e.id), [message.id]);
+
+		// A second stack beside it, told only another COMB_LISTEN: it keeps
+		// its state in var/<port> and its servers on ports of their own.
+		const port2 = await freePort();
+		const dir2 = path.join(varDir, String(port2));
+		stateDirs.push(dir2);
+		const run2 = await startRun(port2);
+		try {
+			const doc = JSON.parse((await get(`http://localhost:${port2}`, '/',
+				{ headers: { accept: 'application/nostr+json' } })).body);
+			assert.equal(doc.software, 'comb');
+			const endpoint = (dir) => /^COMB_CAPTURE_ENDPOINT=(.*)$/m.exec(
+				fs.readFileSync(path.join(dir, 'env'), 'utf8'))[1];
+			assert.notEqual(endpoint(dir2), endpoint(varDir), 'each stack has its own capture');
+		} finally {
+			await stopRun(run2, 'SIGTERM', 1, dir2);
+			assert.equal(leftovers(dir2), '', `second stack left behind:\n${run2.output()}`);
+		}
+		assert.equal((await get(base, '/healthz')).status, 200, 'the first stack still runs');
 	} finally {
-		await stopRun(run);
-		assert.equal(leftovers(), '');
+		const stopped = await stopRun(run, 'SIGTERM', 3);
+		assert.equal(leftovers(), '', `processes left behind after SIGTERM to the group:\n${run.output()}`);
+		assert.ok(stopped.code !== null || stopped.signal === 'SIGTERM', JSON.stringify(stopped));
+		assert.match(run.output(), /run: stopping PostgreSQL\n(.*\n)*run: stopped\n/);
 	}
+
+	// run.sh changed no folder's mode.
+	assert.equal(fs.statSync(varDir).mode & 0o7777, 0o700, 'the state folder keeps its mode');
 });

@@ -8,6 +8,10 @@
 # parallel without locks. Any other test that needs the servers can list
 # `teststack` in FIXTURES_REQUIRED and read ${CMAKE_BINARY_DIR}/teststack/env.
 #
+# --test-force-exit ends a test file as soon as its last test has finished,
+# even if something it started still holds the event loop; the harness then
+# kills what the test started.
+#
 # Included from tests/CMakeLists.txt.
 
 set(COMB_TEST_STACK_DIR ${CMAKE_BINARY_DIR}/teststack)
@@ -31,14 +35,28 @@ set_tests_properties(e2e/stack-stop PROPERTIES
   TIMEOUT 120
   LABELS e2e)
 
-find_program(NODE_EXECUTABLE node)
+# Node.js: the one scripts/install-deps.sh unpacked into .tools/node when the
+# system's was too old (scripts/node-env.sh), else node on PATH. It must be
+# 20.19 or newer: nostr-tools' cryptography needs it.
+set(COMB_NODE_MIN 20.19.0)
+if(EXISTS ${PROJECT_SOURCE_DIR}/.tools/node/bin/node)
+  set(NODE_EXECUTABLE ${PROJECT_SOURCE_DIR}/.tools/node/bin/node CACHE FILEPATH "Node.js for the end-to-end tests" FORCE)
+else()
+  find_program(NODE_EXECUTABLE node)
+endif()
 if(NODE_EXECUTABLE)
+  execute_process(COMMAND ${NODE_EXECUTABLE} -p process.versions.node
+    OUTPUT_VARIABLE NODE_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE node_rc)
+  if(NOT node_rc EQUAL 0 OR NODE_VERSION VERSION_LESS COMB_NODE_MIN)
+    message(FATAL_ERROR "${NODE_EXECUTABLE} is Node.js '${NODE_VERSION}'; the end-to-end tests need "
+      "${COMB_NODE_MIN} or newer: run scripts/install-deps.sh, which puts one in .tools/node")
+  endif()
   file(GLOB E2E_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.test.mjs)
   foreach(file ${E2E_TESTS})
     get_filename_component(fname ${file} NAME)
     string(REGEX REPLACE "\\.test\\.mjs$" "" name ${fname})
     add_test(NAME e2e/${name}
-      COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec ${file}
+      COMMAND ${NODE_EXECUTABLE} --test --test-force-exit --test-reporter=spec ${file}
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(e2e/${name} PROPERTIES
       FIXTURES_REQUIRED teststack

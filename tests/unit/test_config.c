@@ -1,9 +1,11 @@
 /*
- * Unit tests for the Redis credentials of the configuration
- * (shared/src/config.c) as shared/src/redis.c reads them back: the
- * password of COMB_REDIS_PASSWORD_FILE is folded, percent-encoded, into
- * the URL with or without an ACL user; a password in both places, an
- * empty file and a missing file are refused.
+ * Unit tests for the configuration loader (shared/src/config.c):
+ * COMB_LOG_LEVEL takes debug, info, warn or error, defaults to info, and
+ * anything else is refused with a message naming the variable and the
+ * accepted words; the Redis credentials as shared/src/redis.c reads them
+ * back: the password of COMB_REDIS_PASSWORD_FILE is folded,
+ * percent-encoded, into the URL with or without an ACL user; a password in
+ * both places, an empty file and a missing file are refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,12 +110,52 @@ static void test_url_credentials(void **state)
 	assert_null(strstr(err, "pw"));
 }
 
+static void test_log_level_accepted(void **state)
+{
+	static const char *const levels[] = {"debug", "info", "warn", "error"};
+	struct comb_config cfg;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		assert_int_equal(setenv("COMB_LOG_LEVEL", levels[i], 1), 0);
+		assert_int_equal(comb_config_load(&cfg, err, sizeof(err)), 0);
+		assert_string_equal(cfg.log_level, levels[i]);
+		comb_config_release(&cfg);
+	}
+	assert_int_equal(unsetenv("COMB_LOG_LEVEL"), 0);
+	assert_int_equal(comb_config_load(&cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.log_level, "info");
+	comb_config_release(&cfg);
+}
+
+static void test_log_level_refused(void **state)
+{
+	static const char *const bad[] = {"verbose", "INFO", "", "info "};
+	struct comb_config cfg;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(setenv("COMB_LOG_LEVEL", bad[i], 1), 0);
+		err[0] = '\0';
+		assert_int_equal(comb_config_load(&cfg, err, sizeof(err)), COMB_EINVAL);
+		assert_non_null(strstr(err, "COMB_LOG_LEVEL: expected debug, info, warn or error"));
+		assert_non_null(strstr(err, bad[i]));
+	}
+	assert_int_equal(unsetenv("COMB_LOG_LEVEL"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_password_file_folds_into_url),
 		cmocka_unit_test(test_password_file_refusals),
 		cmocka_unit_test(test_url_credentials),
+		cmocka_unit_test(test_log_level_accepted),
+		cmocka_unit_test(test_log_level_refused),
 	};
 
 	snprintf(pw_path, sizeof(pw_path), "/tmp/comb-test-config-%d", (int)getpid());

@@ -12,8 +12,11 @@
 //
 // Every process started here is killed when stop() is called and, failing
 // that, when the test process exits; its pid is also recorded under
-// STACK/pids so that `scripts/test-stack.sh stop` can reap leftovers.
-// Service output goes to STACK/logs/<test>-<database>-<service>.log.
+// STACK/pids so that `scripts/test-stack.sh stop` can reap leftovers. No
+// child keeps the test process alive, so a failed test ends at once. Tests
+// hand servers they start themselves to supervise() and onExit() for the
+// same care. Service output goes to
+// STACK/logs/<test>-<database>-<service>.log.
 
 import { spawn, execFile } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -457,8 +460,10 @@ function sleep(ms) {
 	return new Promise((r) => setTimeout(r, ms));
 }
 
-// Processes still running, killed on exit whatever happens to the test.
+// Processes still running, killed on exit whatever happens to the test, and
+// synchronous cleanups (private servers) run at the same moment.
 const live = new Set();
+const exitCleanups = new Set();
 
 function pidFile(pid) {
 	return path.join(stackDir, 'pids', String(pid));
@@ -480,12 +485,73 @@ function killAllNow() {
 	live.clear();
 }
 
-process.on('exit', killAllNow);
+function cleanUpNow() {
+	killAllNow();
+	for (const fn of exitCleanups) {
+		try {
+			fn();
+		} catch (err) {
+			process.stderr.write(`harness: cleanup at exit failed: ${err.message}\n`);
+		}
+	}
+	exitCleanups.clear();
+}
+
+process.on('exit', cleanUpNow);
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 	process.once(sig, () => {
-		killAllNow();
+		cleanUpNow();
 		process.kill(process.pid, sig);
 	});
+}
+
+/**
+ * Runs fn, which must be synchronous, when the test process exits or is
+ * stopped by a signal, for servers a test starts outside startRelay (a
+ * private PostgreSQL cluster, say). Returns a function that forgets fn, for
+ * when the test stopped them itself.
+ */
+export function onExit(fn) {
+	exitCleanups.add(fn);
+	return () => exitCleanups.delete(fn);
+}
+
+/**
+ * Supervises a child process: it no longer keeps the test process alive
+ * (a failed test ends at once instead of waiting for its timeout), it is
+ * killed with SIGKILL when the test process exits, and its pid is recorded
+ * under STACK/pids so that `scripts/test-stack.sh stop` reaps it should
+ * even that fail. Returns {child, exited: null, exitPromise}; `exited`
+ * becomes {code, signal} (or {error}) when the child is gone. Call
+ * child.ref() before awaiting exitPromise with nothing else pending, or
+ * the event loop may end first.
+ */
+export function supervise(child) {
+	const p = { child, exited: null };
+	p.exitPromise = new Promise((resolve) => {
+		child.once('exit', (code, signal) => {
+			p.exited = { code, signal };
+			live.delete(p);
+			try {
+				fs.unlinkSync(pidFile(child.pid));
+			} catch {
+				// not recorded
+			}
+			resolve(p.exited);
+		});
+		child.once('error', (err) => {
+			p.exited = { code: null, signal: null, error: err };
+			live.delete(p);
+			resolve(p.exited);
+		});
+	});
+	child.unref();
+	live.add(p);
+	if (child.pid) {
+		fs.mkdirSync(path.join(stackDir, 'pids'), { recursive: true });
+		fs.writeFileSync(pidFile(child.pid), `${child.spawnfile}\n`);
+	}
+	return p;
 }
 
 function testName() {
@@ -528,30 +594,8 @@ function spawnService(bin, args, env, logFile) {
 	} finally {
 		fs.closeSync(fd);
 	}
-	const p = { child, logFile, exited: null };
-	p.exitPromise = new Promise((resolve) => {
-		child.once('exit', (code, signal) => {
-			p.exited = { code, signal };
-			live.delete(p);
-			try {
-				fs.unlinkSync(pidFile(child.pid));
-			} catch {
-				// not recorded
-			}
-			resolve(p.exited);
-		});
-		child.once('error', (err) => {
-			p.exited = { code: null, signal: null, error: err };
-			live.delete(p);
-			resolve(p.exited);
-		});
-	});
-	child.unref();
-	live.add(p);
-	if (child.pid) {
-		fs.mkdirSync(path.join(stackDir, 'pids'), { recursive: true });
-		fs.writeFileSync(pidFile(child.pid), `${bin}\n`);
-	}
+	const p = supervise(child);
+	p.logFile = logFile;
 	return p;
 }
 
@@ -567,6 +611,7 @@ async function stopService(p, name, signal = 'SIGTERM') {
 		const first = await Promise.race([p.exitPromise, t]);
 		clearTimeout(timer);
 		if (first === 'timeout') {
+			p.child.ref();
 			p.child.kill('SIGKILL');
 			await p.exitPromise;
 			return `${name} ignored ${signal} for ${STOP_TIMEOUT_MS} ms and was killed; ` +
@@ -804,7 +849,14 @@ export async function startRelay(opts = {}) {
 		for (let i = 0; i < nodes; i++)
 			await launch(i, false);
 	} catch (err) {
-		killAllNow();
+		for (const p of [...relays, ...captures]) {
+			if (!p.exited) {
+				// unref'd by supervise(): hold the event loop until it exits
+				p.child.ref();
+				p.child.kill('SIGKILL');
+			}
+		}
+		await Promise.all([...relays, ...captures].map((p) => p.exitPromise));
 		throw err;
 	}
 
