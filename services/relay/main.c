@@ -21,6 +21,7 @@
 #include "protocol_limits.h"
 #include "revcache.h"
 #include "sync/sync.h"
+#include "write/write.h"
 #include "ws/ws.h"
 
 static volatile sig_atomic_t stopping;
@@ -157,6 +158,10 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 
 	mg_init_library(0);
+	if (write_batch_start(&relay, err, sizeof(err))) {
+		comb_error("write: %s", err);
+		goto out;
+	}
 	if (ws_start(&relay, err, sizeof(err))) {
 		comb_error("websocket: %s", err);
 		goto out;
@@ -184,6 +189,7 @@ int main(void)
 	mg_stop(relay.http);
 	rc = 0;
 out:
+	write_batch_stop();
 	feed_stop();
 	ws_sync_stop();
 	ws_resume_stop();

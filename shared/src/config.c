@@ -97,6 +97,16 @@ static const struct setting settings[] = {
 	    "events one pubkey may write per minute, shared by every relay node through Redis (0: no limit)"),
 	INT(write_burst, "COMB_WRITE_BURST", "1200", 1, 6000000,
 	    "events one pubkey may write at once after a quiet period (the write budget's capacity)"),
+	INT(write_inflight_per_connection, "COMB_WRITE_INFLIGHT_PER_CONNECTION",
+	    "64", 1, 100000,
+	    "EVENTs one WebSocket connection may have waiting for their OK; beyond it the relay stops reading that connection"),
+	INT(write_inflight_per_node, "COMB_WRITE_INFLIGHT_PER_NODE", "1024", 1,
+	    1000000,
+	    "writes one relay node holds waiting for their commit; beyond it writers wait"),
+	INT(write_batch_max, "COMB_WRITE_BATCH_MAX", "64", 1, 10000,
+	    "most chat messages and artifact writes committed in one transaction (group commit; 1: one transaction per write)"),
+	INT(write_batch_wait_us, "COMB_WRITE_BATCH_WAIT_US", "200", 0, 100000,
+	    "how long a batch that is not full waits for more writes, in microseconds"),
 };
 
 static int parse_setting(const struct setting *s, const char *value, void *field,

@@ -209,6 +209,19 @@ void ws_live_local_stored(const struct community *c,
 void ws_live_local_end(const struct community *c, const struct comb_event *ev,
 		       bool accepted);
 
+/*
+ * For writes that commit later than they end (the write path's group
+ * commit): take returns what end would deliver (NULL for nothing) and
+ * forgets it on this thread; deliver queues it for delivery when committed
+ * is true, and frees it either way. end(c, ev, accepted) is
+ * deliver(take(c, ev, accepted), true).
+ */
+struct ws_live_local;
+struct ws_live_local *ws_live_local_take(const struct community *c,
+					 const struct comb_event *ev,
+					 bool accepted);
+void ws_live_local_deliver(struct ws_live_local *taken, bool committed);
+
 /* Subscriptions registered now (for metrics and tests). */
 long ws_live_entries(void);
 

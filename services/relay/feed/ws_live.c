@@ -653,18 +653,39 @@ void ws_live_local_stored(const struct community *c,
 		pending_add(c->id, ev, channel);
 }
 
-void ws_live_local_end(const struct community *c, const struct comb_event *ev,
-		       bool accepted)
+struct ws_live_local *ws_live_local_take(const struct community *c,
+					 const struct comb_event *ev,
+					 bool accepted)
 {
-	struct pending *p;
+	struct pending *p = NULL;
 
 	if (accepted && local_feed_on() && ev->kind >= 20000 && ev->kind < 30000)
 		pending_add(c->id, ev, comb_event_tag_value(ev, "h"));
 	if (accepted && local_feed_on()) {
-		for (p = pending_head; p; p = p->next)
+		p = pending_head;
+		pending_head = pending_tail = NULL;
+	}
+	pending_clear();
+	return (struct ws_live_local *)p;
+}
+
+void ws_live_local_deliver(struct ws_live_local *taken, bool committed)
+{
+	struct pending *p = (struct pending *)taken, *next;
+
+	for (; p; p = next) {
+		next = p->next;
+		if (committed)
 			ws_live_deliver_event(p->community_id,
 					      p->has_channel ? p->channel : NULL,
 					      p->json, p->len, p->kind);
+		free(p->json);
+		free(p);
 	}
-	pending_clear();
+}
+
+void ws_live_local_end(const struct community *c, const struct comb_event *ev,
+		       bool accepted)
+{
+	ws_live_local_deliver(ws_live_local_take(c, ev, accepted), true);
 }

@@ -57,6 +57,16 @@ void handle_nip11(struct request *req)
 		"created_at_upper_limit", cfg->created_at_upper_limit,
 		"max_connections_per_ip", cfg->max_connections_per_ip,
 		"artifacts", artifacts);
+	/* Pipelined EVENTs: how many one connection, and one node, may have
+	 * waiting for their OK before the relay stops reading. */
+	if (doc) {
+		json_t *limitation = json_object_get(doc, "limitation");
+
+		json_object_set_new(limitation, "max_writes_in_flight",
+				    json_integer(cfg->write_inflight_per_connection));
+		json_object_set_new(limitation, "max_node_writes_in_flight",
+				    json_integer(cfg->write_inflight_per_node));
+	}
 	/* The per-pubkey write budget, shared by every relay node; absent
 	 * when it is off (COMB_WRITE_RATE=0). */
 	if (doc && cfg->write_rate > 0) {

@@ -195,6 +195,11 @@ struct ws_session {
 	uint8_t read_keys[WS_LIVE_KEY_BYTES];
 
 	struct ws_sub *subs;             /* connection thread only */
+
+	/* EVENTs handed to the write path whose OK is not queued yet (under
+	 * mu); writes_done is signalled whenever the count falls. */
+	int writes_in_flight;
+	pthread_cond_t writes_done;
 };
 
 /*
@@ -224,6 +229,17 @@ bool ws_session_authenticated(struct ws_session *s);
  * stays as it was).
  */
 int ws_session_set_reader(struct ws_session *s, const char *pubkey);
+
+/*
+ * The EVENT path's bound (pipelined EVENTs): waits, on the connection's
+ * thread and so without reading its socket, until fewer than limit
+ * writes are in flight and the outbox has room for their OKs, then counts
+ * one more. Returns false when the connection is closing (nothing
+ * counted).
+ */
+bool ws_session_write_begin(struct ws_session *s, int limit);
+/* Counts one write as answered (its OK queued or given up). Any thread. */
+void ws_session_write_end(struct ws_session *s);
 
 /* Frames. Each builds one NIP-01 message and pushes it with flags (see
  * ws_push_flags); returns what the push returned. */

@@ -55,6 +55,7 @@ struct ws_session *ws_session_new(struct relay *relay,
 	snprintf(s->host_header, sizeof(s->host_header), "%s", host_header);
 	clock_gettime(CLOCK_MONOTONIC, &s->connected_at);
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->writes_done, NULL);
 	return s;
 }
 
@@ -64,7 +65,13 @@ void ws_session_free(struct ws_session *s)
 		return;
 	while (s->subs)
 		ws_session_drop_sub(s, s->subs);
+	/* Writes in flight answer through this session: wait for them. */
+	pthread_mutex_lock(&s->mu);
+	while (s->writes_in_flight > 0)
+		pthread_cond_wait(&s->writes_done, &s->mu);
+	pthread_mutex_unlock(&s->mu);
 	ws_outbox_free(s->outbox);
+	pthread_cond_destroy(&s->writes_done);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
@@ -77,6 +84,47 @@ bool ws_session_authenticated(struct ws_session *s)
 	a = s->authenticated;
 	pthread_mutex_unlock(&s->mu);
 	return a;
+}
+
+/* ------------------------------------------------------------------ */
+/* writes in flight */
+
+/* Outbox bytes one in-flight write's OK may need: the frame (an id and a
+ * message of at most 512 bytes, JSON-escaped) and its queue cost. */
+#define OK_FRAME_BYTES (SMALL_FRAME / 2)
+
+bool ws_session_write_begin(struct ws_session *s, int limit)
+{
+	struct ws_outbox_limits limits;
+	bool room;
+
+	ws_outbox_default_limits(&limits);
+	for (;;) {
+		if (ws_outbox_closed(s->outbox))
+			return false;
+		pthread_mutex_lock(&s->mu);
+		while (s->writes_in_flight >= limit)
+			pthread_cond_wait(&s->writes_done, &s->mu);
+		/* Leave room for every OK in flight, so that a client that
+		 * pipelines without reading stalls instead of overflowing. */
+		room = ws_outbox_queued(s->outbox) +
+		       (size_t)(s->writes_in_flight + 1) * OK_FRAME_BYTES <=
+		       limits.max_bytes;
+		if (room)
+			s->writes_in_flight++;
+		pthread_mutex_unlock(&s->mu);
+		if (room)
+			return true;
+		ws_outbox_drain(s->outbox, 100);
+	}
+}
+
+void ws_session_write_end(struct ws_session *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->writes_in_flight--;
+	pthread_cond_broadcast(&s->writes_done);
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* ------------------------------------------------------------------ */

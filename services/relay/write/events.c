@@ -16,18 +16,35 @@
 #include "write.h"
 #include "write_int.h"
 
-/* The kind dispatch of write_event. */
-static void write_event_kind(struct writer *w, const struct comb_event *ev,
-			     struct write_result *out)
+bool write_admit(struct writer *w, const struct comb_event *ev,
+		 struct write_result *out)
 {
 	out->status = 200;
 	out->message[0] = '\0';
 	if (strcmp(ev->pubkey, w->auth_pubkey)) {
 		write_refuse(out, 403, "restricted: event author is not the authenticated user");
-		return;
+		return false;
 	}
-	if (!rate_limit_allow_write(w, out))
-		return;
+	return rate_limit_allow_write(w, out);
+}
+
+bool write_runs_alone(const struct comb_event *ev)
+{
+	const char *op;
+
+	if (ev->kind == 9)
+		return false;
+	if (ev->kind != 45010)
+		return true;
+	op = comb_event_tag_value(ev, "op");
+	return op && !strcmp(op, "move");
+}
+
+void write_dispatch(struct writer *w, const struct comb_event *ev,
+		    struct write_result *out)
+{
+	out->status = 200;
+	out->message[0] = '\0';
 	switch (ev->kind) {
 	case 9:
 		write_chat(w, ev, out);
@@ -60,7 +77,8 @@ void write_event(struct writer *w, const struct comb_event *ev,
 		 struct write_result *out)
 {
 	ws_live_local_begin();
-	write_event_kind(w, ev, out);
+	if (write_admit(w, ev, out))
+		write_dispatch(w, ev, out);
 	ws_live_local_end(w->community, ev, out->status == 200);
 }
 

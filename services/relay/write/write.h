@@ -13,6 +13,7 @@
 
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "comb/event.h"
 #include "relay.h"
@@ -29,12 +30,50 @@ struct writer {
 	const struct community *community;
 	const char *auth_pubkey;           /* the authenticated signer */
 	bool db_broken;                    /* set when the connection failed */
+	/* Inside a group-commit batch (batch.c): the write runs in the
+	 * savepoint "w" of the batch's transaction, so the writers' BEGIN and
+	 * COMMIT do nothing and their ROLLBACK rolls back to the savepoint. */
+	bool batched;
 };
 
 /* Applies ev (parsed and verified by the caller) and fills out. Live
  * delivery learns of every event the write committed. */
 void write_event(struct writer *w, const struct comb_event *ev,
 		 struct write_result *out);
+
+/*
+ * batch.c, group commit: writes handed over with write_submit wait in one
+ * queue per node; batcher threads (half the database pool, at least one)
+ * each take up to COMB_WRITE_BATCH_MAX of them in arrival order and
+ * commit them in one transaction, each write in a savepoint of its own,
+ * so that every write keeps the rules of PROTOCOL.md section 5 as if the
+ * batch ran one write after another. Writes that need a transaction of
+ * their own (moves, deletions, moderation, ephemeral events) run alone.
+ * Writes with the same `order` run in submission order and never in two
+ * batches at once.
+ */
+
+/* Called exactly once per submitted write, on a batcher thread (or on the
+ * submitting thread when the write was refused before the database), once
+ * the write's transaction ended: res says what to answer. */
+typedef void (*write_done_fn)(void *ctx, const struct comb_event *ev,
+			      const struct write_result *res);
+
+/* Starts the batcher threads. Returns 0 or COMB_EIO with errbuf set. */
+int write_batch_start(struct relay *relay, char *errbuf, size_t errlen);
+
+/* Runs what is queued, then stops the batcher threads. */
+void write_batch_stop(void);
+
+/*
+ * Hands *ev (parsed and verified; moved: the caller must not release it)
+ * to the group commit for community c, authenticated as auth_pubkey (both
+ * copied). Blocks while the node holds COMB_WRITE_INFLIGHT_PER_NODE
+ * writes. done(ctx, ...) follows exactly once.
+ */
+void write_submit(struct relay *relay, const struct community *c,
+		  const char *auth_pubkey, struct comb_event *ev,
+		  const void *order, write_done_fn done, void *ctx);
 
 /* Sets out to a refusal with status and a formatted message. */
 void write_refuse(struct write_result *out, int status, const char *fmt, ...)

@@ -30,6 +30,21 @@ bool write_exec(struct writer *w, const char *sql);
 int write_store_event(struct writer *w, const struct comb_event *ev,
 		      const char *channel_id, bool *inserted);
 
+/* The checks before any kind's writer (events.c): the author is the
+ * authenticated user and the rate limit allows one more write. Returns
+ * false after filling out. */
+bool write_admit(struct writer *w, const struct comb_event *ev,
+		 struct write_result *out);
+
+/* Hands ev to its kind's writer (events.c); out starts accepted. */
+void write_dispatch(struct writer *w, const struct comb_event *ev,
+		    struct write_result *out);
+
+/* True when ev must have a transaction of its own instead of joining a
+ * group-commit batch (events.c): everything but chat messages and
+ * artifact writes that stay in their channel. */
+bool write_runs_alone(const struct comb_event *ev);
+
 /* Kind handlers, each in its own file. */
 void write_chat(struct writer *w, const struct comb_event *ev,
 		struct write_result *out);        /* kind 9 (chat.c) */

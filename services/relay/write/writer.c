@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "comb/buf.h"
@@ -31,6 +32,8 @@ void write_db_failed(struct writer *w, struct write_result *out)
 {
 	if (comb_db_conn_lost(w->db)) {
 		w->db_broken = true;
+	} else if (w->batched) {
+		PQclear(PQexec(w->db, "ROLLBACK TO SAVEPOINT w"));
 	} else if (PQtransactionStatus(w->db) != PQTRANS_IDLE) {
 		PQclear(PQexec(w->db, "ROLLBACK"));
 	}
@@ -47,8 +50,17 @@ bool write_is_fresh(const struct writer *w, const struct comb_event *ev)
 
 bool write_exec(struct writer *w, const char *sql)
 {
-	PGresult *res = PQexec(w->db, sql);
-	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PGresult *res;
+	bool ok;
+
+	if (w->batched) {
+		if (!strcmp(sql, "BEGIN") || !strcmp(sql, "COMMIT"))
+			return true;
+		if (!strcmp(sql, "ROLLBACK"))
+			sql = "ROLLBACK TO SAVEPOINT w";
+	}
+	res = PQexec(w->db, sql);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 
 	if (!ok)
 		comb_warn("statement failed: %s", PQresultErrorMessage(res));

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "comb/db.h"
+#include "comb/error.h"
 #include "comb/event.h"
 #include "comb/hex.h"
 #include "comb/json.h"
@@ -82,15 +82,33 @@ out:
 	comb_event_release(&ev);
 }
 
-/* ["EVENT", <event>]: the answers of POST /events, as OK messages. */
+/* The write path's answer to one pipelined EVENT, on a batcher thread
+ * after the write's transaction ended. The OK may use the outbox's
+ * reserve: ws_session_write_begin kept room for it. */
+static void event_done(void *ctx, const struct comb_event *ev,
+		       const struct write_result *res)
+{
+	struct ws_session *s = ctx;
+
+	if (ws_send_ok(s, ev->id, res->status == 200, res->message,
+		       WS_PUSH_RESERVED) == COMB_ETOOBIG)
+		ws_outbox_close(s->outbox, WS_CLOSE_POLICY, "slow consumer");
+	ws_session_write_end(s);
+}
+
+/*
+ * ["EVENT", <event>]: the answers of POST /events, as OK messages. The
+ * event is checked and verified here, then handed to the write path
+ * without waiting for its OK (pipelining): OKs come in completion order,
+ * each after its write committed. At most
+ * COMB_WRITE_INFLIGHT_PER_CONNECTION wait at once; beyond that this
+ * thread waits, and so stops reading the socket.
+ */
 static void on_event(struct ws_session *s, const json_t *msg)
 {
 	const json_t *obj = json_array_get(msg, 1);
-	struct write_result res = {0};
 	struct comb_event ev;
-	struct writer w = {0};
 	char err[256], text[300];
-	PGconn *db;
 
 	if (json_array_size(msg) != 2 || !json_is_object(obj)) {
 		ws_send_notice(s, "invalid: EVENT takes one event", WS_PUSH_WAIT);
@@ -106,19 +124,13 @@ static void on_event(struct ws_session *s, const json_t *msg)
 		return;
 	}
 	if (comb_event_verify(&ev, err, sizeof(err))) {
-		write_refuse(&res, 400, "invalid: %s", err);
-	} else if (!(db = comb_db_acquire(s->relay->db, 2000))) {
-		write_refuse(&res, 503, "error: database unavailable");
-	} else {
-		w.relay = s->relay;
-		w.db = db;
-		w.community = &s->community;
-		w.auth_pubkey = s->pubkey;
-		write_event(&w, &ev, &res);
-		comb_db_release(s->relay->db, db,
-				w.db_broken || comb_db_conn_lost(db));
+		snprintf(text, sizeof(text), "invalid: %s", err);
+		ws_send_ok(s, ev.id, false, text, WS_PUSH_WAIT);
+	} else if (ws_session_write_begin(
+			   s, s->relay->cfg.write_inflight_per_connection)) {
+		write_submit(s->relay, &s->community, s->pubkey, &ev, s,
+			     event_done, s);
 	}
-	ws_send_ok(s, ev.id, res.status == 200, res.message, WS_PUSH_WAIT);
 	comb_event_release(&ev);
 }
 

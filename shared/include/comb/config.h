@@ -45,6 +45,10 @@ struct comb_config {
 	int capture_heartbeat_ms;   /* COMB_CAPTURE_HEARTBEAT_MS */
 	int write_rate;             /* COMB_WRITE_RATE, per minute; 0: no limit */
 	int write_burst;            /* COMB_WRITE_BURST */
+	int write_inflight_per_connection; /* COMB_WRITE_INFLIGHT_PER_CONNECTION */
+	int write_inflight_per_node;       /* COMB_WRITE_INFLIGHT_PER_NODE */
+	int write_batch_max;               /* COMB_WRITE_BATCH_MAX */
+	int write_batch_wait_us;           /* COMB_WRITE_BATCH_WAIT_US */
 };
 
 /*

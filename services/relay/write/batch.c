@@ -1,0 +1,386 @@
+/*
+ * Group commit (write.h): the node's queue of submitted writes and the
+ * batcher threads that commit them.
+ *
+ * A batcher takes, under the queue's mutex, the oldest writes whose
+ * `order` has no write in another batcher's batch (so a connection's
+ * writes keep their order even across batches), up to
+ * COMB_WRITE_BATCH_MAX, stopping before a write that must run alone
+ * unless it is the first. When the batch is not full and the node's
+ * previous batch held more than one write (clients are pipelining), it
+ * waits COMB_WRITE_BATCH_WAIT_US once for more.
+ *
+ * A batch of several writes is one transaction:
+ *     BEGIN; SAVEPOINT w        write 1
+ *     RELEASE SAVEPOINT w; SAVEPOINT w   (accepted) or
+ *     ROLLBACK TO SAVEPOINT w            (refused or failed)
+ *     ... write n ...           COMMIT
+ * Each write runs its kind's writer with `batched` set, so its own
+ * BEGIN/COMMIT do nothing and its ROLLBACK rolls back only its savepoint:
+ * a refused or failing write leaves the others as they were, and each
+ * later write sees the earlier ones exactly as if they had committed
+ * before it. Every answer and every live delivery waits for the COMMIT;
+ * when the COMMIT (or the connection) fails every write of the batch
+ * answers `error:`. A batch of one write runs as before, in its own
+ * transaction.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comb/clock.h"
+#include "comb/db.h"
+#include "comb/error.h"
+#include "comb/log.h"
+#include "feed/feed.h"
+#include "write.h"
+#include "write_int.h"
+
+struct write_job {
+	struct write_job *next;
+	struct comb_event ev;            /* owned */
+	struct community community;
+	char auth_pubkey[65];
+	const void *order;
+	write_done_fn done;
+	void *ctx;
+	bool alone;
+	struct write_result res;
+	struct ws_live_local *live;      /* what to deliver after commit */
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t work;             /* a write was queued, a batch ended */
+	pthread_cond_t room;             /* in_flight fell */
+	struct write_job *head, *tail;
+	int in_flight;                   /* queued or in a batch */
+	int batchers;
+	pthread_t *threads;
+	const void **running;            /* batch_max orders per batcher */
+	int *running_n;
+	bool last_batch_plural;          /* the node's last batch had > 1 write */
+	bool stop, started;
+	struct relay *relay;
+} wb = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static void job_free(struct write_job *job)
+{
+	comb_event_release(&job->ev);
+	free(job);
+}
+
+/* True when order has a write in another batcher's batch, or when this
+ * scan skipped a write of it (held, held_n). Caller holds mu. */
+static bool order_held(int self, const void *order, const void **held,
+		       int held_n)
+{
+	int b, i;
+
+	for (i = 0; i < held_n; i++) {
+		if (held[i] == order)
+			return true;
+	}
+	for (b = 0; b < wb.batchers; b++) {
+		if (b == self)
+			continue;
+		for (i = 0; i < wb.running_n[b]; i++) {
+			if (wb.running[b * wb.relay->cfg.write_batch_max + i] == order)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Moves eligible queued writes into batch (n so far, at most max);
+ * returns the new count. Caller holds mu. */
+static int collect(int self, struct write_job **batch, int n, int max)
+{
+	const void *held[256];
+	int held_n = 0, scanned = 0;
+	struct write_job **link = &wb.head, *job, *prev = NULL;
+	const void **mine = &wb.running[self * max];
+
+	if (n > 0 && batch[0]->alone)
+		return n;
+	while ((job = *link) && n < max && scanned++ < 4 * max) {
+		bool take = !order_held(self, job->order, held, held_n) &&
+			    (!job->alone || n == 0);
+
+		if (!take) {
+			if (held_n < (int)(sizeof(held) / sizeof(held[0])))
+				held[held_n++] = job->order;
+			else
+				break;
+			prev = job;
+			link = &job->next;
+			continue;
+		}
+		*link = job->next;
+		if (wb.tail == job)
+			wb.tail = prev;
+		job->next = NULL;
+		batch[n++] = job;
+		mine[wb.running_n[self]++] = job->order;
+		if (job->alone)
+			break;
+	}
+	return n;
+}
+
+/* Answers every write of the batch with res (error: on failure). */
+static void fail_all(struct write_job **batch, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		write_refuse(&batch[i]->res, 503, "error: database unavailable");
+		ws_live_local_deliver(batch[i]->live, false);
+		batch[i]->live = NULL;
+	}
+}
+
+static bool exec_ok(PGconn *db, const char *sql)
+{
+	PGresult *res = PQexec(db, sql);
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	if (!ok)
+		comb_warn("write batch: %s: %s", sql, PQresultErrorMessage(res));
+	PQclear(res);
+	return ok;
+}
+
+/* Runs one write on db; batched inside the batch's savepoint "w". */
+static void run_one(struct write_job *job, PGconn *db, bool batched,
+		    bool *broken)
+{
+	struct writer w = {
+		.relay = wb.relay,
+		.db = db,
+		.community = &job->community,
+		.auth_pubkey = job->auth_pubkey,
+		.batched = batched,
+	};
+
+	ws_live_local_begin();
+	write_dispatch(&w, &job->ev, &job->res);
+	job->live = ws_live_local_take(&job->community, &job->ev,
+				       job->res.status == 200);
+	*broken = w.db_broken;
+}
+
+/* Runs a batch of n >= 2 writes in one transaction on db; returns false
+ * when the connection is to be dropped. */
+static bool run_batch(struct write_job **batch, int n, PGconn *db)
+{
+	bool broken = false, committed = false, accepted;
+	int i;
+
+	if (!exec_ok(db, "BEGIN; SAVEPOINT w")) {
+		fail_all(batch, n);
+		return !comb_db_conn_lost(db);
+	}
+	for (i = 0; i < n; i++) {
+		run_one(batch[i], db, true, &broken);
+		if (broken)
+			break;
+		accepted = batch[i]->res.status == 200;
+		if (i + 1 == n && accepted)
+			break;
+		if (!exec_ok(db, accepted ? "RELEASE SAVEPOINT w; SAVEPOINT w" :
+					    "ROLLBACK TO SAVEPOINT w")) {
+			broken = true;
+			break;
+		}
+	}
+	if (!broken)
+		committed = exec_ok(db, "COMMIT");
+	if (!committed) {
+		if (!comb_db_conn_lost(db) &&
+		    PQtransactionStatus(db) != PQTRANS_IDLE)
+			PQclear(PQexec(db, "ROLLBACK"));
+		fail_all(batch, n);
+		return !comb_db_conn_lost(db);
+	}
+	return true;
+}
+
+static void run(struct write_job **batch, int n)
+{
+	PGconn *db = comb_db_acquire(wb.relay->db, 2000);
+	bool keep = true, broken = false;
+
+	if (!db) {
+		fail_all(batch, n);
+		return;
+	}
+	if (n == 1) {
+		run_one(batch[0], db, false, &broken);
+		keep = !broken && !comb_db_conn_lost(db);
+	} else {
+		keep = run_batch(batch, n, db);
+	}
+	comb_db_release(wb.relay->db, db, !keep);
+}
+
+static void *batcher_main(void *arg)
+{
+	int self = (int)(intptr_t)arg, max = wb.relay->cfg.write_batch_max;
+	struct write_job **batch = calloc((size_t)max, sizeof(*batch));
+	struct timespec deadline;
+	int n, i;
+
+	if (!batch) {
+		comb_error("write batch: out of memory");
+		return NULL;
+	}
+	pthread_mutex_lock(&wb.mu);
+	for (;;) {
+		n = collect(self, batch, 0, max);
+		if (n == 0) {
+			if (wb.stop && !wb.head)
+				break;
+			pthread_cond_wait(&wb.work, &wb.mu);
+			continue;
+		}
+		if (n < max && !batch[0]->alone && wb.last_batch_plural &&
+		    wb.relay->cfg.write_batch_wait_us > 0) {
+			comb_deadline_in(&deadline, CLOCK_MONOTONIC, 0);
+			deadline.tv_nsec += (long)wb.relay->cfg.write_batch_wait_us * 1000;
+			deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+			deadline.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&wb.work, &wb.mu, &deadline);
+			n = collect(self, batch, n, max);
+		}
+		wb.last_batch_plural = n > 1;
+		pthread_mutex_unlock(&wb.mu);
+
+		run(batch, n);
+		for (i = 0; i < n; i++) {
+			ws_live_local_deliver(batch[i]->live, true);
+			batch[i]->done(batch[i]->ctx, &batch[i]->ev, &batch[i]->res);
+			job_free(batch[i]);
+		}
+
+		pthread_mutex_lock(&wb.mu);
+		wb.running_n[self] = 0;
+		wb.in_flight -= n;
+		pthread_cond_broadcast(&wb.room);
+		pthread_cond_broadcast(&wb.work);
+	}
+	pthread_mutex_unlock(&wb.mu);
+	free(batch);
+	return NULL;
+}
+
+int write_batch_start(struct relay *relay, char *errbuf, size_t errlen)
+{
+	pthread_condattr_t ca;
+	int i, err;
+
+	wb.relay = relay;
+	wb.batchers = relay->cfg.db_pool_size / 2 < 1 ? 1 : relay->cfg.db_pool_size / 2;
+	wb.threads = calloc((size_t)wb.batchers, sizeof(*wb.threads));
+	wb.running = calloc((size_t)wb.batchers * (size_t)relay->cfg.write_batch_max,
+			    sizeof(*wb.running));
+	wb.running_n = calloc((size_t)wb.batchers, sizeof(*wb.running_n));
+	if (!wb.threads || !wb.running || !wb.running_n) {
+		free(wb.threads);
+		free(wb.running);
+		free(wb.running_n);
+		return comb_fail(errbuf, errlen, COMB_ENOMEM, "out of memory");
+	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wb.work, &ca);
+	pthread_cond_init(&wb.room, &ca);
+	pthread_condattr_destroy(&ca);
+	wb.stop = false;
+	for (i = 0; i < wb.batchers; i++) {
+		err = pthread_create(&wb.threads[i], NULL, batcher_main,
+				     (void *)(intptr_t)i);
+		if (err) {
+			wb.batchers = i;
+			wb.started = true;
+			write_batch_stop();
+			return comb_fail(errbuf, errlen, COMB_EIO,
+					 "cannot start a write batcher: %s",
+					 strerror(err));
+		}
+	}
+	wb.started = true;
+	comb_info("write: %d batchers, at most %d writes per batch", wb.batchers,
+		  relay->cfg.write_batch_max);
+	return 0;
+}
+
+void write_batch_stop(void)
+{
+	int i;
+
+	if (!wb.started)
+		return;
+	pthread_mutex_lock(&wb.mu);
+	wb.stop = true;
+	pthread_cond_broadcast(&wb.work);
+	pthread_mutex_unlock(&wb.mu);
+	for (i = 0; i < wb.batchers; i++)
+		pthread_join(wb.threads[i], NULL);
+	pthread_cond_destroy(&wb.work);
+	pthread_cond_destroy(&wb.room);
+	free(wb.threads);
+	free(wb.running);
+	free(wb.running_n);
+	wb.threads = NULL;
+	wb.running = NULL;
+	wb.running_n = NULL;
+	wb.started = false;
+}
+
+void write_submit(struct relay *relay, const struct community *c,
+		  const char *auth_pubkey, struct comb_event *ev,
+		  const void *order, write_done_fn done, void *ctx)
+{
+	struct write_job *job = calloc(1, sizeof(*job));
+	struct writer w = {
+		.relay = relay,
+		.community = c,
+		.auth_pubkey = auth_pubkey,
+	};
+	struct write_result res;
+
+	if (!job || !write_admit(&w, ev, &res)) {
+		if (!job)
+			write_refuse(&res, 503, "error: out of memory");
+		done(ctx, ev, &res);
+		comb_event_release(ev);
+		free(job);
+		return;
+	}
+	job->ev = *ev;
+	memset(ev, 0, sizeof(*ev));
+	job->community = *c;
+	snprintf(job->auth_pubkey, sizeof(job->auth_pubkey), "%s", auth_pubkey);
+	job->order = order;
+	job->done = done;
+	job->ctx = ctx;
+	job->alone = write_runs_alone(&job->ev);
+	pthread_mutex_lock(&wb.mu);
+	while (wb.in_flight >= relay->cfg.write_inflight_per_node)
+		pthread_cond_wait(&wb.room, &wb.mu);
+	wb.in_flight++;
+	if (wb.tail)
+		wb.tail->next = job;
+	else
+		wb.head = job;
+	wb.tail = job;
+	pthread_cond_signal(&wb.work);
+	pthread_mutex_unlock(&wb.mu);
+}

@@ -1,0 +1,250 @@
+// Pipelined EVENTs and group commit (issue 15): a connection's EVENTs enter
+// the write path without waiting for the previous OK, every OK comes once
+// and only after its write committed, the per-connection bound stops the
+// relay from reading further, and the writes that queued up meanwhile are
+// committed together in one transaction (one xid) with every rule of
+// PROTOCOL.md section 5 holding as if they ran one after another: a
+// competing edit of the same d is refused, a refused write and a failing
+// write leave the others accepted. A relay killed with SIGKILL while
+// batches commit loses no acknowledged write.
+//
+// Writes are made to queue up deterministically by holding the channel's
+// row FOR UPDATE in a psql session: every artifact write share-locks its
+// channel, so the first one waits on the lock (in a batch of its own) and
+// the rest wait in the relay's queue until the lock goes.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { connectWs, get, newKey, now, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
+import { createChannel, revisionTags, uuid } from './lib/artifacts.mjs';
+
+const QUIET_MS = 700;
+const PER_CONNECTION = 64;
+
+let stack;
+let admin;
+let community;
+
+before(async () => {
+	stack = await startRelay();
+	admin = stack.admins[0];
+	community = stack.communities[0].id;
+});
+
+after(async () => {
+	await stack?.stop();
+});
+
+function create(h, extra = {}) {
+	const d = extra.d ?? uuid();
+	return signEvent(admin, {
+		kind: 45010, created_at: now(), content: extra.content ?? `content of ${d}`,
+		tags: revisionTags({ d, h, op: extra.op ?? 'create', prev: extra.prev }),
+	});
+}
+
+/** Holds channel h's row FOR UPDATE until release() is called. */
+async function lockChannel(h) {
+	const s = psqlSession(stack.dbName);
+	await s.run('BEGIN;');
+	await s.run(`SELECT 1 FROM channels WHERE community_id = ${community} AND id = '${h}' FOR UPDATE;`);
+	return {
+		async release() {
+			await s.run('COMMIT;');
+			await s.close();
+		},
+	};
+}
+
+/** The accepted_xid of each stored revision id. */
+async function xids(ids) {
+	const rows = await stack.query('SELECT id, accepted_xid::text FROM artifact_revisions' +
+		` WHERE community_id = ${community} AND id IN (${ids.map((i) => `'${i}'`).join(',')})`);
+	return new Map(rows);
+}
+
+async function storedIds(ids) {
+	if (ids.length === 0)
+		return new Set();
+	const rows = await stack.query(`SELECT id FROM events WHERE community_id = ${community}` +
+		` AND id IN (${ids.map((i) => `'${i}'`).join(',')})`);
+	return new Set(rows.map((r) => r[0]));
+}
+
+function okFor(client, id, ms = 10000) {
+	return client.next((m) => m[0] === 'OK' && m[1] === id, ms);
+}
+
+test('NIP-11 advertises the write bounds', async () => {
+	const res = await get(stack.url, '/', { headers: { accept: 'application/nostr+json' } });
+	const lim = JSON.parse(res.body).limitation;
+	assert.equal(lim.max_writes_in_flight, PER_CONNECTION);
+	assert.equal(lim.max_node_writes_in_flight, 1024);
+});
+
+test('64 pipelined EVENTs on one connection: 64 OKs, each once and after commit', async () => {
+	const h = await createChannel(stack, admin);
+	const c = await connectWs(stack.url, admin);
+	const events = Array.from({ length: 64 }, () => create(h));
+	const ids = new Set(events.map((e) => e.id));
+	const oks = [];
+	const seenStored = [];
+	const done = new Promise((resolve) => {
+		c.ws.on('message', async (data) => {
+			const m = JSON.parse(data.toString('utf8'));
+			if (m[0] !== 'OK')
+				return;
+			oks.push(m);
+			// Each OK's write is visible to another session the moment it
+			// arrives: committed before it was answered.
+			seenStored.push(storedIds([m[1]]).then((s) => s.has(m[1])));
+			if (oks.length === 64)
+				resolve();
+		});
+	});
+	for (const ev of events)
+		c.send(['EVENT', ev]);
+	await done;
+	assert.deepEqual(oks.filter((m) => m[2] !== true), []);
+	assert.equal(new Set(oks.map((m) => m[1])).size, 64);
+	assert.ok(oks.every((m) => ids.has(m[1])));
+	assert.deepEqual((await Promise.all(seenStored)).filter((x) => !x), []);
+	assert.equal(c.drain().filter((m) => m[0] === 'OK').length, 64);
+	await c.none((m) => m[0] === 'OK', QUIET_MS);
+	c.ws.terminate();
+});
+
+test('the per-connection bound: beyond it the relay stops reading the connection', async () => {
+	const h = await createChannel(stack, admin);
+	const c = await connectWs(stack.url, admin);
+	const lock = await lockChannel(h);
+	const events = Array.from({ length: PER_CONNECTION + 1 }, () => create(h));
+	try {
+		for (const ev of events.slice(0, PER_CONNECTION))
+			c.send(['EVENT', ev]);
+		// 64 in flight: the connection is still read.
+		c.send('not json');
+		await c.next((m) => m[0] === 'NOTICE', 5000);
+		// The 65th waits for room, and nothing after it is read.
+		c.send(['EVENT', events[PER_CONNECTION]]);
+		c.send('not json');
+		await c.none((m) => m[0] === 'NOTICE' || m[0] === 'OK', QUIET_MS);
+	} finally {
+		await lock.release();
+	}
+	for (const ev of events)
+		assert.equal((await okFor(c, ev.id))[2], true);
+	await c.next((m) => m[0] === 'NOTICE', 5000);
+	c.ws.terminate();
+});
+
+test('one batch: competing edits of one d, a refused write, accepted ones beside them', async () => {
+	const h = await createChannel(stack, admin);
+	const outsider = newKey();
+	const c = await connectWs(stack.url, admin);
+	const lock = await lockChannel(h);
+	const first = create(h);
+	const base = create(h);
+	const d = base.tags.find((t) => t[0] === 'd')[1];
+	const edit1 = create(h, { d, op: 'update', prev: base.id, content: 'edit one' });
+	const edit2 = create(h, { d, op: 'update', prev: base.id, content: 'edit two' });
+	const taken = create(h, { d, content: 'same d again' });
+	const other = create(h);
+	try {
+		c.send(['EVENT', first]);
+		await new Promise((r) => setTimeout(r, 200));
+		for (const ev of [base, edit1, edit2, taken, other])
+			c.send(['EVENT', ev]);
+		await c.none((m) => m[0] === 'OK', 300);
+	} finally {
+		await lock.release();
+	}
+	assert.equal((await okFor(c, first.id))[2], true);
+	assert.equal((await okFor(c, base.id))[2], true);
+	assert.equal((await okFor(c, edit1.id))[2], true);
+	assert.deepEqual((await okFor(c, edit2.id)).slice(2), [false, 'conflict: artifact head changed']);
+	assert.deepEqual((await okFor(c, taken.id)).slice(2), [false, 'conflict: artifact identity is taken']);
+	assert.equal((await okFor(c, other.id))[2], true);
+	// The four accepted after the lock committed together.
+	const x = await xids([first.id, base.id, edit1.id, other.id]);
+	assert.equal(new Set([x.get(base.id), x.get(edit1.id), x.get(other.id)]).size, 1);
+	assert.notEqual(x.get(first.id), x.get(base.id));
+	assert.deepEqual([...await storedIds([edit2.id, taken.id])], []);
+	const head = await stack.query(`SELECT revision_id FROM artifact_heads WHERE community_id = ${community} AND d = '${d}'`);
+	assert.equal(head[0][0], edit1.id);
+	// A refusal before the database (another author) in the same stream.
+	const foreign = signEvent(outsider.sk, { kind: 9, created_at: now(), tags: [['h', h]], content: 'x' });
+	c.send(['EVENT', foreign]);
+	assert.deepEqual((await okFor(c, foreign.id)).slice(2),
+		[false, 'restricted: event author is not the authenticated user']);
+	c.ws.terminate();
+});
+
+test('a database failure mid-batch fails only the write it touched, with error:', async () => {
+	const h = await createChannel(stack, admin);
+	await stack.psql(`CREATE FUNCTION test_fail_me() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.raw::text LIKE '%fail-me%' THEN RAISE EXCEPTION 'planted failure'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER test_fail_me BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_fail_me();`);
+	const c = await connectWs(stack.url, admin);
+	const lock = await lockChannel(h);
+	const first = create(h);
+	const a = create(h);
+	const bad = create(h, { content: 'fail-me' });
+	const b = create(h);
+	try {
+		c.send(['EVENT', first]);
+		await new Promise((r) => setTimeout(r, 200));
+		for (const ev of [a, bad, b])
+			c.send(['EVENT', ev]);
+		await c.none((m) => m[0] === 'OK', 300);
+	} finally {
+		await lock.release();
+	}
+	try {
+		assert.equal((await okFor(c, first.id))[2], true);
+		assert.equal((await okFor(c, a.id))[2], true);
+		const failed = await okFor(c, bad.id);
+		assert.equal(failed[2], false);
+		assert.match(failed[3], /^error: /);
+		assert.equal((await okFor(c, b.id))[2], true);
+		const x = await xids([a.id, b.id]);
+		assert.equal(x.get(a.id), x.get(b.id));
+		assert.deepEqual([...await storedIds([a.id, bad.id, b.id])].sort(), [a.id, b.id].sort());
+	} finally {
+		await stack.psql('DROP TRIGGER test_fail_me ON events; DROP FUNCTION test_fail_me();');
+		c.ws.terminate();
+	}
+});
+
+test('SIGKILL while batches commit: every acknowledged write is stored', async () => {
+	const h = await createChannel(stack, admin);
+	const c = await connectWs(stack.url, admin);
+	const events = Array.from({ length: 400 }, () => create(h));
+	const acked = [];
+	let killed;
+	const enough = new Promise((resolve) => {
+		c.ws.on('message', (data) => {
+			const m = JSON.parse(data.toString('utf8'));
+			if (m[0] === 'OK' && !killed) {
+				acked.push(m);
+				if (acked.length === 40)
+					resolve();
+			}
+		});
+	});
+	let sent = 0;
+	const pump = setInterval(() => {
+		for (let i = 0; i < 20 && sent < events.length && c.ws.readyState === 1; i++)
+			c.send(['EVENT', events[sent++]]);
+	}, 5);
+	await enough;
+	killed = stack.stopNode(0, 'SIGKILL');
+	await killed;
+	clearInterval(pump);
+	assert.deepEqual(acked.filter((m) => m[2] !== true), []);
+	const ids = acked.map((m) => m[1]);
+	const stored = await storedIds(ids);
+	assert.deepEqual(ids.filter((id) => !stored.has(id)), []);
+	await stack.startNode(0);
+});
