@@ -18,6 +18,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/node-env.sh
+. "$root/scripts/node-env.sh"
 cd "$root"
 # shellcheck source=scripts/servers.sh
 . "$root/scripts/servers.sh"
@@ -36,6 +38,7 @@ say() {
 
 relay_pid=""
 capture_pid=""
+board_pid=""
 started_pg=0
 started_redis=0
 
@@ -68,6 +71,7 @@ cleanup() {
 	trap : INT TERM HUP QUIT
 	trap - EXIT
 	set +e
+	stop_child "$board_pid" "the task board"
 	stop_child "$relay_pid" comb-relay
 	stop_child "$capture_pid" comb-capture
 	if [ "$started_redis" = 1 ]; then
@@ -236,17 +240,29 @@ if [ "$healthy" != 1 ]; then
 	exit 1
 fi
 
+# The task board (clients/board): an open channel of the dev community
+# for it, and its pages served beside the relay.
+relay_url="http://127.0.0.1:$listen_port"
+node "$root/clients/board/channel.mjs" --relay "$relay_url" \
+	--key "$var/dev-owner.key" --name board >/dev/null
+[ -s "$var/board.port" ] || printf '7448\n' >"$var/board.port"
+board_port=$(pick_port board)
+node "$root/clients/board/serve.mjs" --host 127.0.0.1 --port "$board_port" \
+	--relay "$relay_url" &
+board_pid=$!
+
 cat <<EOF
 
 comb is running: http://localhost:$listen_port  (ws://localhost:$listen_port)
   dev community owner: $(cat "$var/dev-owner.pub")  (secret key in $shown/dev-owner.key)
   environment:         $shown/env
+board: http://127.0.0.1:$board_port/?relay=$relay_url
 Press Ctrl-C to stop.
 
 EOF
 
 # Run until a service exits or a signal arrives (the traps then clean up).
-pids=("$relay_pid")
+pids=("$relay_pid" "$board_pid")
 [ -n "$capture_pid" ] && pids+=("$capture_pid")
 set +e
 wait -n "${pids[@]}"
@@ -255,6 +271,7 @@ set -e
 name=comb-relay
 if kill -0 "$relay_pid" 2>/dev/null; then
 	name=comb-capture
+	kill -0 "$board_pid" 2>/dev/null || name="the task board"
 fi
 if [ "$status" -eq 0 ]; then
 	# A Ctrl-C reaches the services too, which may stop before we do.
