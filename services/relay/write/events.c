@@ -104,7 +104,7 @@ static void send_result(struct request *req, const char *id,
 
 /*
  * True when a body that comb_event_parse refused still parsed as an event:
- * a JSON object with every NIP-01 field and a 64-hex id, refused for a
+ * a JSON object of exactly the NIP-01 fields with a 64-hex id, refused for a
  * limit of its content (too many tags, NUL in a tag). Its answer then takes
  * the {"id","accepted","message"} shape (PROTOCOL.md section 10); id is
  * set to the event's id.
@@ -119,7 +119,8 @@ static bool event_shaped(const struct request *req, char id[65])
 				      (size_t)req->relay->cfg.max_message_length,
 				      err, sizeof(err));
 	const char *value;
-	bool shaped = json_is_object(doc);
+	bool shaped = json_is_object(doc) &&
+		      json_object_size(doc) == sizeof(fields) / sizeof(fields[0]);
 	size_t i;
 
 	for (i = 0; shaped && i < sizeof(fields) / sizeof(fields[0]); i++)
