@@ -355,14 +355,16 @@ describe('the feed', () => {
 		assert.ok(took >= 2 * HEARTBEAT_MS && took <= WINDOW_MS, `closed ${took} ms after the last heartbeat`);
 		assert.equal(await closedReason(other, 'h2', 1000), 'resync: change feed interrupted');
 		await waitReady(false);
-		// while the feed is down, this node delivers its own writes live
-		await plainReq(c, 'local', { kinds: [9], '#h': [X] });
-		const msg = await chat(stack, admin, X, 'local delivery');
-		assert.deepEqual(await nextEvent(c, 'local'), plain(msg));
+		// while the feed is down, a plain REQ waits for it as a sync does,
+		// then is refused: writes through other nodes would never reach it
+		c.send(['REQ', 'local', { kinds: [9], '#h': [X] }]);
+		assert.deepEqual(await c.next((m) => m[1] === 'local', WINDOW_MS + 5000),
+			['CLOSED', 'local', 'error: change feed unavailable']);
 		// the same epoch comes back: the relay asks for marks again
 		fake.beatEvery(epoch, HEARTBEAT_MS);
 		await waitReady(true);
 		await openSync(c, 'h', { artifact: 'current', '#h': [X] });
 		await openSync(other, 'h2', { artifact: 'current', '#h': [X2] });
+		await plainReq(c, 'live', { kinds: [9], '#h': [X] });
 	});
 });
