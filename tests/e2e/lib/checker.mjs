@@ -228,7 +228,7 @@ export async function runChecker(stack, opts = {}) {
 	const admin = stack.admins[0];
 	const community = stack.communities[0].id;
 	const report = {
-		seed, ok: false, failures: [], evidence: [], ops: {}, refusals: {}, uncertain: 0,
+		seed, ok: false, failures: [], evidence: [], ops: {}, refusals: {}, uncertain: 0, unanswered: 0,
 		faults: {}, faultErrors: [], stores: [], accepted: 0, elapsedMs: 0,
 		syncs: false,
 	};
@@ -281,6 +281,8 @@ export async function runChecker(stack, opts = {}) {
 		report.refusals[key] = (report.refusals[key] ?? 0) + 1;
 		if (r.status === 0 || r.status >= 500)
 			report.uncertain++;
+		if (r.status === 0)
+			report.unanswered++;
 		return false;
 	};
 
@@ -659,7 +661,10 @@ export async function runChecker(stack, opts = {}) {
 	log(`checker seed ${seed}: ${opsDone} operations done, reconciling`);
 
 	// --- convergence ----------------------------------------------------
-	if (report.uncertain > 0)
+	// A write answered 503 is over (the relay rolled it back or lost its
+	// session, whose transaction holds an xid settle() waits for); one
+	// that got no answer may still be running.
+	if (report.unanswered > 0)
 		await quiesce(stack);
 	await readyAll(stack);
 	await settle(stack);
