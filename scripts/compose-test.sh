@@ -131,13 +131,17 @@ for i in $(seq 120); do
 	sleep 0.5
 done
 
+# Logs are read with podman itself: docker-compose's `logs` takes seconds
+# through podman's API.
+logs() {
+	podman logs "combtest_$1_1" 2>&1
+}
+
 # The capture that holds leadership is the one to kill.
 leader=
 for _ in $(seq 60); do
 	for svc in capture capture-standby; do
-		if "${compose[@]}" logs --no-color "$svc" | grep -q 'leadership acquired'; then
-			leader=$svc
-		fi
+		[[ $(logs "$svc") == *'leadership acquired'* ]] && leader=$svc
 	done
 	[ -n "$leader" ] && break
 	sleep 0.5
@@ -146,10 +150,10 @@ done
 standby=capture-standby
 [ "$leader" = capture-standby ] && standby=capture
 
-owner=$("${compose[@]}" logs --no-color migrate | sed -n 's/.*owner secret: \([0-9a-f]*\).*/\1/p')
+owner=$(logs migrate | sed -n 's/.*owner secret: \([0-9a-f]*\).*/\1/p')
 step "writes and syncs ($leader leads)"
 node scripts/compose-test.mjs "$proxy" "http://127.0.0.1:$COMB_RELAY1_PORT" \
-	"http://127.0.0.1:$COMB_RELAY2_PORT" "$owner" -- "${compose[@]}" kill "$leader"
-"${compose[@]}" logs --no-color "$standby" | grep -q 'leadership acquired' ||
+	"http://127.0.0.1:$COMB_RELAY2_PORT" "$owner" -- podman kill "combtest_${leader}_1"
+[[ $(logs "$standby") == *'leadership acquired'* ]] ||
 	{ echo "compose-test: $standby never took over" >&2; exit 1; }
 step "passed"
