@@ -103,6 +103,8 @@ for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))')
 export COMB_PROXY_PORT COMB_RELAY1_PORT COMB_RELAY2_PORT
+# A password that would break a URL: the services get it as PGPASSWORD.
+export POSTGRES_PASSWORD='c0mb p@ss/w:rd#%?'
 
 step "building the images"
 # The comb images compile the project while the stand-ins download their
