@@ -59,14 +59,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if ! command -v podman >/dev/null || ! command -v runc >/dev/null ||
-	! command -v debootstrap >/dev/null || ! command -v docker-compose >/dev/null; then
-	step "installing podman, runc, debootstrap and docker-compose"
+# Without recommends (docker-compose's would bring in docker.io), so
+# podman's network stack is named: netavark and its DNS server.
+tools=(podman runc netavark aardvark-dns debootstrap docker-compose)
+if [ "$(dpkg-query -W -f='${db:Status-Abbrev}\n' "${tools[@]}" 2>/dev/null |
+	grep -c '^ii')" != "${#tools[@]}" ]; then
+	step "installing ${tools[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	# Without recommends: docker-compose's would bring in docker.io.
-	apt-get install -y -qq --no-install-recommends \
-		podman runc debootstrap docker-compose >/dev/null
+	apt-get install -y -qq --no-install-recommends "${tools[@]}" >/dev/null
 fi
 
 if ! podman image exists docker.io/library/debian:bookworm; then
