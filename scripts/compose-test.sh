@@ -60,8 +60,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Without recommends (docker-compose's would bring in docker.io), so
-# podman's network stack is named: netavark and its DNS server.
-tools=(podman runc netavark aardvark-dns debootstrap docker-compose)
+# podman's network stack is named: netavark, its DNS server and iptables.
+tools=(podman runc netavark aardvark-dns iptables debootstrap docker-compose)
 if [ "$(dpkg-query -W -f='${db:Status-Abbrev}\n' "${tools[@]}" 2>/dev/null |
 	grep -c '^ii')" != "${#tools[@]}" ]; then
 	step "installing ${tools[*]}"
