@@ -126,6 +126,8 @@ scripts/compose-health-loop.sh &
 health_pid=$!
 
 step "starting the stack"
+# Anything a killed earlier run left goes first: the stack starts empty.
+"${compose[@]}" down --volumes --remove-orphans >/dev/null 2>&1
 "${compose[@]}" up -d
 proxy=http://127.0.0.1:$COMB_PROXY_PORT
 for i in $(seq 120); do
