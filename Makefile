@@ -16,6 +16,8 @@
 #   make bench   Release build in build-bench/, every benchmark at the
 #                reference scale (scripts/bench.sh, docs/benchmarks.md)
 #   make bench-quick  the same at 1/10 scale, in under two minutes
+#   make compose-test  start compose.yaml with podman, write, sync and fail
+#                capture over through it, then remove it (scripts/compose-test.sh)
 #   make deps    install the Debian and npm packages (scripts/install-deps.sh)
 #   make clean   remove the build trees (keeps var/ and node_modules/)
 
@@ -32,7 +34,7 @@ export BUILD_DIR FUZZ_BUILD_DIR FUZZ_SECONDS JOBS
 # comes first, as in scripts/node-env.sh and tests/e2e/tests.cmake.
 export PATH := $(CURDIR)/.tools/node/bin:$(PATH)
 
-.PHONY: all build run test fuzz lint soak deps clean distclean bench bench-quick
+.PHONY: all build run test fuzz lint soak deps clean distclean bench bench-quick compose-test
 
 all: build
 
@@ -68,6 +70,9 @@ bench:
 
 bench-quick:
 	@scripts/bench.sh --quick
+
+compose-test: node_modules/.package-lock.json
+	scripts/compose-test.sh
 
 deps:
 	scripts/install-deps.sh

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 #
-# Static checks of the container files, since Docker cannot run on CI
-# machines (CTest entry static/compose):
+# Static checks of the container files (CTest entry static/compose):
 #   - compose.yaml parses as YAML (PyYAML, Debian's python3-yaml) and has the
-#     stack ARCHITECTURE.md describes: postgres:15, redis:7, a one-shot
+#     stack docs/operations.md describes: postgres:15, redis:7, a one-shot
 #     migrate service, a capture and a standby capture, two relay nodes on
-#     different host ports, with healthchecks on the servers and relays;
+#     different host ports, an nginx proxy, and a healthcheck on every
+#     long-running service;
+#   - it stays readable by docker-compose 1.29 and podman (no top-level
+#     `name:`, no CMD healthcheck argument with a space, which podman's
+#     Docker API splits) and builds each image tag in one service only;
+#   - `make compose-test` (scripts/compose-test.sh) starts it for real;
 #   - every build context, Dockerfile and COPY source it references exists,
 #     COPYied scripts are executable, depends_on and volumes name defined
 #     services and volumes, each ${VAR} it interpolates is documented in
@@ -88,11 +92,25 @@ def command_text(svc):
     return " ".join(c) if isinstance(c, list) else str(c)
 
 
+if "name" in compose:
+    err("top-level name: is refused by docker-compose 1.29: set COMPOSE_PROJECT_NAME")
+
+builders = {}
+for n, svc in services.items():
+    if svc.get("build") is not None:
+        tag = svc.get("image", "")
+        if tag in builders:
+            err(f"services {builders[tag]} and {n} both build {tag!r}")
+        builders[tag] = n
+for n, svc in services.items():
+    tag = svc.get("image", "")
+    if svc.get("build") is None and tag.endswith(":local") and tag not in builders:
+        err(f"service {n} uses {tag} that no service builds")
+
 relays = [n for n, s in services.items()
-          if (dockerfile_of(s) or "").endswith("relay.Dockerfile") and n != "migrate"
-          and "bootstrap" not in command_text(s)]
-captures = [n for n, s in services.items()
-            if (dockerfile_of(s) or "").endswith("capture.Dockerfile")]
+          if s.get("image") == "comb-relay:local" and "migrate" not in command_text(s)]
+captures = [n for n, s in services.items() if s.get("image") == "comb-capture:local"]
+proxies = [n for n, s in services.items() if str(s.get("image", "")).startswith("nginx:")]
 if "migrate" not in services:
     err("service migrate is missing")
 elif services["migrate"].get("restart", "no") not in ("no", False):
@@ -101,6 +119,18 @@ if len(captures) < 2:
     err(f"want a capture and a standby capture, found {captures}")
 if len(relays) < 2:
     err(f"want two relay nodes, found {relays}")
+if not proxies:
+    err("no nginx proxy service")
+for n in proxies:
+    for v in services[n].get("volumes") or []:
+        src = str(v).split(":")[0]
+        if src.startswith(".") and not os.path.exists(src):
+            err(f"service {n} mounts {src}, which does not exist")
+
+for n, svc in services.items():
+    test = (svc.get("healthcheck") or {}).get("test") or []
+    if isinstance(test, list) and test[:1] == ["CMD"] and any(" " in a for a in test[1:]):
+        err(f"service {n}: a CMD healthcheck argument holds a space (use CMD-SHELL)")
 
 host_ports = {}
 for name in relays:
@@ -113,8 +143,8 @@ for name in relays:
     if not services[name].get("ports"):
         err(f"relay {name} publishes no port")
 
-for name in ["postgres", "redis"] + relays:
-    if name in services and not services[name].get("healthcheck"):
+for name, svc in services.items():
+    if name != "migrate" and not svc.get("healthcheck"):
         err(f"service {name} has no healthcheck")
 
 dockerfiles = set()
@@ -180,7 +210,8 @@ if errors:
         print(f"check-compose: {e}")
     sys.exit(1)
 print(f"check-compose: compose.yaml ok: {len(services)} services, "
-      f"{len(dockerfiles)} Dockerfiles, relays {relays}, captures {captures}")
+      f"{len(dockerfiles)} Dockerfiles, relays {relays}, captures {captures}, "
+      f"proxy {proxies}")
 EOF
 
 status=0

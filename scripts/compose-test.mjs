@@ -1,0 +1,85 @@
+// The client side of scripts/compose-test.sh, against a running compose
+// stack: the dev community's owner creates a channel and writes an
+// artifact through the proxy; syncs on each relay directly and one through
+// the proxy (a WebSocket upgrade it forwards) receive it. Then the command
+// after `--` kills the capture that leads: every sync closes with
+// `resync: change feed interrupted`, the syncs are opened again (the
+// first write in their snapshots), and a second write reaches each of them
+// live, published by the standby that took over.
+//
+// usage: node scripts/compose-test.mjs PROXY_URL RELAY1_URL RELAY2_URL
+//        OWNER_SECRET_HEX -- FAILOVER_COMMAND...
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+
+import { connectWs } from '../tests/e2e/lib/harness.mjs';
+import { accept, createChannel, uuid } from '../tests/e2e/lib/artifacts.mjs';
+
+const [proxy, relay1, relay2, owner, dashes, ...failover] = process.argv.slice(2);
+assert.ok(/^[0-9a-f]{64}$/.test(owner ?? '') && dashes === '--' && failover.length,
+	'usage: compose-test.mjs PROXY RELAY1 RELAY2 OWNER_SECRET -- FAILOVER_COMMAND...');
+
+const through = { url: proxy };
+const h = await createChannel(through, owner, { name: 'compose-test' });
+const write = (d) => accept(through, owner, { d, h, op: 'create', title: d });
+
+// Opens sync `id` on every client, retried while a relay still waits for
+// the feed; resolves to the ids each snapshot held.
+async function openSyncs(clients, id) {
+	return Promise.all(clients.map(async (c) => {
+		for (let tries = 0; ; tries++) {
+			c.send(['REQ', id, { artifact: 'current', '#h': [h] }]);
+			const ids = [];
+			for (;;) {
+				const m = await c.next((x) => x[1] === id, 10000);
+				if (m[0] === 'EVENT') {
+					ids.push(m[2].id);
+					continue;
+				}
+				if (m[0] === 'EOSE')
+					return ids;
+				assert.equal(m[0], 'CLOSED');
+				assert.ok(m[2] === 'error: change feed unavailable' && tries < 20,
+					`${c.name}: sync ${id} refused: ${m[2]}`);
+				break;
+			}
+			await new Promise((r) => setTimeout(r, 500));
+		}
+	}));
+}
+
+async function seenLive(clients, id, ev) {
+	for (const c of clients) {
+		const m = await c.next((x) => x[1] === id, 10000);
+		assert.deepEqual([m[0], m[2]?.id], ['EVENT', ev.id], `${c.name}: ${JSON.stringify(m)}`);
+	}
+}
+
+const clients = [];
+for (const [name, base] of [['relay1', relay1], ['relay2', relay2], ['proxy', proxy]]) {
+	const c = await connectWs(base, owner);
+	c.name = name;
+	clients.push(c);
+}
+
+assert.deepEqual(await openSyncs(clients, 'before'), [[], [], []]);
+const first = await write(uuid());
+await seenLive(clients, 'before', first);
+console.log('compose-test: a write through the proxy reached syncs on both relays and the proxy');
+
+console.log(`compose-test: ${failover.join(' ')}`);
+execFileSync(failover[0], failover.slice(1), { stdio: 'inherit' });
+for (const c of clients) {
+	const m = await c.next((x) => x[1] === 'before', 15000);
+	assert.deepEqual(m, ['CLOSED', 'before', 'resync: change feed interrupted'], c.name);
+}
+
+const snapshots = await openSyncs(clients, 'after');
+assert.deepEqual(snapshots, [[first.id], [first.id], [first.id]]);
+const second = await write(uuid());
+await seenLive(clients, 'after', second);
+console.log('compose-test: after the failover a write reached every sync again');
+
+for (const c of clients)
+	c.ws.close();
