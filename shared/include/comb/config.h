@@ -45,6 +45,8 @@ struct comb_config {
 	int capture_heartbeat_ms;   /* COMB_CAPTURE_HEARTBEAT_MS */
 	int write_rate;             /* COMB_WRITE_RATE, per minute; 0: no limit */
 	int write_burst;            /* COMB_WRITE_BURST */
+	int shutdown_grace_ms;      /* COMB_SHUTDOWN_GRACE_MS */
+	bool access_log;            /* COMB_ACCESS_LOG */
 };
 
 /*
