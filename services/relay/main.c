@@ -133,7 +133,7 @@ static int stop_listening(struct mg_context *ctx)
 	while (dir && (e = readdir(dir))) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(int);
-		int fd = atoi(e->d_name), listening = 0, port;
+		int fd = (int)strtol(e->d_name, NULL, 10), listening = 0, port;
 
 		if (fd <= 2 || fd == quiet[0] || fd == quiet[1] || fd == dirfd(dir) ||
 		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) ||

@@ -95,8 +95,6 @@ static const struct setting settings[] = {
 	    "events one pubkey may write at once after a quiet period (the write budget's capacity)"),
 	INT(shutdown_grace_ms, "COMB_SHUTDOWN_GRACE_MS", "10000", 0, 600000,
 	    "on SIGTERM or SIGINT, how long the relay waits for requests in progress and WebSocket closes before it stops, in milliseconds"),
-	BOOL(access_log, "COMB_ACCESS_LOG", "false",
-	     "log one line per HTTP request and WebSocket connection (method, path, Host, status, bytes, duration)"),
 };
 
 static int parse_setting(const struct setting *s, const char *value, void *field,

@@ -18,6 +18,7 @@ import {
 let stack;
 let admin;
 let channel;
+let capture = 0;     // the running capture's index
 
 before(async () => {
 	stack = await startRelay();
@@ -100,7 +101,7 @@ describe('readiness', () => {
 			return r.status === 200 && r.json().feed === 'up' && r.json();
 		});
 		assert.deepEqual(up, { ready: true, database: 'ok', redis: 'ok', feed: 'up', stopping: false });
-		await stack.stopCapture(0);
+		await stack.stopCapture(capture);
 		const down = await until('the feed reported down', async () => {
 			const r = await get(stack.url, '/readyz');
 			assert.equal(r.status, 200, r.body);
@@ -109,10 +110,16 @@ describe('readiness', () => {
 		assert.deepEqual(down, { ready: true, database: 'ok', redis: 'ok', feed: 'down', stopping: false });
 		// HTTP writes and reads go on without capture.
 		await chat(stack, admin, channel, 'written while capture is down');
-		await stack.startCapture();
+		capture = await stack.startCapture();
 		await until('the feed up again', async () =>
 			(await get(stack.url, '/readyz')).json().feed === 'up');
 	});
+});
+
+test('NIP-11 advertises the connections a node holds', async () => {
+	const r = await get(stack.url, '/', { headers: { accept: 'application/nostr+json' } });
+	// the default COMB_NUM_THREADS, 1200, less an eighth kept for HTTP
+	assert.equal(r.json().limitation.max_connections, 1050);
 });
 
 describe('graceful stop', () => {
@@ -167,5 +174,96 @@ describe('graceful stop', () => {
 			await db.close();
 		}
 		await stack.startNode(0);
+	});
+});
+
+// The exposition as a map: 'name{labels}' -> number.
+async function scrape() {
+	const r = await get(stack.url, '/metrics');
+	assert.equal(r.status, 200);
+	const m = new Map();
+	for (const line of r.body.split('\n')) {
+		if (!line || line.startsWith('#'))
+			continue;
+		const i = line.lastIndexOf(' ');
+		m.set(line.slice(0, i), Number(line.slice(i + 1)));
+	}
+	return m;
+}
+
+function closed(id) {
+	return (m) => m[0] === 'CLOSED' && m[1] === id;
+}
+
+describe('metrics', () => {
+	test('a scripted session shows in /metrics', async () => {
+		// The node was restarted by the stop test: its counters start at 0.
+		const before = await scrape();
+		assert.equal(before.get('comb_ws_connections'), 0);
+		assert.equal(before.get('comb_feed_alive'), 1);
+		assert.equal(before.get('comb_stopping'), 0);
+		assert.ok(before.get('comb_feed_heartbeat_age_seconds') >= 0);
+		assert.ok(before.get('comb_feed_heartbeat_age_seconds') < 2);
+		assert.equal(before.get('comb_feed_epochs_total'), 1);
+		assert.ok(before.get('comb_feed_signals_total') > 0);
+
+		const c = await connectWs(stack.url, admin);
+		try {
+			c.send(['REQ', 'live', { kinds: [9], '#h': [channel], limit: 1 }]);
+			await c.next((m) => m[0] === 'EOSE' && m[1] === 'live');
+			c.send(['REQ', 'sync', { artifact: 'current', '#h': [channel] }]);
+			await c.next((m) => m[0] === 'EOSE' && m[1] === 'sync', 10000);
+			const good = signEvent(admin, { kind: 9, tags: [['h', channel]], content: `m ${uuid()}` });
+			c.send(['EVENT', good]);
+			assert.deepEqual(await c.next((m) => m[0] === 'OK' && m[1] === good.id), ['OK', good.id, true, '']);
+			const bad = signEvent(admin, { kind: 9, tags: [['h', uuid()]], content: 'nowhere' });
+			c.send(['EVENT', bad]);
+			const refused = await c.next((m) => m[0] === 'OK' && m[1] === bad.id);
+			assert.equal(refused[2], false);
+			const prefix = refused[3].slice(0, refused[3].indexOf(':'));
+			const inc = await post(stack.url, '/query', [{ artifact: 'incremental', '#h': [channel] }], admin);
+			assert.equal(inc.status, 200, inc.body);
+			const badCursor = await post(stack.url, '/query',
+				[{ artifact: 'incremental', '#h': [channel], cursor: 'not-a-cursor' }], admin);
+			assert.equal(badCursor.status, 400, badCursor.body);
+
+			const open = await scrape();
+			assert.equal(open.get('comb_ws_connections'), 1);
+			assert.equal(open.get('comb_ws_subscriptions'), 1);
+			assert.equal(open.get('comb_syncs{mode="current"}'), 1);
+			assert.equal(open.get('comb_http_requests_total{route="websocket",status="101"}'), 1);
+			assert.equal(open.get('comb_http_requests_total{route="websocket",status="other"}'), undefined);
+			assert.equal(open.get('comb_writes_total{outcome="accepted"}'), 1);
+			assert.equal(open.get(`comb_writes_total{outcome="${prefix}"}`), 1, refused[3]);
+			assert.equal(open.get('comb_incremental_reads_total{outcome="ok"}'), 1);
+			assert.equal(open.get(`comb_incremental_reads_total{outcome="${badCursor.json().error}"}`), 1);
+
+			// Capture goes away: the sync and the live REQ are closed, the
+			// feed is reported down; it comes back with a new epoch.
+			await stack.stopCapture(capture);
+			assert.deepEqual(await c.next(closed('sync'), 5000), ['CLOSED', 'sync', 'resync: change feed interrupted']);
+			assert.deepEqual(await c.next(closed('live'), 5000), ['CLOSED', 'live', 'resync: change feed interrupted']);
+			const down = await scrape();
+			assert.equal(down.get('comb_feed_alive'), 0);
+			assert.ok(down.get('comb_feed_heartbeat_age_seconds') >= 1.5);
+			assert.equal(down.get('comb_feed_heartbeat_losses_total'), 1);
+			assert.equal(down.get('comb_resync_closes_total{reason="change feed interrupted"}'), 2);
+			// held (as the relay's memory holds them) until the client's
+			// CLOSE, a REQ reusing the id, or the end of the connection
+			assert.equal(down.get('comb_syncs{mode="current"}'), 1);
+			c.send(['CLOSE', 'sync']);
+			c.send(['CLOSE', 'live']);
+			await until('the closed sync and REQ released', async () => {
+				const m = await scrape();
+				return m.get('comb_syncs{mode="current"}') === 0 && m.get('comb_ws_subscriptions') === 0;
+			});
+			capture = await stack.startCapture();
+			await until('the feed back', async () => (await scrape()).get('comb_feed_alive') === 1);
+			assert.equal((await scrape()).get('comb_feed_epochs_total'), 2);
+		} finally {
+			await c.close();
+		}
+		await until('the connection counted closed', async () =>
+			(await scrape()).get('comb_ws_connections') === 0);
 	});
 });

@@ -57,10 +57,15 @@ void handle_readyz(struct request *req)
 
 void handle_metrics(struct request *req)
 {
+	struct metrics_state state = {
+		.feed_alive = feed_alive(),
+		.subscriptions = ws_live_entries(),
+		.stopping = atomic_load(&req->relay->draining),
+	};
 	struct comb_buf b;
 
 	comb_buf_init(&b, 1 << 20);
-	if (metrics_render(req->relay, &b)) {
+	if (metrics_render(req->relay, &state, &b)) {
 		comb_buf_release(&b);
 		http_send_error(req, 503, "error: metrics unavailable");
 		return;

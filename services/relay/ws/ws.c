@@ -36,6 +36,7 @@
 #include "comb/log.h"
 #include "feed/feed.h"
 #include "metrics.h"
+#include "protocol_limits.h"
 #include "request.h"
 #include "session/session.h"
 #include "ws_int.h"
@@ -272,6 +273,7 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 	ws.head = wc;
 	pthread_mutex_unlock(&ws.mu);
 	metrics_observe(ROUTE_WEBSOCKET, 101, 0);
+	metrics_add(METRIC_WS_CONNECTIONS, 1);
 	/* Follow the community's signals before its first REQ arrives. */
 	feed_watch(wc->session->community.id);
 	ws_session_start(wc->session);
@@ -426,6 +428,7 @@ static void on_close(const struct mg_connection *conn, void *cbdata)
 		wc->next->prev = wc->prev;
 	pthread_mutex_unlock(&ws.mu);
 	mg_set_user_connection_data(conn, NULL);
+	metrics_add(METRIC_WS_CONNECTIONS, -1);
 	ws_session_free(wc->session);
 	comb_buf_release(&wc->message);
 	free(wc);
@@ -476,10 +479,9 @@ static void *reaper_main(void *arg)
 
 int ws_start(struct relay *relay, char *errbuf, size_t errlen)
 {
-	int threads = relay->cfg.num_threads, reserve, err, rc;
+	int threads = relay->cfg.num_threads, err, rc;
 
-	reserve = threads / 8 < 2 ? 2 : threads / 8;
-	ws.cap = threads - reserve < 1 ? 1 : threads - reserve;
+	ws.cap = comb_max_connections(threads);
 	ws.per_addr = relay->cfg.max_connections_per_ip;
 	ws.addrs = calloc((size_t)ws.cap, sizeof(*ws.addrs));
 	if (!ws.addrs)

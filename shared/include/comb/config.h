@@ -46,7 +46,6 @@ struct comb_config {
 	int write_rate;             /* COMB_WRITE_RATE, per minute; 0: no limit */
 	int write_burst;            /* COMB_WRITE_BURST */
 	int shutdown_grace_ms;      /* COMB_SHUTDOWN_GRACE_MS */
-	bool access_log;            /* COMB_ACCESS_LOG */
 };
 
 /*
