@@ -3,13 +3,26 @@
  * plugins, opens the PostgreSQL and Redis pools, starts live delivery, the
  * sync workers and the capture feed, and serves HTTP (and WebSocket) with
  * civetweb until SIGINT or SIGTERM.
+ *
+ * A stop is graceful (docs/operations.md, "Stopping a relay node"):
+ * /readyz turns 503 at once, the listening sockets close (new connections
+ * are refused), every WebSocket gets the close 1001 "going away" once the
+ * message it is handling is answered, and requests in progress finish;
+ * after COMB_SHUTDOWN_GRACE_MS at most, civetweb stops and the process
+ * exits 0.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comb/error.h"
@@ -25,6 +38,10 @@
 #include "ws/ws.h"
 
 static volatile sig_atomic_t stopping;
+
+/* civetweb requests in progress; a WebSocket connection is one request
+ * for as long as it lasts. */
+static atomic_int requests_in_flight;
 
 static void on_signal(int sig)
 {
@@ -78,6 +95,151 @@ static void default_plugin_path(char *out, size_t outlen)
 	snprintf(out, outlen, "%s/../lib/policy_default.so", exe);
 }
 
+static int begin_request(struct mg_connection *conn)
+{
+	atomic_fetch_add(&requests_in_flight, 1);
+	return ws_begin_request(conn);
+}
+
+static void end_request(const struct mg_connection *conn, int status)
+{
+	ws_end_request(conn, status);
+	atomic_fetch_sub(&requests_in_flight, 1);
+}
+
+/*
+ * Closes civetweb's listening sockets, so that new connections are refused
+ * while the ones it serves go on. civetweb 1.15 has no call for this, and
+ * its accept loop polls the sockets until mg_stop, so each one (found
+ * among the process's descriptors: a listening socket on one of the
+ * server's ports) is replaced with dup2() by the read end of a pipe whose
+ * write end stays open: never readable, so the loop never accepts on it,
+ * and closed by civetweb in mg_stop like the socket it replaced. The
+ * socket is shut down first, so that the kernel refuses new connections at
+ * once (the loop's poll may hold it a little longer; its failed accept
+ * does nothing). Returns the pipe's write end (close it after mg_stop), or
+ * -1.
+ */
+static int stop_listening(struct mg_context *ctx)
+{
+	struct mg_server_port ports[8];
+	int nports = mg_get_server_ports(ctx, 8, ports);
+	int quiet[2], closed = 0, i;
+	struct dirent *e;
+	DIR *dir;
+
+	if (nports <= 0 || pipe(quiet))
+		return -1;
+	dir = opendir("/proc/self/fd");
+	while (dir && (e = readdir(dir))) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(int);
+		int fd = (int)strtol(e->d_name, NULL, 10), listening = 0, port;
+
+		if (fd <= 2 || fd == quiet[0] || fd == quiet[1] || fd == dirfd(dir) ||
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) ||
+		    !listening)
+			continue;
+		len = sizeof(ss);
+		if (getsockname(fd, (struct sockaddr *)&ss, &len))
+			continue;
+		if (ss.ss_family == AF_INET)
+			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		else if (ss.ss_family == AF_INET6)
+			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		else
+			continue;
+		for (i = 0; i < nports && ports[i].port != port; i++)
+			;
+		if (i < nports && shutdown(fd, SHUT_RDWR) == 0 &&
+		    dup2(quiet[0], fd) == fd)
+			closed++;
+	}
+	if (dir)
+		closedir(dir);
+	close(quiet[0]);
+	if (closed == 0)
+		comb_warn("stopping: no listening socket found; new connections are still accepted");
+	return quiet[1];
+}
+
+/* Waits until no civetweb request is in progress, or until deadline
+ * (CLOCK_MONOTONIC). Returns the requests left. */
+static int wait_requests(const struct timespec *deadline)
+{
+	struct timespec now;
+	int n;
+
+	for (;;) {
+		n = atomic_load(&requests_in_flight);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (n == 0 || now.tv_sec > deadline->tv_sec ||
+		    (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec))
+			return n;
+		usleep(20000);
+	}
+}
+
+/* The graceful stop described at the top of this file. */
+static void drain(struct relay *relay)
+{
+	int grace = relay->cfg.shutdown_grace_ms, sockets, requests, quiet;
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += grace / 1000;
+	deadline.tv_nsec += (long)(grace % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	atomic_store(&relay->draining, true);
+	comb_info("stopping: not ready, refusing new connections, closing %d WebSocket connections (grace %d ms)",
+		  ws_connections(), grace);
+	quiet = stop_listening(relay->http);
+	sockets = ws_drain(grace);
+	requests = wait_requests(&deadline);
+	if (sockets || requests)
+		comb_warn("stopping: grace period over with %d WebSocket connections and %d requests left",
+			  sockets, requests);
+	else
+		comb_info("stopping: every connection closed");
+	mg_stop(relay->http);
+	if (quiet >= 0)
+		close(quiet);
+}
+
+/* Raises the soft limit of open files to the hard limit: every connection
+ * holds a socket, and the pools and the feed hold more. Logs what was
+ * obtained, and warns when it is below what num_threads may need. */
+static void raise_open_files(const struct comb_config *cfg)
+{
+	struct rlimit rl;
+	rlim_t wanted = (rlim_t)cfg->num_threads + (rlim_t)cfg->db_pool_size * 2 + 64;
+	rlim_t before;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl)) {
+		comb_warn("open files: cannot read the limit: %s", strerror(errno));
+		return;
+	}
+	before = rl.rlim_cur;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			rl.rlim_cur = before;
+	}
+	if (rl.rlim_cur == before)
+		comb_info("open files: limit %llu (the hard limit)",
+			  (unsigned long long)rl.rlim_cur);
+	else
+		comb_info("open files: limit raised from %llu to %llu (the hard limit)",
+			  (unsigned long long)before, (unsigned long long)rl.rlim_cur);
+	if (rl.rlim_cur < wanted)
+		comb_warn("open files: limit %llu is below the %llu that COMB_NUM_THREADS %d may need; raise the hard limit (ulimit -Hn, LimitNOFILE=, --ulimit nofile=)",
+			  (unsigned long long)rl.rlim_cur, (unsigned long long)wanted,
+			  cfg->num_threads);
+}
+
 static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 {
 	char threads[16], max_message[16];
@@ -101,8 +263,8 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 	snprintf(threads, sizeof(threads), "%d", relay->cfg.num_threads);
 	snprintf(max_message, sizeof(max_message), "%d",
 		 relay->cfg.max_message_length);
-	callbacks.begin_request = ws_begin_request;
-	callbacks.end_request = ws_end_request;
+	callbacks.begin_request = begin_request;
+	callbacks.end_request = end_request;
 	relay->http = mg_start(&callbacks, relay, options);
 	if (!relay->http)
 		return comb_fail(errbuf, errlen, COMB_EIO,
@@ -152,6 +314,7 @@ int main(void)
 		goto out;
 	}
 
+	raise_open_files(&relay.cfg);
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -185,8 +348,7 @@ int main(void)
 	comb_info("relay %s listening on %s", relay.pubkey, relay.cfg.listen);
 	while (!stopping)
 		sleep(1);
-	comb_info("stopping");
-	mg_stop(relay.http);
+	drain(&relay);
 	rc = 0;
 out:
 	write_batch_stop();

@@ -1,9 +1,14 @@
 /*
  * Request counters and latency histograms, kept in fixed arrays of atomics
- * indexed by route and status class, rendered in the Prometheus text format
- * together with the database pool's gauges.
+ * indexed by route and status, and the relay's own counters and gauges,
+ * kept the same way with a fixed list of label values each (anything else
+ * counts as "other"), rendered in the Prometheus text format together with
+ * the database pool's and the revision cache's figures.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
+#include <string.h>
+#include <time.h>
 
 #include "metrics.h"
 #include "revcache.h"
@@ -16,7 +21,8 @@ static const char *const route_names[ROUTE_COUNT_] = {
 	[ROUTE_OTHER] = "other",
 };
 
-static const int statuses[] = {200, 400, 401, 403, 404, 409, 413, 429, 500, 503};
+static const int statuses[] = {101, 200, 400, 401, 403, 404, 408, 409, 413,
+			       429, 500, 503};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 
 static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -26,6 +32,100 @@ static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 static atomic_ulong requests[ROUTE_COUNT_][NSTATUS + 1];
 static atomic_ulong latency[ROUTE_COUNT_][NBUCKETS + 1];
 static atomic_ulong latency_sum_us[ROUTE_COUNT_];
+
+static atomic_long values[METRIC_COUNT_];
+
+/* Label values of the labelled counters; the last one is "other". */
+static const char *const resync_reasons[] = {
+	"change feed interrupted", "access changed", "too many held changes",
+	"slow consumer", "sync set too large", "artifact left the sync", "other",
+};
+static const char *const write_outcomes[] = {
+	"accepted", "duplicate", "blocked", "rate-limited", "invalid", "pow",
+	"restricted", "auth-required", "error", "other",
+};
+static const char *const incremental_outcomes[] = {
+	"ok", "short_circuit", "incremental_busy", "incremental_reset",
+	"incremental_bad_cursor", "incremental_bad_request",
+	"incremental_unavailable", "other",
+};
+#define NREASONS (sizeof(resync_reasons) / sizeof(resync_reasons[0]))
+#define NWRITES (sizeof(write_outcomes) / sizeof(write_outcomes[0]))
+#define NINCREMENTAL (sizeof(incremental_outcomes) / sizeof(incremental_outcomes[0]))
+
+static atomic_ulong resyncs[NREASONS];
+static atomic_ulong writes[NWRITES];
+static atomic_ulong incrementals[NINCREMENTAL];
+static atomic_ullong feed_epoch;
+static atomic_llong last_beat_ms;  /* CLOCK_MONOTONIC; 0: none yet */
+
+/* The index of the first of n names that text is (len bytes), else of
+ * the last ("other"). */
+static size_t label_index(const char *const *names, size_t n,
+			  const char *text, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < n; i++) {
+		if (strlen(names[i]) == len && !memcmp(names[i], text, len))
+			return i;
+	}
+	return n - 1;
+}
+
+static int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void metrics_add(enum metric m, long delta)
+{
+	atomic_fetch_add(&values[m], delta);
+}
+
+void metrics_closed(const char *message)
+{
+	static const char prefix[] = "resync: ";
+
+	if (strncmp(message, prefix, sizeof(prefix) - 1))
+		return;
+	message += sizeof(prefix) - 1;
+	atomic_fetch_add(&resyncs[label_index(resync_reasons, NREASONS, message,
+					      strlen(message))], 1);
+}
+
+void metrics_write(const char *message)
+{
+	const char *colon = strchr(message, ':');
+	size_t i = *message ? label_index(write_outcomes, NWRITES, message,
+					  colon ? (size_t)(colon - message) : strlen(message)) : 0;
+
+	if (*message && i == 0)
+		i = NWRITES - 1;  /* "accepted" is never a prefix */
+	atomic_fetch_add(&writes[i], 1);
+}
+
+void metrics_incremental(const char *outcome)
+{
+	atomic_fetch_add(&incrementals[label_index(incremental_outcomes, NINCREMENTAL,
+						   outcome, strlen(outcome))], 1);
+}
+
+static atomic_ulong feed_epochs;
+
+void metrics_feed_epoch(uint64_t epoch)
+{
+	atomic_store(&feed_epoch, epoch);
+	atomic_fetch_add(&feed_epochs, 1);
+}
+
+void metrics_feed_beat(void)
+{
+	atomic_store(&last_beat_ms, monotonic_ms());
+}
 
 void metrics_observe(enum route route, int status, double seconds)
 {
@@ -40,7 +140,78 @@ void metrics_observe(enum route route, int status, double seconds)
 	atomic_fetch_add(&latency_sum_us[route], (unsigned long)(seconds * 1e6));
 }
 
-int metrics_render(struct relay *relay, struct comb_buf *out)
+/* Appends one labelled counter family. */
+static int render_labelled(struct comb_buf *out, const char *name, const char *help,
+			   const char *label, const char *const *names,
+			   atomic_ulong *counts, size_t n)
+{
+	int rc = comb_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n",
+				 name, help, name);
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		rc |= comb_buf_printf(out, "%s{%s=\"%s\"} %lu\n", name, label,
+				      names[i], atomic_load(&counts[i]));
+	return rc;
+}
+
+/* The WebSocket, sync, feed, write and incremental-read figures. */
+static int render_relay(const struct metrics_state *state, struct comb_buf *out)
+{
+	int64_t beat = atomic_load(&last_beat_ms);
+	int rc = 0;
+
+	rc |= comb_buf_printf(out,
+			      "# HELP comb_ws_connections WebSocket connections open.\n"
+			      "# TYPE comb_ws_connections gauge\ncomb_ws_connections %ld\n"
+			      "# HELP comb_ws_subscriptions Plain REQ subscriptions receiving live events.\n"
+			      "# TYPE comb_ws_subscriptions gauge\ncomb_ws_subscriptions %ld\n"
+			      "# HELP comb_syncs Syncs open, by mode.\n"
+			      "# TYPE comb_syncs gauge\ncomb_syncs{mode=\"current\"} %ld\n"
+			      "comb_syncs{mode=\"resumable\"} %ld\n"
+			      "# HELP comb_stopping 1 while the node drains for a stop.\n"
+			      "# TYPE comb_stopping gauge\ncomb_stopping %d\n",
+			      atomic_load(&values[METRIC_WS_CONNECTIONS]),
+			      state->subscriptions,
+			      atomic_load(&values[METRIC_SYNCS]),
+			      atomic_load(&values[METRIC_RESUMABLE_SYNCS]),
+			      state->stopping ? 1 : 0);
+	rc |= render_labelled(out, "comb_resync_closes_total",
+			      "Syncs and subscriptions closed with resync:, by reason.",
+			      "reason", resync_reasons, resyncs, NREASONS);
+	rc |= comb_buf_printf(out,
+			      "# HELP comb_feed_alive 1 while capture heartbeats arrive (within three intervals).\n"
+			      "# TYPE comb_feed_alive gauge\ncomb_feed_alive %d\n"
+			      "# HELP comb_feed_heartbeat_age_seconds Time since the last capture heartbeat (-1: none yet).\n"
+			      "# TYPE comb_feed_heartbeat_age_seconds gauge\ncomb_feed_heartbeat_age_seconds %.3f\n"
+			      "# HELP comb_feed_epoch_info The capture epoch followed, in hex (always 1).\n"
+			      "# TYPE comb_feed_epoch_info gauge\ncomb_feed_epoch_info{epoch=\"%016" PRIx64 "\"} 1\n"
+			      "# HELP comb_feed_epochs_total Capture epochs followed (each change after the first resyncs every sync).\n"
+			      "# TYPE comb_feed_epochs_total counter\ncomb_feed_epochs_total %ld\n"
+			      "# HELP comb_feed_signals_total Capture messages received (heartbeats and marks included).\n"
+			      "# TYPE comb_feed_signals_total counter\ncomb_feed_signals_total %ld\n"
+			      "# HELP comb_feed_gaps_total Lost signals detected in a community (a seq gap or a mark ahead).\n"
+			      "# TYPE comb_feed_gaps_total counter\ncomb_feed_gaps_total %ld\n"
+			      "# HELP comb_feed_heartbeat_losses_total Times no heartbeat arrived for three intervals.\n"
+			      "# TYPE comb_feed_heartbeat_losses_total counter\ncomb_feed_heartbeat_losses_total %ld\n",
+			      state->feed_alive ? 1 : 0,
+			      beat ? (double)(monotonic_ms() - beat) / 1000 : -1.0,
+			      (uint64_t)atomic_load(&feed_epoch),
+			      (long)atomic_load(&feed_epochs),
+			      atomic_load(&values[METRIC_FEED_SIGNALS]),
+			      atomic_load(&values[METRIC_FEED_GAPS]),
+			      atomic_load(&values[METRIC_FEED_LOSSES]));
+	rc |= render_labelled(out, "comb_writes_total",
+			      "Events written (POST /events and WebSocket EVENT), by the prefix of the answer.",
+			      "outcome", write_outcomes, writes, NWRITES);
+	rc |= render_labelled(out, "comb_incremental_reads_total",
+			      "Incremental reads, by outcome (the error code when refused).",
+			      "outcome", incremental_outcomes, incrementals, NINCREMENTAL);
+	return rc;
+}
+
+int metrics_render(struct relay *relay, const struct metrics_state *state,
+		   struct comb_buf *out)
 {
 	struct comb_db_stats db;
 	struct revcache_stats rev;
@@ -112,5 +283,6 @@ int metrics_render(struct relay *relay, struct comb_buf *out)
 			      "# TYPE comb_revision_cache_max_bytes gauge\ncomb_revision_cache_max_bytes %zu\n",
 			      rev.hits, rev.misses, rev.evictions, rev.bytes, rev.entries,
 			      rev.max_bytes);
+	rc |= render_relay(state, out);
 	return rc ? -1 : 0;
 }

@@ -18,4 +18,14 @@
 #define COMB_INCREMENTAL_MAX_PAGE 1000
 #define COMB_INCREMENTAL_MAX_IDS 1000
 
+/* WebSocket connections a node holds with num_threads civetweb workers:
+ * all but a reserve (an eighth, at least 2) kept for HTTP. Advertised in
+ * NIP-11 as limitation.max_connections. */
+static inline int comb_max_connections(int num_threads)
+{
+	int reserve = num_threads / 8 < 2 ? 2 : num_threads / 8;
+
+	return num_threads - reserve < 1 ? 1 : num_threads - reserve;
+}
+
 #endif

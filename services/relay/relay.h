@@ -6,6 +6,7 @@
 #define COMB_RELAY_H
 
 #include <civetweb.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@ struct relay {
 	unsigned char secret_key[32];
 	char pubkey[65];
 	struct mg_context *http;
+	atomic_bool draining;           /* shutting down: /readyz 503 */
 };
 
 /* The community a request belongs to, from its Host header. */

@@ -65,8 +65,8 @@ static const struct setting settings[] = {
 	LEVEL(log_level, "COMB_LOG_LEVEL", "info", "debug, info, warn or error"),
 	BOOL(incremental_enabled, "COMB_INCREMENTAL_ENABLED", "false",
 	     "serve incremental reads (section 8 of the protocol)"),
-	INT(num_threads, "COMB_NUM_THREADS", "64", 2, 20000,
-	    "civetweb worker threads: bounds concurrent connections"),
+	INT(num_threads, "COMB_NUM_THREADS", "1200", 2, 20000,
+	    "civetweb worker threads, one per open connection: a node holds this minus an eighth as WebSockets (1,050 by default; NIP-11 `limitation.max_connections`)"),
 	INT(max_connections_per_ip, "COMB_MAX_CONNECTIONS_PER_IP", "16", 1,
 	    100000, "WebSocket connections one client address may hold on a relay node (behind a proxy that hides client addresses, the proxy's address is that one address)"),
 	INT(db_pool_size, "COMB_DB_POOL_SIZE", "8", 1, 1000,
@@ -107,6 +107,8 @@ static const struct setting settings[] = {
 	    "most chat messages and artifact writes committed in one transaction (group commit; 1: one transaction per write)"),
 	INT(write_batch_wait_us, "COMB_WRITE_BATCH_WAIT_US", "200", 0, 100000,
 	    "how long a batch that is not full waits for more writes, in microseconds"),
+	INT(shutdown_grace_ms, "COMB_SHUTDOWN_GRACE_MS", "10000", 0, 600000,
+	    "on SIGTERM or SIGINT, how long the relay waits for requests in progress and WebSocket closes before it stops, in milliseconds"),
 };
 
 static int parse_setting(const struct setting *s, const char *value, void *field,

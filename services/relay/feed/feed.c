@@ -42,6 +42,7 @@
 #include "comb/list.h"
 #include "comb/log.h"
 #include "feed_int.h"
+#include "metrics.h"
 
 #define BUCKETS 1024
 /* Communities one node follows at most (each has WebSocket sessions). */
@@ -321,6 +322,7 @@ static void on_beat(int64_t now)
 	bool was;
 
 	atomic_store(&feed.last_beat_ms, (long long)now);
+	metrics_feed_beat();
 	pthread_mutex_lock(&feed.mu);
 	was = feed.alive;
 	feed.alive = true;
@@ -347,6 +349,7 @@ static void check_liveness(int64_t now)
 	pthread_mutex_unlock(&feed.mu);
 	if (!was)
 		return;
+	metrics_add(METRIC_FEED_LOSSES, 1);
 	ws_live_set_local_feed(true);
 	interrupt_all("no heartbeat from capture for three intervals");
 }
@@ -370,6 +373,7 @@ static void on_mark(const struct comb_signal *s)
 	}
 	pthread_mutex_unlock(&feed.mu);
 	if (gap) {
+		metrics_add(METRIC_FEED_GAPS, 1);
 		comb_warn("feed: community %" PRId64 " mark %" PRIu64
 			  " is ahead of the signals received: interrupting its syncs",
 			  s->community, s->seq);
@@ -400,6 +404,7 @@ static bool count_signal(const struct comb_signal *s)
 	}
 	pthread_mutex_unlock(&feed.mu);
 	if (gap) {
+		metrics_add(METRIC_FEED_GAPS, 1);
 		comb_warn("feed: community %" PRId64 " signal gap (seq %" PRIu64
 			  " where %" PRIu64 " was due): interrupting its syncs",
 			  s->community, s->seq, expected);
@@ -444,6 +449,7 @@ static bool left_behind(uint64_t epoch)
 
 static void handle(const struct comb_signal *s, int64_t now)
 {
+	metrics_add(METRIC_FEED_SIGNALS, 1);
 	if (s->epoch != feed.epoch && left_behind(s->epoch)) {
 		feed.stale++;
 		return;
@@ -454,6 +460,7 @@ static void handle(const struct comb_signal *s, int64_t now)
 		memmove(feed.left + 1, feed.left, sizeof(feed.left) - sizeof(feed.left[0]));
 		feed.left[0] = old;
 		feed.epoch = s->epoch;
+		metrics_feed_epoch(s->epoch);
 		if (old != 0) {
 			char why[96];
 

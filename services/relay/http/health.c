@@ -1,4 +1,6 @@
 /* Liveness, readiness and metrics: answered on any host. */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "comb/db.h"
@@ -15,12 +17,19 @@ void handle_healthz(struct request *req)
 			     "Content-Length: 2\r\n\r\nok");
 }
 
-/* Ready when PostgreSQL answers, Redis answers a PING and the capture
- * feed had a heartbeat within the last three intervals. */
+/*
+ * Ready when this node can serve HTTP reads and writes: PostgreSQL
+ * answers, Redis answers a PING, and the node is not stopping. The
+ * capture feed's state is reported ("feed": "up" or "down") but does not
+ * count: syncs wait for the feed and resync by themselves, and a capture
+ * failover would otherwise take every node out of a load balancer at once.
+ */
 void handle_readyz(struct request *req)
 {
-	bool db_ok = false, redis_ok, feed_ok;
+	bool db_ok = false, redis_ok, feed_ok, draining;
 	PGconn *db = comb_db_acquire(req->relay->db, 1000);
+	const char *error;
+	char body[256];
 
 	if (db) {
 		PGresult *res = PQexec(db, "SELECT 1");
@@ -31,21 +40,32 @@ void handle_readyz(struct request *req)
 	}
 	redis_ok = comb_redis_ping(req->relay->redis);
 	feed_ok = feed_alive();
-	if (db_ok && redis_ok && feed_ok) {
-		http_send_json(req, 200, "{\"ready\":true}", "");
-		return;
-	}
-	http_send_error(req, 503, !db_ok ? "error: database unavailable" :
-			!redis_ok ? "error: redis unavailable" :
-			"error: change feed unavailable");
+	draining = atomic_load(&req->relay->draining);
+	error = draining ? "error: shutting down" :
+		!db_ok ? "error: database unavailable" :
+		!redis_ok ? "error: redis unavailable" : NULL;
+	snprintf(body, sizeof(body),
+		 "{\"ready\":%s,%s%s%s\"database\":\"%s\",\"redis\":\"%s\","
+		 "\"feed\":\"%s\",\"stopping\":%s}",
+		 error ? "false" : "true", error ? "\"error\":\"" : "",
+		 error ? error : "", error ? "\"," : "",
+		 db_ok ? "ok" : "unavailable", redis_ok ? "ok" : "unavailable",
+		 feed_ok ? "up" : "down", draining ? "true" : "false");
+	http_send_json(req, error ? 503 : 200, body,
+		       error ? "Retry-After: 1\r\n" : "");
 }
 
 void handle_metrics(struct request *req)
 {
+	struct metrics_state state = {
+		.feed_alive = feed_alive(),
+		.subscriptions = ws_live_entries(),
+		.stopping = atomic_load(&req->relay->draining),
+	};
 	struct comb_buf b;
 
 	comb_buf_init(&b, 1 << 20);
-	if (metrics_render(req->relay, &b)) {
+	if (metrics_render(req->relay, &state, &b)) {
 		comb_buf_release(&b);
 		http_send_error(req, 503, "error: metrics unavailable");
 		return;

@@ -67,6 +67,10 @@ void handle_nip11(struct request *req)
 		json_object_set_new(limitation, "max_node_writes_in_flight",
 				    json_integer(cfg->write_inflight_per_node));
 	}
+	/* WebSocket connections this node holds (COMB_NUM_THREADS). */
+	if (doc)
+		json_object_set_new(json_object_get(doc, "limitation"), "max_connections",
+				    json_integer(comb_max_connections(cfg->num_threads)));
 	/* The per-pubkey write budget, shared by every relay node; absent
 	 * when it is off (COMB_WRITE_RATE=0). */
 	if (doc && cfg->write_rate > 0) {

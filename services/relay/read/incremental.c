@@ -22,6 +22,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/random.h"
+#include "metrics.h"
 #include "proto/proto.h"
 #include "read_int.h"
 #include "request.h"
@@ -52,6 +53,7 @@ static void send_inc_error(struct request *req, int status, const char *code,
 	struct comb_buf b;
 	char headers[64] = "";
 
+	metrics_incremental(code);
 	comb_buf_init(&b, 1024);
 	comb_buf_printf(&b, "{\"error\":\"%s\",\"message\":", code);
 	comb_buf_json_string(&b, message, strlen(message));
@@ -543,6 +545,8 @@ static void incremental_run(struct request *req, json_t *filter, bool admission)
 		known_ids(&rc);
 	else
 		cursor_read(&rc, key);
+	if (req->status == 200)
+		metrics_incremental("ok");
 out:
 	if (req->db && PQtransactionStatus(req->db) != PQTRANS_IDLE)
 		PQclear(PQexec(req->db, "COMMIT"));

@@ -16,6 +16,7 @@
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/log.h"
+#include "metrics.h"
 
 /* Frames other than EVENT are small; this bounds them. */
 #define SMALL_FRAME 4096
@@ -182,6 +183,7 @@ int ws_send_closed(struct ws_session *s, const char *sub_id,
 	struct comb_buf b;
 	int rc;
 
+	metrics_closed(message);
 	comb_buf_init(&b, SMALL_FRAME);
 	rc = comb_buf_puts(&b, "[\"CLOSED\",");
 	if (rc == 0)

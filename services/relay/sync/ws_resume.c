@@ -40,6 +40,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
+#include "metrics.h"
 #include "read/read.h"
 
 #define RESUME_WORKERS 2
@@ -565,6 +566,7 @@ static void *worker_main(void *arg)
 
 static void sub_free(struct resume_sub *sub)
 {
+	metrics_add(METRIC_RESUMABLE_SYNCS, -1);
 	json_decref(sub->filter);
 	free(sub->channels);
 	free(sub);
@@ -667,6 +669,7 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 	sub->session = s;
 	sub->community = s->community.id;
 	sub->retry_ms = RETRY_FIRST_MS;
+	metrics_add(METRIC_RESUMABLE_SYNCS, 1);
 	return sub;
 fail:
 	if (sub) {

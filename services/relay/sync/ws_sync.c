@@ -33,6 +33,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
+#include "metrics.h"
 #include "proto/proto.h"
 #include "revcache.h"
 #include "ws_sync_int.h"
@@ -256,6 +257,7 @@ static void sub_free(struct sync_sub *sub)
 
 	if (!sub)
 		return;
+	metrics_add(METRIC_SYNCS, -1);
 	for (i = 0; i < sub->ntypes; i++)
 		free(sub->types[i]);
 	free(sub->types);
@@ -365,6 +367,7 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 		snprintf(why, whylen, "error: out of memory");
 		return NULL;
 	}
+	metrics_add(METRIC_SYNCS, 1);
 	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
 	sub->base.release = sub_release;
 	sub->session = s;

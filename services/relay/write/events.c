@@ -11,6 +11,7 @@
 #include "comb/hex.h"
 #include "comb/json.h"
 #include "feed/feed.h"
+#include "metrics.h"
 #include "rate_limit_int.h"
 #include "request.h"
 #include "write.h"
@@ -80,6 +81,7 @@ void write_event(struct writer *w, const struct comb_event *ev,
 	if (write_admit(w, ev, out))
 		write_dispatch(w, ev, out);
 	ws_live_local_end(w->community, ev, out->status == 200);
+	metrics_write(out->message);
 }
 
 static void send_result(struct request *req, const char *id,

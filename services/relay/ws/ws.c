@@ -36,6 +36,7 @@
 #include "comb/log.h"
 #include "feed/feed.h"
 #include "metrics.h"
+#include "protocol_limits.h"
 #include "request.h"
 #include "session/session.h"
 #include "ws_int.h"
@@ -53,6 +54,9 @@ struct ws_conn {
 	bool in_message;
 	bool timed_out;                /* the auth timeout closed it */
 	bool shut;                     /* its socket was shut down */
+	bool busy;                     /* a message is being handled */
+	bool going_away;               /* ws_drain ends it */
+	struct timespec away_at;       /* when its 1001 close was queued */
 };
 
 /* How many connections one client address holds. */
@@ -71,6 +75,7 @@ static struct {
 	struct ws_addr_count *addrs;   /* cap entries; n == 0: free */
 	bool stop;
 	bool started;
+	bool draining;                 /* ws_drain ran: upgrades refused */
 	pthread_t reaper;
 	struct relay *relay;
 } ws = {
@@ -182,6 +187,10 @@ int ws_begin_request(struct mg_connection *conn)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	host_of(conn, req.host, sizeof(req.host));
+	if (atomic_load(&relay->draining)) {
+		http_send_error(&req, 503, "error: shutting down");
+		goto refused;
+	}
 	if (!req.info->local_uri || strcmp(req.info->local_uri, "/")) {
 		http_send_error(&req, 404, "not found");
 		goto refused;
@@ -223,6 +232,8 @@ void ws_end_request(const struct mg_connection *conn, int status)
 	upgrade.claimed = false;
 }
 
+static void go_away_locked(struct ws_conn *wc);
+
 static int conn_write(void *conn, int opcode, const char *data, size_t len)
 {
 	return mg_websocket_write(conn, opcode, data, len);
@@ -262,9 +273,27 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 	ws.head = wc;
 	pthread_mutex_unlock(&ws.mu);
 	metrics_observe(ROUTE_WEBSOCKET, 101, 0);
+	metrics_add(METRIC_WS_CONNECTIONS, 1);
 	/* Follow the community's signals before its first REQ arrives. */
 	feed_watch(wc->session->community.id);
 	ws_session_start(wc->session);
+	pthread_mutex_lock(&ws.mu);
+	if (ws.draining)
+		go_away_locked(wc);
+	pthread_mutex_unlock(&ws.mu);
+}
+
+/* Queues the close 1001 "going away" of a connection that ws_drain ends,
+ * unless a message is being handled on it: handle_message closes it once
+ * the message is answered, so that the OK of a write in progress reaches
+ * the client before the close frame. The caller holds ws.mu. */
+static void go_away_locked(struct ws_conn *wc)
+{
+	wc->going_away = true;
+	if (wc->busy)
+		return;
+	ws_outbox_close(wc->session->outbox, WS_CLOSE_GOING_AWAY, "going away");
+	clock_gettime(CLOCK_MONOTONIC, &wc->away_at);
 }
 
 /* Ends the connection from the relay's side: NOTICE (when given), a close
@@ -290,6 +319,28 @@ static void message(struct ws_conn *wc, int opcode, const char *data, size_t len
 		return;
 	}
 	ws_session_handle(wc->session, data, len);
+}
+
+/* Handles one complete message unless the connection is going away (the
+ * client then gets the close frame and nothing of the message happens),
+ * marked busy for ws_drain meanwhile. */
+static void handle_message(struct ws_conn *wc, int opcode, const char *data,
+			   size_t len)
+{
+	bool skip;
+
+	pthread_mutex_lock(&ws.mu);
+	skip = wc->going_away;
+	wc->busy = !skip;
+	pthread_mutex_unlock(&ws.mu);
+	if (skip)
+		return;
+	message(wc, opcode, data, len);
+	pthread_mutex_lock(&ws.mu);
+	wc->busy = false;
+	if (wc->going_away)
+		go_away_locked(wc);
+	pthread_mutex_unlock(&ws.mu);
 }
 
 /* civetweb has checked the message's size against max_message_length
@@ -331,7 +382,7 @@ static int on_data(struct mg_connection *conn, int bits, char *data,
 			return close_with(wc, WS_CLOSE_PROTOCOL, NULL,
 					  "new message inside a fragmented one");
 		if (fin) {
-			message(wc, opcode, data, len);
+			handle_message(wc, opcode, data, len);
 			return 1;
 		}
 		comb_buf_reset(&wc->message);
@@ -350,7 +401,8 @@ static int on_data(struct mg_connection *conn, int bits, char *data,
 		return out_of_memory(wc);
 	if (fin) {
 		wc->in_message = false;
-		message(wc, wc->message_opcode, wc->message.data, wc->message.len);
+		handle_message(wc, wc->message_opcode, wc->message.data,
+			       wc->message.len);
 		/* A large message's buffer is not kept for an idle connection. */
 		if (wc->message.cap > 65536)
 			comb_buf_release(&wc->message);
@@ -376,6 +428,7 @@ static void on_close(const struct mg_connection *conn, void *cbdata)
 		wc->next->prev = wc->prev;
 	pthread_mutex_unlock(&ws.mu);
 	mg_set_user_connection_data(conn, NULL);
+	metrics_add(METRIC_WS_CONNECTIONS, -1);
 	ws_session_free(wc->session);
 	comb_buf_release(&wc->message);
 	free(wc);
@@ -426,10 +479,9 @@ static void *reaper_main(void *arg)
 
 int ws_start(struct relay *relay, char *errbuf, size_t errlen)
 {
-	int threads = relay->cfg.num_threads, reserve, err, rc;
+	int threads = relay->cfg.num_threads, err, rc;
 
-	reserve = threads / 8 < 2 ? 2 : threads / 8;
-	ws.cap = threads - reserve < 1 ? 1 : threads - reserve;
+	ws.cap = comb_max_connections(threads);
 	ws.per_addr = relay->cfg.max_connections_per_ip;
 	ws.addrs = calloc((size_t)ws.cap, sizeof(*ws.addrs));
 	if (!ws.addrs)
@@ -456,6 +508,41 @@ fail:
 	free(ws.addrs);
 	ws.addrs = NULL;
 	return rc;
+}
+
+int ws_drain(int timeout_ms)
+{
+	struct timespec t0, deadline;
+	struct ws_conn *wc;
+	int left = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_mutex_lock(&ws.mu);
+	ws.draining = true;
+	for (wc = ws.head; wc; wc = wc->next)
+		go_away_locked(wc);
+	while (ws.head && seconds_since(&t0) * 1000 < timeout_ms) {
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_nsec += 50 * 1000000L;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&ws.cond, &ws.mu, &deadline);
+		/* A client that ignores the close frame loses its socket
+		 * CLOSE_DRAIN_MS later, as after the auth timeout. */
+		for (wc = ws.head; wc; wc = wc->next) {
+			if (wc->going_away && !wc->busy && !wc->shut &&
+			    seconds_since(&wc->away_at) * 1000 >= CLOSE_DRAIN_MS) {
+				mg_websocket_shutdown(wc->conn);
+				wc->shut = true;
+			}
+		}
+	}
+	for (wc = ws.head; wc; wc = wc->next)
+		left++;
+	pthread_mutex_unlock(&ws.mu);
+	return left;
 }
 
 void ws_register(struct mg_context *ctx, struct relay *relay)

@@ -62,6 +62,16 @@ void ws_register(struct mg_context *ctx, struct relay *relay);
  * closed by then). */
 void ws_stop(void);
 
+/*
+ * Graceful shutdown, after relay->draining was set (new upgrades are then
+ * refused with 503): sends every connection the close 1001 "going away"
+ * (a connection handling a message gets it once the message is answered,
+ * so that a write in progress is acknowledged), shuts down the sockets of
+ * clients that do not answer the close within 2 s, and waits up to
+ * timeout_ms for every connection to end. Returns the connections left.
+ */
+int ws_drain(int timeout_ms);
+
 /* WebSocket connections open now. */
 int ws_connections(void);
 

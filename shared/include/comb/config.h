@@ -49,6 +49,7 @@ struct comb_config {
 	int write_inflight_per_node;       /* COMB_WRITE_INFLIGHT_PER_NODE */
 	int write_batch_max;               /* COMB_WRITE_BATCH_MAX */
 	int write_batch_wait_us;           /* COMB_WRITE_BATCH_WAIT_US */
+	int shutdown_grace_ms;      /* COMB_SHUTDOWN_GRACE_MS */
 };
 
 /*

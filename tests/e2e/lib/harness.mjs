@@ -650,14 +650,16 @@ async function waitHealthy(p, port, host) {
 	}
 }
 
-async function waitReady(port, host, logFile) {
+// Resolves when /readyz answers 200 and, with feed, reports the capture
+// feed up (readiness itself does not wait for it).
+async function waitReady(port, host, logFile, feed) {
 	const deadline = Date.now() + READY_TIMEOUT_MS;
 	let last = '';
 	for (;;) {
 		try {
 			const r = await request(`http://127.0.0.1:${port}`,
 				{ path: '/readyz', host, timeoutMs: 2000 });
-			if (r.status === 200)
+			if (r.status === 200 && (!feed || r.json().feed === 'up'))
 				return;
 			last = `${r.status} ${r.body}`;
 		} catch (err) {
@@ -710,7 +712,8 @@ export async function runAdmin(dbUrl, args) {
  *   communities [{id, hosts, owner, ownerSk}], admins [Uint8Array sk]
  *   captureEndpoint, logs {relays[], captures[]}
  *   psql(sql) -> stdout, query(sql) -> rows, admin(args) -> {code, stdout, stderr}
- *   stopNode(i, signal?), startNode(i), stopCapture(i, signal?), startCapture()
+ *   stopNode(i, signal?) -> {code, signal}, startNode(i), stopCapture(i, signal?),
+ *   startCapture()
  *   stop()  stops everything, drops the database, rejects when a process
  *           crashed or did not stop cleanly
  */
@@ -835,13 +838,14 @@ export async function startRelay(opts = {}) {
 			stack.urls[i] = `http://localhost:${stack.ports[i]}`;
 			stack.wsUrls[i] = `ws://localhost:${stack.ports[i]}`;
 			if (opts.ready ?? wantCapture)
-				await waitReady(stack.ports[i], healthHost, logFile);
+				await waitReady(stack.ports[i], healthHost, logFile, wantCapture);
 		};
 		stack.startNode = (i) => launch(i, true);
 		stack.stopNode = async (i, signal = 'SIGTERM') => {
 			const complaint = await stopService(relays[i], `relay ${i}`, signal);
 			if (complaint)
 				throw new Error(complaint);
+			return relays[i].exited;
 		};
 
 		if (wantCapture)
