@@ -37,6 +37,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
+#include "metrics.h"
 #include "write.h"
 #include "write_int.h"
 
@@ -265,6 +266,7 @@ static void *batcher_main(void *arg)
 		run(batch, n);
 		for (i = 0; i < n; i++) {
 			ws_live_local_deliver(batch[i]->live, true);
+			metrics_write(batch[i]->res.message);
 			batch[i]->done(batch[i]->ctx, &batch[i]->ev, &batch[i]->res);
 			job_free(batch[i]);
 		}
@@ -359,6 +361,7 @@ void write_submit(struct relay *relay, const struct community *c,
 	if (!job || !write_admit(&w, ev, &res)) {
 		if (!job)
 			write_refuse(&res, 503, "error: out of memory");
+		metrics_write(res.message);
 		done(ctx, ev, &res);
 		comb_event_release(ev);
 		free(job);

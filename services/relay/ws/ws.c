@@ -56,7 +56,8 @@ struct ws_conn {
 	bool shut;                     /* its socket was shut down */
 	bool busy;                     /* a message is being handled */
 	bool going_away;               /* ws_drain ends it */
-	struct timespec away_at;       /* when its 1001 close was queued */
+	bool away_queued;              /* its 1001 close is queued */
+	struct timespec away_at;       /* when it was queued */
 };
 
 /* How many connections one client address holds. */
@@ -284,16 +285,25 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 }
 
 /* Queues the close 1001 "going away" of a connection that ws_drain ends,
- * unless a message is being handled on it: handle_message closes it once
- * the message is answered, so that the OK of a write in progress reaches
- * the client before the close frame. The caller holds ws.mu. */
+ * unless a message is being handled on it or EVENTs it sent still wait for
+ * their OK: handle_message and ws_drain's loop close it once those are
+ * answered, so that the OK of a write in progress reaches the client
+ * before the close frame. The caller holds ws.mu. */
 static void go_away_locked(struct ws_conn *wc)
 {
+	int writing;
+
 	wc->going_away = true;
-	if (wc->busy)
+	if (wc->busy || wc->away_queued)
+		return;
+	pthread_mutex_lock(&wc->session->mu);
+	writing = wc->session->writes_in_flight;
+	pthread_mutex_unlock(&wc->session->mu);
+	if (writing > 0)
 		return;
 	ws_outbox_close(wc->session->outbox, WS_CLOSE_GOING_AWAY, "going away");
 	clock_gettime(CLOCK_MONOTONIC, &wc->away_at);
+	wc->away_queued = true;
 }
 
 /* Ends the connection from the relay's side: NOTICE (when given), a close
@@ -529,10 +539,12 @@ int ws_drain(int timeout_ms)
 			deadline.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&ws.cond, &ws.mu, &deadline);
-		/* A client that ignores the close frame loses its socket
+		/* Writes answered meanwhile: their connections close now. A
+		 * client that ignores the close frame loses its socket
 		 * CLOSE_DRAIN_MS later, as after the auth timeout. */
 		for (wc = ws.head; wc; wc = wc->next) {
-			if (wc->going_away && !wc->busy && !wc->shut &&
+			go_away_locked(wc);
+			if (wc->away_queued && !wc->busy && !wc->shut &&
 			    seconds_since(&wc->away_at) * 1000 >= CLOSE_DRAIN_MS) {
 				mg_websocket_shutdown(wc->conn);
 				wc->shut = true;
