@@ -113,25 +113,35 @@ export class IndexedDBStore implements Store {
 }
 
 export interface ViewOptions {
-  /** Channel ids. Without them the view covers every readable channel and polls. */
+  /** Channel ids. Without them the view covers every readable channel (and,
+   * without a resumable sync, polls). */
   channels?: string[];
   types?: string[];
   store?: Store;
   /** Milliseconds between catch-ups while no sync serves the view (default 5000). */
   pollInterval?: number;
+  /** Use the relay's resumable sync when NIP-11 lists it (default true);
+   * false keeps to the sync and incremental reads. */
+  resumable?: boolean;
 }
 
 export interface ViewStats {
   reads: number;
-  /** Artifacts received by incremental and known-ID reads. */
+  /** Artifacts received by incremental and known-ID reads and by the
+   * catch-up of resumable syncs. */
   fetched: number;
   knownReads: number;
   resets: number;
   snapshots: number;
-  /** Frames received on syncs, snapshots included. */
+  /** Frames received on syncs, snapshots included, and items of live
+   * CHANGES frames. */
   syncEvents: number;
   resyncs: number;
   connects: number;
+  /** Resumable syncs opened (REQ `"artifact":"changes"`). */
+  resumes: number;
+  /** CHANGES frames received. */
+  frames: number;
 }
 
 export class ArtifactView {

@@ -14,6 +14,16 @@ export class JsonFileStore {
 		this.savedCursor = undefined;
 		this.chain = Promise.resolve();   // the last write scheduled
 		this.pending = null;              // a write not yet started
+		this.calls = new Set();           // put and delete calls not yet done
+	}
+
+	// Runs a change; close() waits for it.
+	track(fn) {
+		const p = fn();
+		this.calls.add(p);
+		const done = () => this.calls.delete(p);
+		p.then(done, done);
+		return p;
 	}
 
 	async load() {
@@ -41,22 +51,26 @@ export class JsonFileStore {
 		return this.items.get(d);
 	}
 
-	async put(events, cursor) {
-		await this.load();
-		for (const ev of events)
-			this.items.set(tagValue(ev, 'd'), ev);
-		if (cursor !== undefined)
-			this.savedCursor = cursor;
-		return this.flush();
+	put(events, cursor) {
+		return this.track(async () => {
+			await this.load();
+			for (const ev of events)
+				this.items.set(tagValue(ev, 'd'), ev);
+			if (cursor !== undefined)
+				this.savedCursor = cursor;
+			return this.flush();
+		});
 	}
 
-	async delete(ds, cursor) {
-		await this.load();
-		for (const d of ds)
-			this.items.delete(d);
-		if (cursor !== undefined)
-			this.savedCursor = cursor;
-		return this.flush();
+	delete(ds, cursor) {
+		return this.track(async () => {
+			await this.load();
+			for (const d of ds)
+				this.items.delete(d);
+			if (cursor !== undefined)
+				this.savedCursor = cursor;
+			return this.flush();
+		});
 	}
 
 	async cursor() {
@@ -85,7 +99,9 @@ export class JsonFileStore {
 		await fs.rename(tmp, this.path);
 	}
 
+	// Resolves once every change made before it is in the file.
 	async close() {
+		await Promise.allSettled([...this.calls]);
 		await this.chain;
 	}
 }

@@ -1,7 +1,22 @@
 // ArtifactView: an exact local copy of the current artifacts of some
 // channels (PROTOCOL.md sections 7 and 8), kept in a store.
 //
-// How it stays current (the transport "current"):
+// How it stays current, when the relay offers a resumable sync (NIP-11
+// `artifacts.sync.modes` lists "changes") and a WebSocket is at hand (the
+// transport "changes", PROTOCOL.md section 7.3):
+//   1. a REQ `"artifact":"changes"` from the stored cursor (none: the whole
+//      set); its catch-up arrives as CHANGES frames, then EOSE, which
+//      resolves `ready`, then every change as a CHANGES frame. Each frame's
+//      items are stored with its cursor, so a reconnect, a reload or a
+//      restart resumes from the last frame applied.
+//   2. `resync:` and `error:` closes reopen from that cursor after a
+//      jittered backoff, `incremental_busy` after a longer one;
+//      `incremental_reset` and a foreign cursor start over without one;
+//      `error: incremental_unavailable` switches to the transport below.
+//   Frames, EOSE and CLOSED of one connection are handled one after
+//   another, so the view applies them in the relay's commit order.
+//
+// Otherwise (the transport "current"):
 //   1. catch-up: incremental reads from the stored cursor until `more` is
 //      false; they carry every change since the cursor, removals with
 //      their reasons. The first complete catch-up resolves `ready`.
@@ -16,12 +31,17 @@
 //   catch-ups instead (pollInterval).
 // Reads never run while a sync is open, so the two never race: the view
 // never shows an older revision of an artifact after a newer one.
-//   In a browser, the window's `offline` event drops the sync at once (an
-// open WebSocket may otherwise linger for minutes on a dead network) and
-// `online` cuts every wait short, so the view catches up as soon as the
-// network is back. A
-// resumable sync (`"artifact":"changes"`) would be a third transport that
-// feeds the same apply() with incremental answers and their cursors.
+//
+// Both: a dropped connection reconnects after a jittered backoff, and
+// after three failures in a row the view polls over HTTP and tries the
+// WebSocket again later. In a browser, the window's `offline` event drops
+// the socket at once (an open WebSocket may otherwise linger for minutes
+// on a dead network) and `online` cuts every wait short, so the view
+// catches up as soon as the network is back.
+//   Starting over (no cursor: the first start, or after incremental_reset)
+// reads the whole set; what the view holds and that set lacks left while
+// the view was away, and a known-ID read names why. Until that is done the
+// store keeps its old cursor, so a restart in between starts over again.
 
 import { CombError } from './errors.js';
 import { MemoryStore } from './stores.js';
@@ -39,6 +59,11 @@ function backoffMs(attempt, base = 250) {
 	return full / 2 + Math.random() * (full / 2);
 }
 
+// Answers that mean: read again without a cursor.
+function startsOver(err) {
+	return err.code === 'incremental_reset' || err.code === 'incremental_bad_cursor';
+}
+
 // Errors a retry cannot fix: a malformed request or an unknown scope.
 function fatal(err) {
 	return err instanceof CombError &&
@@ -50,8 +75,10 @@ class Closed extends Error {}
 export class ArtifactView {
 	/**
 	 * options: channels (channel ids; without them the view reads every
-	 * readable channel and polls), types, store (default a MemoryStore),
-	 * pollInterval (ms, default 5000).
+	 * readable channel), types, store (default a MemoryStore),
+	 * pollInterval (ms, default 5000), resumable (default true: use the
+	 * relay's resumable sync when it offers one; false keeps to the sync
+	 * and incremental reads).
 	 */
 	constructor(client, options = {}) {
 		this.client = client;
@@ -59,6 +86,8 @@ export class ArtifactView {
 		this.types = options.types ? [...options.types] : null;
 		this.store = options.store ?? new MemoryStore();
 		this.pollInterval = options.pollInterval ?? 5000;
+		this.resumable = options.resumable ?? true;
+		this.mode = null;              // 'changes' or 'current', once known
 		this.scope = {};
 		if (this.channels)
 			this.scope['#h'] = this.channels;
@@ -67,12 +96,13 @@ export class ArtifactView {
 		this.items = new Map();        // d -> current revision
 		this.superseded = new Map();   // d -> ids of revisions known to be older
 		this.cursor = undefined;
+		this.fresh = null;             // while starting over: the ds the new read holds
 		this.status = 'connecting';
 		this.listeners = { change: new Set(), status: new Set(), error: new Set() };
 		this.stats = { reads: 0, fetched: 0, knownReads: 0, resets: 0, snapshots: 0,
-			syncEvents: 0, resyncs: 0, connects: 0 };
+			syncEvents: 0, resyncs: 0, connects: 0, resumes: 0, frames: 0 };
 		this.closed = false;
-		this.sub = null;               // the sync: {ws, id, state, snapshot}
+		this.sub = null;               // the socket: {ws, id, mode, state, snapshot, chain}
 		this.syncAttempt = 0;
 		this.timer = null;             // the one pending step (poll, reconnect)
 		this.timerFn = null;
@@ -289,12 +319,11 @@ export class ArtifactView {
 		return body;
 	}
 
-	// Reads from the cursor until `more` is false. Without a cursor (first
-	// read, or after incremental_reset or a foreign cursor) the answer is
-	// the whole set: what we hold and it lacks is looked up by id.
+	// Reads from the cursor until `more` is false.
 	async catchUp() {
-		let fresh = this.cursor === undefined ? new Set() : null;
 		for (;;) {
+			if (this.cursor === undefined && !this.fresh)
+				this.fresh = new Set();
 			const filter = { artifact: 'incremental', ...this.scope };
 			if (this.cursor !== undefined)
 				filter.cursor = this.cursor;
@@ -302,35 +331,72 @@ export class ArtifactView {
 			try {
 				body = await this.read(filter);
 			} catch (err) {
-				if (err.code !== 'incremental_reset' && err.code !== 'incremental_bad_cursor')
+				if (!startsOver(err))
 					throw err;
-				this.stats.resets++;
-				this.cursor = undefined;
-				fresh = new Set();
+				this.startOver();
 				continue;
 			}
 			this.stats.reads++;
-			if (fresh) {
-				for (const c of body.changes)
-					fresh.add(c.op === 'upsert' ? tagValue(c.event, 'd') : c.d);
-			}
-			await this.apply(body.changes, body.cursor);
+			await this.applyCatchUp(body.changes, body.cursor);
 			if (!body.more)
 				break;
 		}
-		if (fresh)
-			await this.lookUp([...this.items.keys()].filter((d) => !fresh.has(d)));
+		await this.caughtUp();
+	}
+
+	// The cursor is too old or not ours: the next read is the whole set.
+	startOver() {
+		this.stats.resets++;
+		this.cursor = undefined;
+		this.fresh = new Set();
+	}
+
+	// Applies one page of a catch-up. While starting over it notes what
+	// the page holds, and the store keeps its old cursor.
+	async applyCatchUp(changes, cursor) {
+		if (!this.fresh) {
+			await this.apply(changes, cursor);
+			return;
+		}
+		for (const c of changes)
+			this.fresh.add(c.op === 'upsert' ? tagValue(c.event, 'd') : c.d);
+		await this.apply(changes);
+		this.cursor = cursor;
+	}
+
+	// The end of a complete catch-up. After starting over, what the view
+	// holds and the new read lacks changed while the view was away: a
+	// known-ID read names why (an upsert there came back since, and the
+	// next read or frame brings it), then the store gets the new cursor.
+	// sub: the socket whose catch-up this is (none for HTTP reads).
+	async caughtUp(sub = null) {
+		const fresh = this.fresh;
+		if (fresh) {
+			const gone = [...this.items.keys()].filter((d) => !fresh.has(d));
+			if (!await this.lookUp(gone, { keepUpserts: false, sub }))
+				return;
+			this.fresh = null;
+			await this.store.put([], this.cursor);
+		}
+		this.resolveReady(this);
 	}
 
 	// Known-ID reads: the current revision of each d, or its removal with
 	// the reason (`access` covers unknown and unreadable ids alike).
-	async lookUp(ds, { keepUpserts = true } = {}) {
+	// With sub, answers that arrive after sub was replaced are dropped
+	// (they might undo what the new socket applied): resolves false then.
+	async lookUp(ds, { keepUpserts = true, sub = null } = {}) {
+		if (!ds.length)
+			return true;
 		const max = (await this.client.info()).artifacts?.incremental?.max_ids ?? 1000;
 		for (let i = 0; i < ds.length; i += max) {
 			const body = await this.read({ artifact: 'incremental', '#d': ds.slice(i, i + max), ...this.scope });
 			this.stats.knownReads++;
+			if (sub && sub !== this.sub)
+				return false;
 			await this.apply(keepUpserts ? body.changes : body.changes.filter((c) => c.op !== 'upsert'));
 		}
+		return true;
 	}
 
 	// Runs fn until it succeeds, waiting between attempts (Retry-After
@@ -365,8 +431,15 @@ export class ArtifactView {
 			this.cursor = cursor ?? undefined;
 			if (upserts.length)
 				this.emit('change', { upserts, removals: [] });
+			const info = await this.retrying(() => this.client.info());
+			const modes = info.artifacts?.sync?.modes ?? [];
+			if (this.resumable && this.client.WebSocket && modes.includes('changes')) {
+				this.mode = 'changes';
+				this.connect();
+				return;
+			}
+			this.mode = 'current';
 			await this.retrying(() => this.catchUp());
-			this.resolveReady(this);
 			await this.goLive();
 		} catch (err) {
 			if (err instanceof Closed || this.closed)
@@ -377,7 +450,8 @@ export class ArtifactView {
 		}
 	}
 
-	// Opens the sync when it can serve this view, else polls.
+	// The transport "current": opens the sync when it can serve this
+	// view, else polls.
 	async goLive() {
 		const info = await this.retrying(() => this.client.info());
 		const sync = info.artifacts?.sync;
@@ -402,6 +476,7 @@ export class ArtifactView {
 				if (err instanceof Closed || this.closed)
 					return;
 				this.emit('error', err);
+				this.rejectReady(err);
 			}
 			if (this.closed)
 				return;
@@ -416,7 +491,7 @@ export class ArtifactView {
 	}
 
 	// ------------------------------------------------------------------
-	// the sync
+	// the socket: a resumable sync or a sync, by this.mode
 
 	connect() {
 		if (this.closed)
@@ -431,7 +506,8 @@ export class ArtifactView {
 			this.poll(null);
 			return;
 		}
-		const sub = { ws, id: `view${++subCounter}`, state: 'auth', snapshot: null, authId: null };
+		const sub = { ws, id: `view${++subCounter}`, mode: this.mode, state: 'auth', snapshot: null,
+			authId: null, chain: Promise.resolve() };
 		this.sub = sub;
 		ws.onmessage = (e) => this.onFrame(sub, e.data);
 		ws.onclose = () => this.onSocketClosed(sub);
@@ -457,7 +533,8 @@ export class ArtifactView {
 			sub.ws.send(JSON.stringify(msg));
 	}
 
-	// After a dropped connection or a resync: catch up, then open again.
+	// After a dropped connection (or, for a sync, a resync): open again
+	// (a sync catches up first).
 	reopen(reason) {
 		this.cancelLater();
 		if (globalThis.navigator?.onLine === false) {
@@ -510,25 +587,133 @@ export class ArtifactView {
 					this.poll(backoffMs(this.syncAttempt++, 1000));
 					return;
 				}
-				await this.openSync(sub);
+				if (sub.mode === 'changes')
+					this.openChanges(sub);
+				else
+					await this.openSync(sub);
 			}
 			return;
+		case 'CHANGES':
+			if (msg[1] === sub.id && sub.mode === 'changes' && Array.isArray(msg[2]?.changes))
+				this.inTurn(sub, () => this.onChanges(sub, msg[2]));
+			return;
 		case 'EVENT':
-			if (msg[1] === sub.id)
+			if (msg[1] === sub.id && sub.mode === 'current')
 				this.onEvent(sub, msg[2]);
 			return;
 		case 'EOSE':
-			if (msg[1] === sub.id)
+			if (msg[1] !== sub.id)
+				return;
+			if (sub.mode === 'changes')
+				this.inTurn(sub, () => this.onChangesEose(sub));
+			else
 				await this.onEose(sub);
 			return;
 		case 'CLOSED':
-			if (msg[1] === sub.id)
+			if (msg[1] !== sub.id)
+				return;
+			if (sub.mode === 'changes')
+				this.inTurn(sub, () => this.onChangesClosed(sub, String(msg[2] ?? '')));
+			else
 				this.onClosed(sub, String(msg[2] ?? ''));
 			return;
 		default:
 			return;
 		}
 	}
+
+	// ------------------------------------------------------------------
+	// the resumable sync
+
+	// Runs fn after everything received before it on sub, while sub is
+	// the view's socket.
+	inTurn(sub, fn) {
+		sub.chain = sub.chain.then(() => (sub === this.sub ? fn() : undefined)).catch((err) => {
+			if (!(err instanceof Closed) && !this.closed)
+				this.emit('error', err);
+		});
+	}
+
+	// Sends the REQ from the cursor (none: the whole set).
+	openChanges(sub) {
+		if (sub !== this.sub || this.closed)
+			return;
+		if (this.cursor === undefined && !this.fresh)
+			this.fresh = new Set();
+		const filter = { artifact: 'changes', ...this.scope };
+		if (this.cursor !== undefined)
+			filter.cursor = this.cursor;
+		sub.state = 'catching-up';
+		this.stats.resumes++;
+		this.setStatus('catching-up');
+		this.send(sub, ['REQ', sub.id, filter]);
+	}
+
+	// A frame is an incremental answer: its items, then its cursor, stored
+	// together. Catch-up items count as fetched, live ones as sync events.
+	async onChanges(sub, body) {
+		this.stats.frames++;
+		if (sub.state === 'live') {
+			this.stats.syncEvents += body.changes.length;
+			await this.apply(body.changes, body.cursor);
+			return;
+		}
+		this.stats.fetched += body.changes.filter((c) => c.op === 'upsert').length;
+		await this.applyCatchUp(body.changes, body.cursor);
+	}
+
+	async onChangesEose(sub) {
+		sub.state = 'live';
+		try {
+			await this.retrying(() => this.caughtUp(sub));
+		} catch (err) {
+			if (err instanceof Closed || this.closed)
+				return;
+			this.emit('error', err);
+		}
+		if (sub !== this.sub)
+			return;
+		this.syncAttempt = 0;
+		this.setStatus('live');
+	}
+
+	// PROTOCOL.md section 7.3, "CLOSED reasons": every retry starts from
+	// the last cursor stored (frames before the CLOSED are applied).
+	onChangesClosed(sub, reason) {
+		sub.state = 'closed';
+		const err = new CombError(reason);
+		this.emit('error', err);
+		const again = (ms) => {
+			this.setStatus('catching-up');
+			this.later(() => this.openChanges(sub), ms);
+		};
+		if (startsOver(err)) {
+			this.startOver();
+			again(0);
+		} else if (err.code === 'incremental_busy') {
+			again(backoffMs(this.syncAttempt++, 1000));
+		} else if (err.code === 'resync') {
+			this.stats.resyncs++;
+			again(backoffMs(this.syncAttempt++));
+		} else if (reason === 'error: incremental_unavailable') {
+			// the relay no longer offers it: a sync and incremental reads
+			this.dropSocket();
+			this.mode = 'current';
+			this.goLive().catch((e) => {
+				if (!(e instanceof Closed) && !this.closed)
+					this.emit('error', e);
+			});
+		} else if (err.code === 'error') {
+			again(backoffMs(this.syncAttempt++, 1000));
+		} else {
+			// refused (invalid:, auth-required:): the same REQ would be too
+			this.dropSocket();
+			this.poll(null);
+		}
+	}
+
+	// ------------------------------------------------------------------
+	// the sync
 
 	// Catches up (no sync is open meanwhile), then sends the REQ.
 	async openSync(sub) {
