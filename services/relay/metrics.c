@@ -22,7 +22,17 @@ static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 				 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 #define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
 
+static const char *const inc_outcome_names[INC_OUTCOME_COUNT_] = {
+	[INC_OUTCOME_SHORT_CIRCUIT] = "short_circuit",
+	[INC_OUTCOME_CHANGES] = "changes",
+	[INC_OUTCOME_INITIAL] = "initial",
+	[INC_OUTCOME_KNOWN_IDS] = "known_ids",
+	[INC_OUTCOME_BUSY] = "busy",
+	[INC_OUTCOME_RESET] = "reset",
+};
+
 static atomic_ulong requests[ROUTE_COUNT_][NSTATUS + 1];
+static atomic_ulong inc_outcomes[INC_OUTCOME_COUNT_];
 static atomic_ulong latency[ROUTE_COUNT_][NBUCKETS + 1];
 static atomic_ulong latency_sum_us[ROUTE_COUNT_];
 
@@ -37,6 +47,11 @@ void metrics_observe(enum route route, int status, double seconds)
 		;
 	atomic_fetch_add(&latency[route][b], 1);
 	atomic_fetch_add(&latency_sum_us[route], (unsigned long)(seconds * 1e6));
+}
+
+void metrics_incremental(enum inc_outcome outcome)
+{
+	atomic_fetch_add(&inc_outcomes[outcome], 1);
 }
 
 int metrics_render(struct relay *relay, struct comb_buf *out)
@@ -81,6 +96,11 @@ int metrics_render(struct relay *relay, struct comb_buf *out)
 				      (double)atomic_load(&latency_sum_us[r]) / 1e6,
 				      route_names[r], cumulative);
 	}
+	rc |= comb_buf_puts(out, "# HELP comb_incremental_reads_total Incremental reads, by outcome.\n"
+				 "# TYPE comb_incremental_reads_total counter\n");
+	for (r = 0; r < INC_OUTCOME_COUNT_; r++)
+		rc |= comb_buf_printf(out, "comb_incremental_reads_total{outcome=\"%s\"} %lu\n",
+				      inc_outcome_names[r], atomic_load(&inc_outcomes[r]));
 	comb_db_stats(relay->db, &db);
 	rc |= comb_buf_printf(out,
 			      "# HELP comb_db_pool_size PostgreSQL connections allowed.\n"
