@@ -16,11 +16,14 @@
 -- head's changed_xid (source 1), a move's moved_xid (2), the reader's
 -- membership changed_xid (3) or a policy log entry's xid (4), each in this
 -- community. When none of the four lies in the range, no item does,
--- whatever the reader's access; one index probe each.
+-- whatever the reader's access; one index probe each. PL/pgSQL so that
+-- each connection plans the probes once (a SQL function that is not
+-- inlined is planned again on every call).
 CREATE FUNCTION comb_incremental_unchanged(p_community bigint, p_reader text,
 					   p_after_xid xid8, p_horizon xid8)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-	SELECT NOT EXISTS (SELECT 1 FROM artifact_heads h
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	RETURN NOT EXISTS (SELECT 1 FROM artifact_heads h
 			    WHERE h.community_id = p_community
 			      AND h.changed_xid >= p_after_xid AND h.changed_xid < p_horizon)
 	   AND NOT EXISTS (SELECT 1 FROM artifact_moves mv
@@ -31,7 +34,8 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
 			      AND mb.changed_xid >= p_after_xid AND mb.changed_xid < p_horizon)
 	   AND NOT EXISTS (SELECT 1 FROM channel_policy_log pl
 			    WHERE pl.community_id = p_community
-			      AND pl.xid >= p_after_xid AND pl.xid < p_horizon)
+			      AND pl.xid >= p_after_xid AND pl.xid < p_horizon);
+END
 $$;
 
 -- The change query of 0004 with two changes, same items in the same order:
