@@ -14,10 +14,11 @@
  * since that horizon (phase CHANGES), ordered by (xid, source, d). A page
  * of the listing may come from a later snapshot than the pinned horizon:
  * everything below the horizon is in it, and what changed since is
- * delivered again by the changes. A read in phase CHANGES is one statement
- * (one round trip), which first asks comb_incremental_unchanged whether
- * any change lies between the cursor and the horizon and runs the change
- * query only when one may.
+ * delivered again by the changes. A read in phase CHANGES first takes the
+ * horizon and asks comb_incremental_unchanged whether any change lies
+ * between the cursor and the horizon (one round trip, all of a no-change
+ * read); only then does it run the change query, which takes its own,
+ * later horizon.
  *
  * Statements are prepared once per pooled connection (comb_db_exec_stmt);
  * none runs inside an explicit transaction.
@@ -321,32 +322,35 @@ static int by_d_then_row(const void *a, const void *b)
 /*
  * Appends up to limit changes after *pos and below the statement's
  * horizon, reading that horizon, the database identity and the epoch into
- * rc; on return *pos is the last position delivered. *ran tells whether
- * the change query ran: it does not when the horizon is not above *pos or
- * comb_incremental_unchanged finds no stamp in between. Returns the
+ * rc; on return *pos is the last position delivered. A first statement
+ * takes the horizon and asks comb_incremental_unchanged; *ran tells
+ * whether the change query then ran: it does not when the horizon is not
+ * above *pos or no stamp lies in between. Returns the
  * number of rows seen (limit + 1 means there are more), or -1 after
  * sending an error.
  */
 static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limit,
 			bool *ran)
 {
+	/* Whether anything can lie between the cursor and the horizon. */
+	static struct comb_db_stmt probe = COMB_DB_STMT(
+		SNAPSHOT_CTE
+		" SELECT s.horizon::text, s.sysid::text, s.epoch, s.horizon > $3::xid8"
+		"  AND NOT comb_incremental_unchanged($1, $2, $3::xid8, s.horizon)"
+		" FROM s", 3);
+	/* The changes, with the horizon of their own snapshot. (Gating this
+	 * statement by the probe inside one statement made the catch-up
+	 * twice as slow: docs/benchmarks.md.) */
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
-		SNAPSHOT_CTE ","
-		" q AS (SELECT s.*, s.horizon > $7::xid8"
-		"  AND NOT comb_incremental_unchanged($1, $2, $7::xid8, s.horizon) AS run"
-		"  FROM s)"
-		" SELECT q.horizon::text, q.sysid::text, q.epoch, q.run,"
-		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, c.raw"
-		" FROM q LEFT JOIN LATERAL ("
-		/* OFFSET 0 keeps the subquery whole, so that `q.run` gates it
-		 * (a one-time filter) instead of filtering its rows. */
-		"  SELECT x.*, CASE WHEN x.what = 'upsert' THEN"
-		"   (SELECT e.raw FROM artifact_heads h"
-		"    JOIN events e ON e.community_id = h.community_id AND e.id = h.revision_id"
-		"    WHERE h.community_id = $1 AND h.d = x.d) END AS raw"
-		"  FROM comb_incremental_changes($1, $2, $3::int[], $4::uuid[],"
-		"   $5::boolean, $6::text[], $7::xid8, $8::int, $9::uuid, q.horizon, $10::int) x"
-		"  WHERE q.run OFFSET 0) c ON true"
+		SNAPSHOT_CTE
+		" SELECT s.horizon::text, s.sysid::text, s.epoch, true,"
+		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, e.raw"
+		" FROM s LEFT JOIN LATERAL comb_incremental_changes($1, $2, $3::int[],"
+		"  $4::uuid[], $5::boolean, $6::text[], $7::xid8, $8::int, $9::uuid,"
+		"  s.horizon, $10::int) c ON true"
+		" LEFT JOIN artifact_heads h ON c.what = 'upsert'"
+		"  AND h.community_id = $1 AND h.d = c.d"
+		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
 		" ORDER BY c.xid, c.src, c.d", 10);
 	char after_xid[24], after_src[8], lim[16];
 	struct change *items = NULL, *sorted = NULL;
@@ -362,6 +366,18 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	p[7] = after_src;
 	p[8] = *pos->key ? pos->key : NIL_UUID;
 	p[9] = lim;
+	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &probe,
+				(const char *const[]){p[0], p[1], after_xid});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		send_db_failure(rc, res);
+		PQclear(res);
+		return -1;
+	}
+	read_horizon(rc, res);
+	*ran = PQgetvalue(res, 0, 3)[0] == 't';
+	PQclear(res);
+	if (!*ran)
+		return 0;
 	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
 		send_db_failure(rc, res);
@@ -369,7 +385,6 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		return -1;
 	}
 	read_horizon(rc, res);
-	*ran = PQgetvalue(res, 0, 3)[0] == 't';
 	/* One row with NULL changes when there are none. */
 	n = PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
 	items = calloc((size_t)n + 1, sizeof(*items));
