@@ -1,10 +1,77 @@
-/* Tenancy: the community bound to a request's Host header, and its admins. */
+/*
+ * Tenancy: the community bound to a request's Host header, and its admins.
+ *
+ * Every request looks its host up, so found bindings are kept for
+ * HOST_CACHE_TTL_MS in a small direct-mapped table. Bindings only ever
+ * appear (comb-admin adds hosts with a community and removes none), so
+ * only found hosts are kept: a host added a moment ago is never answered
+ * "unknown" from the cache. A cached cursor_epoch may be up to the TTL
+ * old; incremental reads check the epoch in their own statement.
+ */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comb/error.h"
 #include "relay.h"
+
+#define HOST_CACHE_SLOTS 64
+#define HOST_CACHE_TTL_MS 2000
+
+struct host_entry {
+	char host[256];
+	struct community community;
+	int64_t expires_ms;
+};
+
+static struct host_entry host_cache[HOST_CACHE_SLOTS];
+static pthread_mutex_t host_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t monotonic_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* FNV-1a of host, reduced to a slot. */
+static size_t host_slot(const char *host)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *host; host++)
+		h = (h ^ (unsigned char)*host) * 16777619u;
+	return h % HOST_CACHE_SLOTS;
+}
+
+static bool host_cached(const char *host, struct community *out)
+{
+	struct host_entry *e = &host_cache[host_slot(host)];
+	bool hit;
+
+	pthread_mutex_lock(&host_cache_lock);
+	hit = e->expires_ms > monotonic_ms() && !strcmp(e->host, host);
+	if (hit)
+		*out = e->community;
+	pthread_mutex_unlock(&host_cache_lock);
+	return hit;
+}
+
+static void host_remember(const char *host, const struct community *c)
+{
+	struct host_entry *e = &host_cache[host_slot(host)];
+
+	if (strlen(host) >= sizeof(e->host))
+		return;
+	pthread_mutex_lock(&host_cache_lock);
+	snprintf(e->host, sizeof(e->host), "%s", host);
+	e->community = *c;
+	e->expires_ms = monotonic_ms() + HOST_CACHE_TTL_MS;
+	pthread_mutex_unlock(&host_cache_lock);
+}
 
 int community_lookup(PGconn *db, const char *host, struct community *out)
 {
@@ -12,6 +79,8 @@ int community_lookup(PGconn *db, const char *host, struct community *out)
 	PGresult *res;
 	int rc = 0;
 
+	if (host_cached(host, out))
+		return 0;
 	res = PQexecParams(db,
 			   "SELECT c.id, c.cursor_epoch FROM community_hosts h"
 			   " JOIN communities c ON c.id = h.community_id WHERE h.host = $1",
@@ -25,6 +94,7 @@ int community_lookup(PGconn *db, const char *host, struct community *out)
 		snprintf(out->id_text, sizeof(out->id_text), "%lld",
 			 (long long)out->id);
 		out->cursor_epoch = (int)strtol(PQgetvalue(res, 0, 1), NULL, 10);
+		host_remember(host, out);
 	}
 	PQclear(res);
 	return rc;

@@ -45,7 +45,8 @@ static const char *const write_outcomes[] = {
 	"restricted", "auth-required", "error", "other",
 };
 static const char *const incremental_outcomes[] = {
-	"ok", "short_circuit", "incremental_busy", "incremental_reset",
+	"changes", "short_circuit", "initial", "known_ids",
+	"incremental_busy", "incremental_reset",
 	"incremental_bad_cursor", "incremental_bad_request",
 	"incremental_unavailable", "other",
 };

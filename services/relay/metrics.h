@@ -39,8 +39,9 @@ void metrics_closed(const char *message);
 /* Counts one write by the prefix of its result message ("" accepted). */
 void metrics_write(const char *message);
 
-/* Counts one incremental read by outcome: "ok", "short_circuit" (an
- * answer given without reading the changes) or the error code sent
+/* Counts one incremental read by outcome: "changes" (a cursor read that
+ * ran the change query), "short_circuit" (one answered without it),
+ * "initial" (a page of a first read), "known_ids", or the error code sent
  * ("incremental_busy", "incremental_reset", ...). */
 void metrics_incremental(const char *outcome);
 

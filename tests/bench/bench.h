@@ -260,6 +260,7 @@ int bench_cmd_incr_initial(int argc, char **argv);
 int bench_cmd_incr_nochange(int argc, char **argv);
 int bench_cmd_incr_delta(int argc, char **argv);
 int bench_cmd_incr_read(int argc, char **argv);
+int bench_cmd_incr_visibility(int argc, char **argv);
 int bench_cmd_sync_snapshot(int argc, char **argv);
 int bench_cmd_sync_live(int argc, char **argv);
 int bench_cmd_ingest(int argc, char **argv);

@@ -5,7 +5,8 @@
  * was also read correctly.
  *
  * usage: comb-bench keys|load|floor-copy|insert-floor|incr-initial|
- *                   incr-nochange|incr-delta|incr-read|sync-snapshot|sync-live|
+ *                   incr-nochange|incr-delta|incr-read|incr-visibility|
+ *                   sync-snapshot|sync-live|
  *                   ingest|conns [--option value]...
  * Common options: --seed S (default comb-bench-1), --scale F (1.0 is the
  * reference scale of BENCHMARKS.md), --community ID.
@@ -55,6 +56,7 @@ static const struct {
 	{"incr-nochange", bench_cmd_incr_nochange},
 	{"incr-delta", bench_cmd_incr_delta},
 	{"incr-read", bench_cmd_incr_read},
+	{"incr-visibility", bench_cmd_incr_visibility},
 	{"sync-snapshot", bench_cmd_sync_snapshot},
 	{"sync-live", bench_cmd_sync_live},
 	{"ingest", bench_cmd_ingest},

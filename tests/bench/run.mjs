@@ -52,10 +52,10 @@ fs.mkdirSync(logDir, { recursive: true });
 // What each mode runs. The quick mode is the reference layout at 1/10
 // scale with fewer clients; its targets are reported, not enforced.
 const P = quick ? {
-	scale: 0.1, runs: 2, reads: 200, liveSubs: 100, liveEdits: 20,
+	scale: 0.1, runs: 2, reads: 200, liveSubs: 100, liveEdits: 20, visWrites: 50,
 	conns: 500, hold: 1, settle: 11, explain: false,
 } : {
-	scale: 1, runs: 3, reads: 1000, liveSubs: 1000, liveEdits: 200,
+	scale: 1, runs: 3, reads: 1000, liveSubs: 1000, liveEdits: 200, visWrites: 200,
 	conns: 5000, hold: 5, settle: 12, explain: true,
 };
 // BENCH_EXPLAIN=1 or 0 overrides whether plans are captured.
@@ -585,6 +585,28 @@ async function main() {
 		await explainStatement('incremental catch-up read after the delta: comb_incremental_changes',
 			from, 'comb_incremental_changes(');
 	}
+
+	// incremental_visibility: after incremental_delta, whose catch-up
+	// from the first read's cursor must not see the channels it creates
+	await scenario('incremental_visibility', nodes, async () => {
+		const args = ['--addrs', nodes.map((n) => n.addr).join(','),
+			'--hosts', nodes.map((n) => n.host).join(','), '--writes', String(P.visWrites)];
+		const quiet = await bench('incr-visibility', args);
+		const busy = await bench('incr-visibility', [...args, '--ingest-conns', '2']);
+		const part = (r) => ({
+			writes: r.writes, visible: r.visible, reads: r.reads,
+			p50_ms: round(r.p50_ms), p90_ms: round(r.p90_ms), p99_ms: round(r.p99_ms),
+			max_ms: round(r.max_ms), ingest_conns: r.ingest_conns, ingested: r.ingested,
+			error: r.error || undefined,
+		});
+		const ok = quiet.ok === true && busy.ok === true;
+		return {
+			quiet: part(quiet), with_ingest: part(busy),
+			figure: 'writer OK on node 0 -> first incremental read on node 1 holding the write (reads in a tight loop)',
+			target: 'p99 at most 10 ms without concurrent ingest',
+			ok, pass: ok && quiet.p99_ms <= 10,
+		};
+	});
 
 	// sync_live_latency
 	await scenario('sync_live_latency', nodes, async () => {

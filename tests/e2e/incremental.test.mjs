@@ -202,11 +202,15 @@ describe('first read and paging', () => {
 		await store.sync();
 		const cursor = store.cursor;
 		await accept(stack, admin, { d: made[0].d, h, op: 'update', prev: made[0].id, title: 'edited' });
+		// an accepted write shows once the horizon passes it (another
+		// writer's open transaction may hold the horizon back a moment)
+		await settle(stack);
 		const a = await readOk(reader.sk, { '#h': [h], cursor });
 		const b = await readOk(reader.sk, { '#h': [h], cursor });
 		assert.deepEqual(b.changes, a.changes);
 		assert.deepEqual(upserts(a.changes), [made[0].d]);
 		const more = await createArtifacts(h, 1);
+		await settle(stack);
 		const c = await readOk(reader.sk, { '#h': [h], cursor });
 		assert.deepEqual(upserts(c.changes), [made[0].d, more[0].d].sort());
 	});
@@ -434,6 +438,11 @@ describe('cursor binding', () => {
 			const r1 = await post(two.urls[0], '/query', [{ artifact: 'incremental' }], k, nonce());
 			const c = JSON.parse(r1.body).cursor;
 			await accept(two, k, { d: uuid(), h, op: 'create' });
+			// The protocol promises the write once the horizon passes it,
+			// not at its OK: a transaction that got its id before this
+			// write's and commits after it (comb-capture's heartbeat
+			// NOTIFY, another writer) holds the horizon below it meanwhile.
+			await settle(two);
 			const r2 = await post(two.urls[1], '/query', [{ artifact: 'incremental', cursor: c }], k, nonce());
 			assert.equal(r2.status, 200, r2.body);
 			assert.equal(JSON.parse(r2.body).changes.length, 1);
@@ -499,6 +508,100 @@ test('a writer transaction held open is never skipped', async () => {
 	assert.deepEqual(seen.map((c) => (c.op === 'upsert' ?
 		[c.event.tags.find((t) => t[0] === 'd')[1], 'upsert'] : [c.d, c.reason])).sort(),
 		[[held.d, 'deleted'], [other.d, 'upsert']].sort());
+});
+
+// --- the no-change short-circuit ----------------------------------------------------
+
+// comb_incremental_reads_total of this file's relay, by outcome.
+async function outcomes() {
+	const r = await get(stack.url, '/metrics');
+	assert.equal(r.status, 200);
+	const out = {};
+	for (const [, outcome, n] of r.body.matchAll(/^comb_incremental_reads_total\{outcome="(\w+)"\} (\d+)$/gm))
+		out[outcome] = Number(n);
+	return out;
+}
+
+// Runs fn and returns how many reads of each outcome it caused.
+async function counted(fn) {
+	const before = await outcomes();
+	const value = await fn();
+	const after = await outcomes();
+	const delta = {};
+	for (const k of Object.keys(after))
+		delta[k] = after[k] - (before[k] ?? 0);
+	return { value, delta };
+}
+
+describe('the no-change short-circuit', () => {
+	test('fires for a caught-up cursor, however far the horizon moved', async () => {
+		const h = await createChannel(stack, admin, { visibility: 'private' });
+		const reader = await member(h);
+		await createArtifacts(h, 2);
+		const store = new Store(reader.sk, { '#h': [h] });
+		await store.sync();
+		// transactions outside the community move the horizon
+		await stack.query('SELECT pg_current_xact_id()');
+		await settle(stack);
+		const { value, delta } = await counted(async () => {
+			const first = await readOk(reader.sk, { '#h': [h], cursor: store.cursor });
+			const again = await readOk(reader.sk, { '#h': [h], cursor: first.cursor });
+			return [first, again];
+		});
+		for (const answer of value) {
+			assert.deepEqual(answer.changes, []);
+			assert.equal(answer.more, false);
+		}
+		assert.equal(delta.short_circuit, 2, JSON.stringify(delta));
+		assert.equal(delta.changes, 0, JSON.stringify(delta));
+	});
+
+	test('does not fire when a write commits between two reads, which stay exact', async () => {
+		const h = await createChannel(stack, admin, { visibility: 'private' });
+		const reader = await member(h);
+		const [a] = await createArtifacts(h, 1);
+		const store = new Store(reader.sk, { '#h': [h] });
+		await store.sync();
+		const edited = await accept(stack, admin, { d: a.d, h, op: 'update', prev: a.id, title: 'edited' });
+		await settle(stack);
+		const { value, delta } = await counted(() =>
+			readOk(reader.sk, { '#h': [h], cursor: store.cursor }));
+		assert.deepEqual(value.changes.map((c) => c.event.id), [edited.id]);
+		assert.equal(delta.changes, 1, JSON.stringify(delta));
+		assert.equal(delta.short_circuit, 0, JSON.stringify(delta));
+	});
+
+	test('does not fire for a write whose transaction was open when the cursor was issued', async () => {
+		const h = await createChannel(stack, admin, { visibility: 'private' });
+		const reader = await member(h);
+		const [held] = await createArtifacts(h, 1);
+		const store = new Store(reader.sk, { '#h': [h] });
+		await store.sync();
+		const s = psqlSession(stack.dbName);
+		let cursor;
+		try {
+			await s.run('BEGIN;');
+			await s.run(`UPDATE artifact_heads SET deleted = true WHERE d = '${held.d}';`);
+			// the cursor is issued while the writer is open: its horizon
+			// stays at or below the writer, and nothing is delivered yet
+			const during = await counted(async () => {
+				const first = await readOk(reader.sk, { '#h': [h], cursor: store.cursor });
+				const again = await readOk(reader.sk, { '#h': [h], cursor: first.cursor });
+				return again;
+			});
+			assert.deepEqual(during.value.changes, []);
+			assert.equal(during.delta.short_circuit + during.delta.changes, 2);
+			cursor = during.value.cursor;
+			await s.run('COMMIT;');
+		} finally {
+			await s.close();
+		}
+		await settle(stack);
+		const { value, delta } = await counted(() => readOk(reader.sk, { '#h': [h], cursor }));
+		assert.deepEqual(value.changes, [{ op: 'remove', d: held.d, h, reason: 'deleted' }]);
+		assert.equal(delta.changes, 1, JSON.stringify(delta));
+		assert.equal(delta.short_circuit, 0, JSON.stringify(delta));
+	});
 });
 
 // --- a randomized history ---------------------------------------------------------------

@@ -235,7 +235,7 @@ describe('metrics', () => {
 			assert.equal(open.get('comb_http_requests_total{route="websocket",status="other"}'), undefined);
 			assert.equal(open.get('comb_writes_total{outcome="accepted"}'), 1);
 			assert.equal(open.get(`comb_writes_total{outcome="${prefix}"}`), 1, refused[3]);
-			assert.equal(open.get('comb_incremental_reads_total{outcome="ok"}'), 1);
+			assert.equal(open.get('comb_incremental_reads_total{outcome="initial"}'), 1);
 			assert.equal(open.get(`comb_incremental_reads_total{outcome="${badCursor.json().error}"}`), 1);
 
 			// Capture goes away: the sync and the live REQ are closed, the

@@ -1,16 +1,27 @@
 /*
- * Incremental reads. Every read runs in one REPEATABLE READ snapshot and
- * takes that snapshot's horizon, pg_snapshot_xmin(pg_current_snapshot()):
- * every transaction below it has finished, so items stamped below it can
- * never appear later. A read returns only such items and never moves the
- * cursor past the horizon; a slow writer delays the horizon but is never
- * skipped. The change sources and their access rules live in SQL
- * (migrations/0004_incremental.sql, comb_incremental_changes) so that
- * access is applied before the page limit.
+ * Incremental reads. Every statement of a read takes its own snapshot's
+ * horizon, pg_snapshot_xmin(pg_current_snapshot()), in the same statement
+ * as the data it reads: every transaction below the horizon has finished,
+ * so items stamped below it can never appear later. A read returns only
+ * such items and never moves the cursor past the horizon; a slow writer
+ * delays the horizon but is never skipped. The change sources and their
+ * access rules live in SQL (migrations/0004_incremental.sql and 0005,
+ * comb_incremental_changes) so that access is applied before the page
+ * limit.
  *
  * A first read lists every readable current artifact by d (phase INITIAL,
  * pinned to the first page's horizon), then continues with the changes
- * since that horizon (phase CHANGES), ordered by (xid, source, d).
+ * since that horizon (phase CHANGES), ordered by (xid, source, d). A page
+ * of the listing may come from a later snapshot than the pinned horizon:
+ * everything below the horizon is in it, and what changed since is
+ * delivered again by the changes. A read in phase CHANGES first takes the
+ * horizon and asks comb_incremental_unchanged whether any change lies
+ * between the cursor and the horizon (one round trip, all of a no-change
+ * read); only then does it run the change query, which takes its own,
+ * later horizon.
+ *
+ * Statements are prepared once per pooled connection (comb_db_exec_stmt);
+ * none runs inside an explicit transaction.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,29 +163,20 @@ static int put_remove(struct read_ctx *rc, const char *d, const char *h,
 	return err ? err : comb_buf_printf(&rc->out, ",\"reason\":\"%s\"}", reason);
 }
 
-/* Starts the snapshot and reads its horizon, the database identity and
- * the community's cursor epoch. */
-static PGresult *begin_snapshot(struct read_ctx *rc)
+/* Reads the horizon, the database identity and the community's cursor
+ * epoch from the first three columns of row 0 of res. */
+static void read_horizon(struct read_ctx *rc, const PGresult *res)
 {
-	PGconn *db = rc->req->db;
-	PGresult *res = PQexec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		return res;
-	PQclear(res);
-	res = PQexecParams(db,
-		"SELECT pg_snapshot_xmin(pg_current_snapshot())::text,"
-		" (SELECT system_identifier FROM pg_control_system())::text,"
-		" (SELECT cursor_epoch FROM communities WHERE id = $1)",
-		1, NULL, (const char *const[]){rc->req->community.id_text},
-		NULL, NULL, 0);
-	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
-		rc->horizon = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-		rc->system_id = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
-		rc->epoch = (int)strtol(PQgetvalue(res, 0, 2), NULL, 10);
-	}
-	return res;
+	rc->horizon = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+	rc->system_id = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+	rc->epoch = (int)strtol(PQgetvalue(res, 0, 2), NULL, 10);
 }
+
+/* The snapshot columns every cursor statement starts with. */
+#define SNAPSHOT_CTE \
+	"WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon," \
+	" (SELECT system_identifier FROM pg_control_system()) AS sysid," \
+	" (SELECT cursor_epoch FROM communities WHERE id = $1) AS epoch)"
 
 /* The parameters shared by every statement: $1 community, $2 reader,
  * $3 read keys, $4 named channels, $5 scoped, $6 types. */
@@ -188,9 +190,19 @@ static void common_params(struct read_ctx *rc, const char **p)
 	p[5] = rc->in.has_types ? rc->types.data : NULL;
 }
 
-/* Known-ID read: one answer per requested d, in request order. */
+/* Known-ID read: one answer per requested d, in request order; one
+ * statement, so one snapshot. */
 static void known_ids(struct read_ctx *rc)
 {
+	static struct comb_db_stmt stmt = COMB_DB_STMT(
+		"SELECT r.d::text, h.channel_id::text, h.deleted, h.redacted, e.raw,"
+		" CASE WHEN h.d IS NULL THEN 0"
+		"  WHEN $6::text[] IS NOT NULL AND h.type <> ALL($6::text[]) THEN 0"
+		"  ELSE comb_channel_view($1, h.channel_id, $2, $3::int[], $4::uuid[], $5) END"
+		" FROM unnest($7::uuid[]) WITH ORDINALITY AS r(d, n)"
+		" LEFT JOIN artifact_heads h ON h.community_id = $1 AND h.d = r.d"
+		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
+		" ORDER BY r.n", 7);
 	const char *p[7];
 	struct comb_buf ids;
 	PGresult *res;
@@ -200,16 +212,7 @@ static void known_ids(struct read_ctx *rc)
 	comb_buf_init(&ids, 64 * INC_MAX_IDS);
 	array_literal(&ids, rc->in.ids, rc->in.nids);
 	p[6] = ids.data;
-	res = PQexecParams(rc->req->db,
-		"SELECT r.d::text, h.channel_id::text, h.deleted, h.redacted, e.raw,"
-		" CASE WHEN h.d IS NULL THEN 0"
-		"  WHEN $6::text[] IS NOT NULL AND h.type <> ALL($6::text[]) THEN 0"
-		"  ELSE comb_channel_view($1, h.channel_id, $2, $3::int[], $4::uuid[], $5) END"
-		" FROM unnest($7::uuid[]) WITH ORDINALITY AS r(d, n)"
-		" LEFT JOIN artifact_heads h ON h.community_id = $1 AND h.d = r.d"
-		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
-		" ORDER BY r.n",
-		7, NULL, p, NULL, NULL, 0);
+	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
 	comb_buf_release(&ids);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		send_db_failure(rc, res);
@@ -233,6 +236,7 @@ static void known_ids(struct read_ctx *rc)
 					 (size_t)PQgetlength(res, i, 4));
 	}
 	PQclear(res);
+	metrics_incremental("known_ids");
 	if (err || comb_buf_puts(&rc->out, "]}")) {
 		http_send_error(rc->req, 503, "error: out of memory");
 		return;
@@ -241,13 +245,31 @@ static void known_ids(struct read_ctx *rc)
 }
 
 /*
- * Lists up to limit readable current artifacts after key, by d. Returns
+ * Lists up to limit readable current artifacts after key, by d, and reads
+ * the statement's horizon, database identity and epoch into rc. Returns
  * the number listed (limit + 1 means there are more), or -1 after sending
  * an error. *last is set to the last d listed.
  */
 static int initial_page(struct read_ctx *rc, const char *after, int limit,
 			char last[37])
 {
+	static struct comb_db_stmt stmt = COMB_DB_STMT(
+		SNAPSHOT_CTE
+		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.raw"
+		" FROM s LEFT JOIN LATERAL ("
+		"  SELECT h.d, e.raw FROM artifact_heads h"
+		"  JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id"
+		"  LEFT JOIN members m ON m.community_id = c.community_id"
+		"   AND m.channel_id = c.id AND m.pubkey = $2 AND m.active"
+		"  JOIN events e ON e.community_id = h.community_id AND e.id = h.revision_id"
+		"  WHERE h.community_id = $1 AND h.d > $7::uuid"
+		"   AND NOT h.deleted AND NOT h.redacted AND c.ttl IS NULL"
+		"   AND (NOT $5::boolean OR c.id = ANY($4::uuid[]))"
+		"   AND ($6::text[] IS NULL OR h.type = ANY($6::text[]))"
+		"   AND comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,"
+		"    m.role, c.id = ANY($4::uuid[])) = ANY($3::int[])"
+		"  ORDER BY h.d LIMIT $8::int) l ON true"
+		" ORDER BY l.d", 8);
 	const char *p[8];
 	char lim[16];
 	PGresult *res;
@@ -257,30 +279,19 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	p[6] = after;
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	p[7] = lim;
-	res = PQexecParams(rc->req->db,
-		"SELECT h.d::text, e.raw FROM artifact_heads h"
-		" JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id"
-		" LEFT JOIN members m ON m.community_id = c.community_id"
-		"  AND m.channel_id = c.id AND m.pubkey = $2 AND m.active"
-		" JOIN events e ON e.community_id = h.community_id AND e.id = h.revision_id"
-		" WHERE h.community_id = $1 AND h.d > $7::uuid"
-		"  AND NOT h.deleted AND NOT h.redacted AND c.ttl IS NULL"
-		"  AND (NOT $5 OR c.id = ANY($4::uuid[]))"
-		"  AND ($6::text[] IS NULL OR h.type = ANY($6::text[]))"
-		"  AND comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,"
-		"   m.role, c.id = ANY($4::uuid[])) = ANY($3::int[])"
-		" ORDER BY h.d LIMIT $8",
-		8, NULL, p, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
 		send_db_failure(rc, res);
 		PQclear(res);
 		return -1;
 	}
-	n = PQntuples(res);
+	read_horizon(rc, res);
+	/* One row with a NULL d when nothing is listed. */
+	n = PQgetisnull(res, 0, 3) ? 0 : PQntuples(res);
 	for (i = 0; i < n && i < limit && !err; i++) {
-		err = put_upsert(rc, PQgetvalue(res, i, 1),
-				 (size_t)PQgetlength(res, i, 1));
-		snprintf(last, 37, "%s", PQgetvalue(res, i, 0));
+		err = put_upsert(rc, PQgetvalue(res, i, 4),
+				 (size_t)PQgetlength(res, i, 4));
+		snprintf(last, 37, "%s", PQgetvalue(res, i, 3));
 	}
 	PQclear(res);
 	if (err) {
@@ -309,43 +320,73 @@ static int by_d_then_row(const void *a, const void *b)
 }
 
 /*
- * Appends up to limit changes after *pos; on return *pos is the last
- * position delivered. Returns the number of rows seen (limit + 1 means
- * there are more), or -1 after sending an error.
+ * Appends up to limit changes after *pos and below the statement's
+ * horizon, reading that horizon, the database identity and the epoch into
+ * rc; on return *pos is the last position delivered. A first statement
+ * takes the horizon and asks comb_incremental_unchanged; *ran tells
+ * whether the change query then ran: it does not when the horizon is not
+ * above *pos or no stamp lies in between. Returns the
+ * number of rows seen (limit + 1 means there are more), or -1 after
+ * sending an error.
  */
-static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limit)
+static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limit,
+			bool *ran)
 {
-	char after_xid[24], after_src[8], horizon[24], lim[16];
+	/* Whether anything can lie between the cursor and the horizon. */
+	static struct comb_db_stmt probe = COMB_DB_STMT(
+		SNAPSHOT_CTE
+		" SELECT s.horizon::text, s.sysid::text, s.epoch, s.horizon > $3::xid8"
+		"  AND NOT comb_incremental_unchanged($1, $2, $3::xid8, s.horizon)"
+		" FROM s", 3);
+	/* The changes, with the horizon of their own snapshot. (Gating this
+	 * statement by the probe inside one statement made the catch-up
+	 * twice as slow: docs/benchmarks.md.) */
+	static struct comb_db_stmt stmt = COMB_DB_STMT(
+		SNAPSHOT_CTE
+		" SELECT s.horizon::text, s.sysid::text, s.epoch, true,"
+		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, e.raw"
+		" FROM s LEFT JOIN LATERAL comb_incremental_changes($1, $2, $3::int[],"
+		"  $4::uuid[], $5::boolean, $6::text[], $7::xid8, $8::int, $9::uuid,"
+		"  s.horizon, $10::int) c ON true"
+		" LEFT JOIN artifact_heads h ON c.what = 'upsert'"
+		"  AND h.community_id = $1 AND h.d = c.d"
+		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
+		" ORDER BY c.xid, c.src, c.d", 10);
+	char after_xid[24], after_src[8], lim[16];
 	struct change *items = NULL, *sorted = NULL;
-	const char *p[11];
+	const char *p[10];
 	PGresult *res;
 	int i, n, err = 0;
 
 	common_params(rc, p);
 	snprintf(after_xid, sizeof(after_xid), "%llu", (unsigned long long)pos->xid);
 	snprintf(after_src, sizeof(after_src), "%d", pos->source);
-	snprintf(horizon, sizeof(horizon), "%llu", (unsigned long long)rc->horizon);
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	p[6] = after_xid;
 	p[7] = after_src;
 	p[8] = *pos->key ? pos->key : NIL_UUID;
-	p[9] = horizon;
-	p[10] = lim;
-	res = PQexecParams(rc->req->db,
-		"SELECT c.xid::text, c.src, c.d::text, c.channel::text, c.what, e.raw"
-		" FROM comb_incremental_changes($1, $2, $3::int[], $4::uuid[], $5,"
-		"  $6::text[], $7::xid8, $8::int, $9::uuid, $10::xid8, $11::int) c"
-		" LEFT JOIN artifact_heads h ON c.what = 'upsert'"
-		"  AND h.community_id = $1 AND h.d = c.d"
-		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
-		" ORDER BY c.xid, c.src, c.d",
-		11, NULL, p, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	p[9] = lim;
+	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &probe,
+				(const char *const[]){p[0], p[1], after_xid});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		send_db_failure(rc, res);
 		PQclear(res);
 		return -1;
 	}
-	n = PQntuples(res);
+	read_horizon(rc, res);
+	*ran = PQgetvalue(res, 0, 3)[0] == 't';
+	PQclear(res);
+	if (!*ran)
+		return 0;
+	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
+		send_db_failure(rc, res);
+		PQclear(res);
+		return -1;
+	}
+	read_horizon(rc, res);
+	/* One row with NULL changes when there are none. */
+	n = PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
 	items = calloc((size_t)n + 1, sizeof(*items));
 	sorted = calloc((size_t)n + 1, sizeof(*sorted));
 	if (!items || !sorted) {
@@ -354,11 +395,11 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	}
 	for (i = 0; i < n && i < limit; i++) {
 		items[i] = (struct change){
-			.xid = strtoull(PQgetvalue(res, i, 0), NULL, 10),
-			.src = (int)strtol(PQgetvalue(res, i, 1), NULL, 10),
-			.d = PQgetvalue(res, i, 2),
-			.channel = PQgetvalue(res, i, 3),
-			.what = PQgetvalue(res, i, 4),
+			.xid = strtoull(PQgetvalue(res, i, 4), NULL, 10),
+			.src = (int)strtol(PQgetvalue(res, i, 5), NULL, 10),
+			.d = PQgetvalue(res, i, 6),
+			.channel = PQgetvalue(res, i, 7),
+			.what = PQgetvalue(res, i, 8),
 			.row = i,
 		};
 		sorted[i] = items[i];
@@ -385,8 +426,8 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 			continue;
 #endif
 		if (!strcmp(c->what, "upsert"))
-			err = put_upsert(rc, PQgetvalue(res, c->row, 5),
-					 (size_t)PQgetlength(res, c->row, 5));
+			err = put_upsert(rc, PQgetvalue(res, c->row, 9),
+					 (size_t)PQgetlength(res, c->row, 9));
 		else
 			err = put_remove(rc, c->d, c->channel, c->what);
 	}
@@ -401,8 +442,9 @@ out:
 	return n;
 }
 
-/* Checks the cursor's bindings; sends the error and returns false. */
-static bool cursor_usable(struct read_ctx *rc, const struct comb_cursor *c)
+/* Checks that the cursor was issued for this reader, community and scope;
+ * sends the error and returns false. */
+static bool cursor_bound_here(struct read_ctx *rc, const struct comb_cursor *c)
 {
 	if (c->community != rc->req->community.id ||
 	    memcmp(c->scope, rc->scope, sizeof(rc->scope))) {
@@ -410,6 +452,13 @@ static bool cursor_usable(struct read_ctx *rc, const struct comb_cursor *c)
 			       "the cursor was issued for another reader, community or scope");
 		return false;
 	}
+	return true;
+}
+
+/* Checks the cursor against the database identity and the epoch the last
+ * statement read; sends the error and returns false. */
+static bool cursor_current(struct read_ctx *rc, const struct comb_cursor *c)
+{
 	if (c->system_id != rc->system_id || c->epoch != rc->epoch) {
 		send_inc_error(rc->req, 409, "incremental_reset",
 			       "the cursor cannot be continued: read again without a cursor and revalidate saved ids");
@@ -418,13 +467,13 @@ static bool cursor_usable(struct read_ctx *rc, const struct comb_cursor *c)
 	return true;
 }
 
-/* Runs one cursor read inside the snapshot and sends its answer. */
+/* Runs one cursor read and sends its answer. */
 static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 {
 	struct comb_cursor cur = {0};
 	char text[COMB_CURSOR_MAX_TEXT];
 	int limit = rc->in.limit, n;
-	bool more = false;
+	bool more = false, listed = false, ran;
 
 	if (rc->in.cursor) {
 		if (comb_cursor_decode(rc->in.cursor, key, &cur)) {
@@ -432,15 +481,12 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 				       "the cursor is not one this relay issued");
 			return;
 		}
-		if (!cursor_usable(rc, &cur))
+		if (!cursor_bound_here(rc, &cur))
 			return;
 	} else {
 		cur.community = rc->req->community.id;
-		cur.epoch = rc->epoch;
-		cur.system_id = rc->system_id;
 		memcpy(cur.scope, rc->scope, sizeof(cur.scope));
 		cur.phase = COMB_CURSOR_INITIAL;
-		cur.horizon = rc->horizon;
 	}
 
 	if (cur.phase == COMB_CURSOR_INITIAL) {
@@ -450,6 +496,16 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 				 limit, last);
 		if (n < 0)
 			return;
+		if (!rc->in.cursor) {
+			/* A new cursor is pinned to its first page's horizon. */
+			cur.epoch = rc->epoch;
+			cur.system_id = rc->system_id;
+			cur.horizon = rc->horizon;
+		} else if (!cursor_current(rc, &cur)) {
+			return;
+		}
+		metrics_incremental("initial");
+		listed = true;
 		if (n > limit) {
 			more = true;
 			snprintf(cur.after.key, sizeof(cur.after.key), "%s", last);
@@ -463,15 +519,17 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 	if (cur.phase == COMB_CURSOR_CHANGES && !more) {
 		if (limit == 0) {
 			more = rc->horizon > cur.after.xid;
-		} else if (rc->horizon <= cur.after.xid) {
-			/* Every item lies below the horizon and after the
-			 * cursor: there is none, nothing to ask. */
-			more = false;
 		} else {
-			n = changes_page(rc, &cur.after, limit);
+			n = changes_page(rc, &cur.after, limit, &ran);
 			if (n < 0)
 				return;
+			if (!listed) {
+				if (!cursor_current(rc, &cur))
+					return;
+				metrics_incremental(ran ? "changes" : "short_circuit");
+			}
 			more = n > limit;
+			/* Nothing lies between the last item and the horizon. */
 			if (!more && rc->horizon > cur.after.xid)
 				cur.after = (struct comb_position){.xid = rc->horizon};
 		}
@@ -491,7 +549,6 @@ static void incremental_run(struct request *req, json_t *filter, bool admission)
 	unsigned char key[32];
 	struct actor actor;
 	char err[256], token[ADMISSION_TOKEN_LEN];
-	PGresult *res;
 	int admitted;
 
 	if (!req->relay->cfg.incremental_enabled) {
@@ -534,22 +591,11 @@ static void incremental_run(struct request *req, json_t *filter, bool admission)
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}
-	res = begin_snapshot(&rc);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		send_db_failure(&rc, res);
-		PQclear(res);
-		goto out;
-	}
-	PQclear(res);
 	if (rc.in.has_ids)
 		known_ids(&rc);
 	else
 		cursor_read(&rc, key);
-	if (req->status == 200)
-		metrics_incremental("ok");
 out:
-	if (req->db && PQtransactionStatus(req->db) != PQTRANS_IDLE)
-		PQclear(PQexec(req->db, "COMMIT"));
 	if (admission)
 		release_admission(req->relay, token);
 	memset(key, 0, sizeof(key));
