@@ -2,10 +2,10 @@
  * Tenancy: the community bound to a request's Host header, and its admins.
  *
  * Every request looks its host up, so found bindings are kept for
- * HOST_CACHE_TTL_MS in a small direct-mapped table. Bindings only ever
- * appear (comb-admin adds hosts with a community and removes none), so
- * only found hosts are kept: a host added a moment ago is never answered
- * "unknown" from the cache. A cached cursor_epoch may be up to the TTL
+ * HOST_CACHE_TTL_MS in a small direct-mapped table. Only found hosts are
+ * kept: a host added a moment ago is never answered "unknown" from the
+ * cache, and one removed (comb-admin community remove-host) stops
+ * resolving within the TTL. A cached cursor_epoch may be up to the TTL
  * old; incremental reads check the epoch in their own statement.
  */
 #include <pthread.h>
