@@ -248,7 +248,7 @@ node "$root/clients/board/channel.mjs" --relay "$relay_url" \
 [ -s "$var/board.port" ] || printf '7448\n' >"$var/board.port"
 board_port=$(pick_port board)
 node "$root/clients/board/serve.mjs" --host 127.0.0.1 --port "$board_port" \
-	--relay "$relay_url" &
+	--relay "$relay_url" >/dev/null &
 board_pid=$!
 
 cat <<EOF
