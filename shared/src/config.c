@@ -65,6 +65,8 @@ static const struct setting settings[] = {
 	LEVEL(log_level, "COMB_LOG_LEVEL", "info", "debug, info, warn or error"),
 	BOOL(incremental_enabled, "COMB_INCREMENTAL_ENABLED", "false",
 	     "serve incremental reads (section 8 of the protocol)"),
+	BOOL(access_log, "COMB_ACCESS_LOG", "false",
+	     "log one line per HTTP request: client address, method, path, status, milliseconds"),
 	INT(num_threads, "COMB_NUM_THREADS", "1200", 2, 20000,
 	    "civetweb worker threads, one per open connection: a node holds this minus an eighth as WebSockets (1,050 by default; NIP-11 `limitation.max_connections`)"),
 	INT(max_connections_per_ip, "COMB_MAX_CONNECTIONS_PER_IP", "16", 1,

@@ -6,6 +6,7 @@
 // /metrics counts what a scripted session did.
 
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -265,5 +266,23 @@ describe('metrics', () => {
 		}
 		await until('the connection counted closed', async () =>
 			(await scrape()).get('comb_ws_connections') === 0);
+	});
+});
+
+describe('access log', () => {
+	test('COMB_ACCESS_LOG writes one line per HTTP request', async () => {
+		const logged = await startRelay({ env: { COMB_ACCESS_LOG: 'true' }, capture: false });
+		try {
+			assert.equal((await get(logged.url, '/healthz')).status, 200);
+			assert.equal((await get(logged.url, '/nowhere')).status, 404);
+			await sleep(200);
+			const log = fs.readFileSync(logged.logs.relays[0], 'utf8');
+			assert.match(log, /access: 127\.0\.0\.1 GET \/healthz 200 \d+\.\d ms/);
+			assert.match(log, /access: 127\.0\.0\.1 GET \/nowhere 404 \d+\.\d ms/);
+		} finally {
+			await logged.stop();
+		}
+		// off by default: this file's relay logs none
+		assert.doesNotMatch(fs.readFileSync(stack.logs.relays[0], 'utf8'), /access: /);
 	});
 });

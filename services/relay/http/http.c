@@ -219,6 +219,7 @@ int http_handler(struct mg_connection *conn, void *cbdata)
 		.info = mg_get_request_info(conn),
 	};
 	struct timespec t0, t1;
+	double seconds;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	req.route = find_route(req.info);
@@ -227,8 +228,13 @@ int http_handler(struct mg_connection *conn, void *cbdata)
 	http_release_db(&req);
 	free(req.body);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	metrics_observe(req.route, req.status,
-			(double)(t1.tv_sec - t0.tv_sec) +
-				(double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	seconds = (double)(t1.tv_sec - t0.tv_sec) +
+		  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	metrics_observe(req.route, req.status, seconds);
+	if (req.relay->cfg.access_log)
+		comb_info("access: %s %s %s %d %.1f ms", req.info->remote_addr,
+			  req.info->request_method,
+			  req.info->local_uri ? req.info->local_uri : "-",
+			  req.status ? req.status : 500, seconds * 1000);
 	return req.status ? req.status : 500;
 }

@@ -28,6 +28,7 @@ struct comb_config {
 	char *relay_description;    /* COMB_RELAY_DESCRIPTION */
 	char *log_level;            /* COMB_LOG_LEVEL */
 	bool incremental_enabled;   /* COMB_INCREMENTAL_ENABLED */
+	bool access_log;            /* COMB_ACCESS_LOG */
 	int num_threads;            /* COMB_NUM_THREADS */
 	int max_connections_per_ip; /* COMB_MAX_CONNECTIONS_PER_IP */
 	int db_pool_size;           /* COMB_DB_POOL_SIZE */
