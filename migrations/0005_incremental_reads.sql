@@ -148,12 +148,17 @@ grants AS (
 	   AND pl.xid >= p_after_xid AND pl.xid < p_horizon
 	   AND (NOT p_scoped OR pl.channel_id = ANY(p_named))),
 gained AS (
-	SELECT g.xid, g.src, h.d, h.channel_id AS channel, 'upsert' AS what
+	-- every head of the channel, the deleted and redacted ones as their
+	-- removals: an earlier read may have passed their change while the
+	-- channel was out of view (a later loss already committed, xid above
+	-- its horizon) and a grant since then undid the loss
+	SELECT g.xid, g.src, h.d, h.channel_id AS channel,
+	       CASE WHEN h.deleted THEN 'deleted'
+		    WHEN h.redacted THEN 'redacted' ELSE 'upsert' END AS what
 	  FROM grants g
 	  JOIN artifact_heads h ON h.community_id = p_community
 		AND h.channel_id = g.channel
 	 WHERE g.now_view = 1 AND g.was_view <> 1
-	   AND NOT h.deleted AND NOT h.redacted
 	   AND (p_types IS NULL OR h.type = ANY(p_types))
 	   AND (g.xid, g.src, h.d) > (p_after_xid, p_after_src, p_after_d)
 	 ORDER BY g.xid, g.src, h.d

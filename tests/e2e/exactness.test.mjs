@@ -22,7 +22,9 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { newKey, now, post, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
-import { accept, addMember, createChannel, removeMember, revisionTags, uuid } from './lib/artifacts.mjs';
+import {
+	accept, addMember, assertAccepted, createChannel, editChannel, publish, removeMember, revisionTags, uuid,
+} from './lib/artifacts.mjs';
 import { quiesce } from './lib/checker.mjs';
 import { IncrementalStore, truthFor } from './lib/clients.mjs';
 
@@ -198,4 +200,54 @@ test('a write whose client gave up is waited for before stores are compared', as
 		await s.close();
 		await slow.stop();
 	}
+});
+
+// An incremental read decides access with the state of its snapshot, which
+// may include changes committed above its horizon: a removal-type head
+// change below the horizon (a deletion, a redaction) in a channel that such
+// a later change took out of view is passed over, and the later loss must
+// answer for it. When access comes back before that loss is read, the grant
+// answers for it instead: it carries the channel's deleted and redacted
+// heads as removals. Found by the checker (seed 70108, a broad store kept a
+// redacted artifact across a TTL set and cleared); these build it directly.
+async function passedOver(setup, hide, restore) {
+	const h = await createChannel(stack, admin, { visibility: 'private' });
+	const reader = newKey();
+	await addMember(stack, admin, h, reader.pk);
+	const d = uuid();
+	const created = await accept(stack, admin, { d, h, op: 'create' });
+	const store = new IncrementalStore([stack.url], reader.sk, {}, { keepLog: true });
+	await store.sync(stack);
+	assert.ok(store.items.has(d));
+	await setup({ h, d, created, reader });        // commits below the next horizon
+	const s = psqlSession(stack.dbName);
+	try {
+		await s.run('BEGIN;');
+		await s.run('SELECT pg_current_xact_id();'); // the next read's horizon
+		await hide({ h, reader });                    // commits above it
+		await store.pull();
+		await s.run('COMMIT;');
+	} finally {
+		await s.close();
+	}
+	await restore({ h, reader });
+	await store.sync(stack);
+	assert.deepEqual([...store.revisions()], [...await truthFor(stack.url, reader.sk, {})],
+		'the store equals a fresh current read');
+	assert.ok(!store.items.has(d), 'the removed artifact is gone');
+}
+
+test('a deletion passed over while the reader was revoked, then granted again, is delivered', async () => {
+	await passedOver(
+		({ h, d, created }) => accept(stack, admin, { d, h, op: 'delete', prev: created.id }),
+		({ h, reader }) => removeMember(stack, admin, h, reader.pk),
+		({ h, reader }) => addMember(stack, admin, h, reader.pk));
+});
+
+test('a redaction passed over while the channel had a TTL, then cleared, is delivered', async () => {
+	await passedOver(
+		async ({ h, created }) => assertAccepted(await publish(stack, admin,
+			{ kind: 9005, tags: [['h', h], ['e', created.id]], content: 'redact' })),
+		({ h }) => editChannel(stack, admin, h, [['ttl', '600']]),
+		({ h }) => editChannel(stack, admin, h, [['ttl', '0']]));
 });
