@@ -67,15 +67,24 @@ test('the checker finds a planted bug: a relay dropping `moved` removals fails i
 		{ maxBuffer: 64 << 20 });
 	t.diagnostic(`planted relay built in ${Date.now() - t0} ms`);
 	const opts = { ops: 400, syncs: false };
-	const bad = await check(t, {
-		relayBin: path.join(planted, 'bin', 'comb-relay'),
-		env: { ...RELAY_ENV, COMB_POLICY_PLUGIN: path.join(planted, 'lib', 'policy_default.so') },
-	}, opts);
+	// Whether a history exposes the bug depends on how the readers' reads
+	// interleave with the moves (a store must hold an artifact when it
+	// moves out of view, and nothing else may remove it later): up to
+	// three histories, the first that fails counts.
+	let bad;
+	for (let i = 0; i < 3; i++) {
+		bad = await check(t, {
+			relayBin: path.join(planted, 'bin', 'comb-relay'),
+			env: { ...RELAY_ENV, COMB_POLICY_PLUGIN: path.join(planted, 'lib', 'policy_default.so') },
+		}, { ...opts, seed: SEED + i });
+		if (!bad.ok)
+			break;
+	}
 	assert.equal(bad.ok, false, 'the checker must fail against the planted bug');
 	assert.ok(bad.failures.some((f) => /incremental|broad|scoped/.test(f) && /differs from the truth/.test(f) &&
 		/"extra":\[\s*"/.test(f)), 'a store kept artifacts that moved away');
-	assert.match(bad.failures[0], new RegExp(`seed ${SEED}`), 'the failure names the seed');
+	assert.match(bad.failures[0], new RegExp(`seed ${bad.seed}`), 'the failure names the seed');
 	// the same history converges against the real relay, every run
-	const good = await check(t, {}, opts);
+	const good = await check(t, {}, { ...opts, seed: bad.seed });
 	assert.ok(good.ok, good.failures.join('\n'));
 });
