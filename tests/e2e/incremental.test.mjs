@@ -435,6 +435,8 @@ describe('cursor binding', () => {
 			const k = two.admins[0];
 			const h = (await publish(two, k, { kind: 9007, tags: [['h', uuid()], ['name', 'x']] })).event.tags[0][1];
 			await accept(two, k, { d: uuid(), h, op: 'create' });
+			// below the first read's horizon, so that it is not read again
+			await settle(two);
 			const r1 = await post(two.urls[0], '/query', [{ artifact: 'incremental' }], k, nonce());
 			const c = JSON.parse(r1.body).cursor;
 			await accept(two, k, { d: uuid(), h, op: 'create' });
