@@ -248,7 +248,11 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		"num_threads", threads,
 		"tcp_nodelay", "1",
 		"enable_keep_alive", "yes",
-		"request_timeout_ms", COMB_BODY_DEADLINE_TEXT,
+		/* every read and write, WebSocket frames to a slow reader
+		 * included; a request body's next bytes are awaited for at
+		 * most the body deadline (comb's civetweb patch) */
+		"request_timeout_ms", "30000",
+		"request_body_timeout_ms", COMB_BODY_DEADLINE_TEXT,
 		/* civetweb answers CORS preflights itself unless this is
 		 * empty; http.c answers them as PROTOCOL.md section 10 says */
 		"access_control_allow_methods", "",

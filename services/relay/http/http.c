@@ -62,8 +62,8 @@ static enum route find_route(const struct mg_request_info *info)
 /* Reads the body into req->body, no database connection held: answers
  * 413 over the limit and 408 when it has not all arrived within
  * COMB_BODY_DEADLINE_MS of the headers. mg_read returns what has arrived
- * (comb's civetweb patch) and request_timeout_ms bounds each wait, so the
- * deadline is checked as bytes trickle in and when none come. */
+ * (comb's civetweb patch) and request_body_timeout_ms bounds each wait, so
+ * the deadline is checked as bytes trickle in and when none come. */
 static bool read_body(struct request *req)
 {
 	size_t max = (size_t)req->relay->cfg.max_message_length;
