@@ -18,7 +18,8 @@
  * lost committed before that signal was published and is therefore in the
  * snapshot of any sync opened afterwards. A new epoch or three missed
  * heartbeats interrupt every community and leave each untrusted until its
- * next mark; capture answers every (repeated) subscription with a mark, so
+ * next mark; the three intervals start over with a new epoch's first
+ * message, so a failover is one interruption, not two; capture answers every (repeated) subscription with a mark, so
  * the thread subscribes again, once per heartbeat interval, to each
  * community still untrusted while capture is alive.
  */
@@ -461,6 +462,10 @@ static void handle(const struct comb_signal *s, int64_t now)
 		feed.left[0] = old;
 		feed.epoch = s->epoch;
 		metrics_feed_epoch(s->epoch);
+		/* A new leader is speaking: the former one's silence is not
+		 * its missed heartbeats. It gets three intervals from here. */
+		if (atomic_load(&feed.last_beat_ms) != 0)
+			atomic_store(&feed.last_beat_ms, (long long)now);
 		if (old != 0) {
 			char why[96];
 
