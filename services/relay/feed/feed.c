@@ -93,6 +93,10 @@ static struct {
 	uint64_t epoch;            /* 0 before the first message */
 	uint64_t left[PAST_EPOCHS]; /* epochs followed before, newest first */
 	uint64_t received, refused, stale;
+	/* Since the last heartbeat: time the thread could not listen (its
+	 * poll came back late: the process was stopped or starved), which
+	 * is not capture's silence. */
+	int64_t deaf_ms;
 } feed = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.wake = -1,
@@ -323,6 +327,7 @@ static void on_beat(int64_t now)
 	bool was;
 
 	atomic_store(&feed.last_beat_ms, (long long)now);
+	feed.deaf_ms = 0;
 	metrics_feed_beat();
 	pthread_mutex_lock(&feed.mu);
 	was = feed.alive;
@@ -337,12 +342,15 @@ static void on_beat(int64_t now)
 	}
 }
 
+/* Declares the feed down when three intervals passed since the last
+ * heartbeat, not counting the time the thread could not listen. */
 static void check_liveness(int64_t now)
 {
 	long long last = atomic_load(&feed.last_beat_ms);
 	bool was;
 
-	if (last == 0 || now - last <= (int64_t)FEED_MISSED_HEARTBEATS * feed.interval_ms)
+	if (last == 0 ||
+	    now - last - feed.deaf_ms <= (int64_t)FEED_MISSED_HEARTBEATS * feed.interval_ms)
 		return;
 	pthread_mutex_lock(&feed.mu);
 	was = feed.alive;
@@ -464,8 +472,10 @@ static void handle(const struct comb_signal *s, int64_t now)
 		metrics_feed_epoch(s->epoch);
 		/* A new leader is speaking: the former one's silence is not
 		 * its missed heartbeats. It gets three intervals from here. */
-		if (atomic_load(&feed.last_beat_ms) != 0)
+		if (atomic_load(&feed.last_beat_ms) != 0) {
 			atomic_store(&feed.last_beat_ms, (long long)now);
+			feed.deaf_ms = 0;
+		}
 		if (old != 0) {
 			char why[96];
 
@@ -561,7 +571,7 @@ static int connect_all(const char *list, char *errbuf, size_t errlen)
 
 static void *feed_main(void *arg)
 {
-	int64_t now;
+	int64_t now, listen_from;
 	long timeout = feed.interval_ms / 4;
 	bool drained;
 	int i;
@@ -580,11 +590,14 @@ static void *feed_main(void *arg)
 		items[0].events = ZMQ_POLLIN;
 		items[1].fd = feed.wake;
 		items[1].events = ZMQ_POLLIN;
+		listen_from = now_ms();
 		if (zmq_poll(items, 2, timeout) < 0 && zmq_errno() != EINTR) {
 			comb_error("feed: zmq_poll: %s", zmq_strerror(zmq_errno()));
 			break;
 		}
 		now = now_ms();
+		if (now - listen_from > timeout)
+			feed.deaf_ms += now - listen_from - timeout;
 		if (items[1].revents & ZMQ_POLLIN) {
 			uint64_t n;
 
@@ -598,7 +611,8 @@ static void *feed_main(void *arg)
 		now = now_ms();
 		/* Heartbeats still queued arrived in time: judge capture's
 		 * liveness only on an empty queue, against each beat's own
-		 * receive time, so a slow round never counts as missed beats. */
+		 * receive time, so a slow round never counts as missed beats
+		 * (and a late poll, above, never counts as silence). */
 		if (drained)
 			check_liveness(now);
 		ask_marks(now);

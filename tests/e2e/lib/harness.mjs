@@ -713,6 +713,7 @@ export async function runAdmin(dbUrl, args) {
  *   captureEndpoint, logs {relays[], captures[]}
  *   psql(sql) -> stdout, query(sql) -> rows, admin(args) -> {code, stdout, stderr}
  *   stopNode(i, signal?) -> {code, signal}, startNode(i), stopCapture(i, signal?),
+ *   signalNode(i, signal) (for example SIGSTOP and SIGCONT),
  *   startCapture()
  *   stop()  stops everything, drops the database, rejects when a process
  *           crashed or did not stop cleanly
@@ -841,6 +842,7 @@ export async function startRelay(opts = {}) {
 				await waitReady(stack.ports[i], healthHost, logFile, wantCapture);
 		};
 		stack.startNode = (i) => launch(i, true);
+		stack.signalNode = (i, signal) => relays[i].child.kill(signal);
 		stack.stopNode = async (i, signal = 'SIGTERM') => {
 			const complaint = await stopService(relays[i], `relay ${i}`, signal);
 			if (complaint)

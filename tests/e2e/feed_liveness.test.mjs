@@ -1,15 +1,18 @@
-// A capture failover as the relay sees it, message by message
+// The heartbeat clock of the relay's capture feed, message by message
 // (docs/operations.md "Epoch, sequence numbers, heartbeats and marks"),
-// with lib/fakecapture.mjs standing in for the two capture leaders.
+// with lib/fakecapture.mjs standing in for capture. Its own file, with a
+// slow heartbeat, so that the margins hold on a loaded machine.
 //
-// The new leader's first message can be a mark that arrives shortly
-// before the former leader's heartbeats would count as missed. The new
-// epoch closes every sync once; a sync opened afterwards must stay open
-// while the new leader's heartbeats come, not be closed a second time for
-// the former leader's silence. (CI saw that second close as an
-// e2e/multinode failure: `resync: change feed interrupted` on a sync
-// opened after a standby took over.) Its own file, with a slow heartbeat,
-// so that the margins hold on a loaded machine.
+// - A failover: the new leader's first message can be a mark that arrives
+//   shortly before the former leader's heartbeats would count as missed.
+//   The new epoch closes every sync once; a sync opened afterwards must
+//   stay open while the new leader's heartbeats come, not be closed a
+//   second time for the former leader's silence. (CI saw that second
+//   close as an e2e/multinode failure: `resync: change feed interrupted`
+//   on a sync opened after a standby took over.)
+// - A relay that could not listen (its process stopped, or its feed
+//   thread held up) does not count the heartbeats it could not read as
+//   missed: they are waiting for it.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -67,13 +70,12 @@ async function feedMetrics() {
 }
 
 test('a new leader gets three heartbeat intervals from its first message', async () => {
-	fake.heartbeat(epoch);
-	await fake.subscribed('hb\0');
-	fake.heartbeat(epoch);
 	const X = await createChannel(stack, stack.admins[0], { name: 'failover' });
 	const c = await connectWs(stack.url, stack.admins[0]);
 	sockets.push(c);
+	fake.beatEvery(epoch, HEARTBEAT_MS);
 	await openSync(c, 'before', X);
+	fake.stopBeats();
 
 	// The former leader's last heartbeat: its silence starts here.
 	fake.heartbeat(epoch);
@@ -100,4 +102,23 @@ test('a new leader gets three heartbeat intervals from its first message', async
 	const took = Date.now() - newBeat;
 	assert.ok(took >= 2 * HEARTBEAT_MS, `closed ${took} ms after the new leader's heartbeat`);
 	assert.deepEqual(await feedMetrics(), { alive: 0, losses: 1 });
+});
+
+test('heartbeats sent while the relay could not read them are not missed', async () => {
+	const X = await createChannel(stack, stack.admins[0], { name: 'stalled' });
+	const c = await connectWs(stack.url, stack.admins[0]);
+	sockets.push(c);
+	fake.beatEvery(epoch, HEARTBEAT_MS);
+	await openSync(c, 'sync', X);
+	const { losses } = await feedMetrics();
+	// Longer than three intervals, while capture goes on beating.
+	stack.signalNode(0, 'SIGSTOP');
+	try {
+		await sleep(3.5 * HEARTBEAT_MS);
+	} finally {
+		stack.signalNode(0, 'SIGCONT');
+	}
+	await c.none(isFor('sync'), HEARTBEAT_MS);
+	assert.deepEqual(await feedMetrics(), { alive: 1, losses });
+	fake.stopBeats();
 });
