@@ -167,6 +167,9 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      "# TYPE comb_ws_connections gauge\ncomb_ws_connections %ld\n"
 			      "# HELP comb_ws_subscriptions Plain REQ subscriptions receiving live events.\n"
 			      "# TYPE comb_ws_subscriptions gauge\ncomb_ws_subscriptions %ld\n"
+			      "# HELP comb_ws_frames_total WebSocket frames written, by who wrote them: the thread that produced them (at_once) or the connection's writer thread (queued: the socket could not take them at once, or others waited).\n"
+			      "# TYPE comb_ws_frames_total counter\ncomb_ws_frames_total{path=\"at_once\"} %ld\n"
+			      "comb_ws_frames_total{path=\"queued\"} %ld\n"
 			      "# HELP comb_syncs Syncs open, by mode.\n"
 			      "# TYPE comb_syncs gauge\ncomb_syncs{mode=\"current\"} %ld\n"
 			      "comb_syncs{mode=\"resumable\"} %ld\n"
@@ -174,6 +177,8 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      "# TYPE comb_stopping gauge\ncomb_stopping %d\n",
 			      atomic_load(&values[METRIC_WS_CONNECTIONS]),
 			      state->subscriptions,
+			      atomic_load(&values[METRIC_WS_FRAMES_AT_ONCE]),
+			      atomic_load(&values[METRIC_WS_FRAMES_QUEUED]),
 			      atomic_load(&values[METRIC_SYNCS]),
 			      atomic_load(&values[METRIC_RESUMABLE_SYNCS]),
 			      state->stopping ? 1 : 0);

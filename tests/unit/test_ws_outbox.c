@@ -4,8 +4,9 @@
  * frames and can be held like a client that stopped reading: order and
  * opcodes, the byte bound and its reserve, waiting pushes, the oversized
  * first frame, close frames queued and answered, write failures, the
- * writer thread leaving when idle and coming back, and freeing while a
- * write is blocked.
+ * writer thread leaving when idle and coming back, freeing while a
+ * write is blocked, and frames written at once by the pushing thread
+ * (write_now) while nothing waits, in order with the ones that wait.
  *
  * The queue is compiled into this test directly: it depends on nothing
  * but libcomb and pthreads.
@@ -28,6 +29,9 @@ struct fake {
 	pthread_cond_t cond;
 	bool held;
 	bool fail;
+	bool room;            /* write_now takes frames */
+	bool now_held;        /* write_now blocks until released */
+	int now_waiting;      /* write_now calls blocked right now */
 	int writing;          /* writes blocked right now */
 	int count;
 	int opcodes[MAX_FRAMES];
@@ -61,6 +65,28 @@ static int fake_write(void *conn, int opcode, const char *data, size_t len)
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->mu);
 	return rc;
+}
+
+/* write_now of the fake: records the frame when `room`, else writes
+ * nothing; `fail` fails it; `now_held` blocks it first. */
+static int fake_write_now(void *conn, int opcode, const char *data, size_t len)
+{
+	struct fake *f = conn;
+	bool room;
+
+	pthread_mutex_lock(&f->mu);
+	f->now_waiting++;
+	pthread_cond_broadcast(&f->cond);
+	while (f->now_held)
+		pthread_cond_wait(&f->cond, &f->mu);
+	f->now_waiting--;
+	room = f->room;
+	if (f->fail) {
+		pthread_mutex_unlock(&f->mu);
+		return -1;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return room ? fake_write(conn, opcode, data, len) : 0;
 }
 
 static void fake_init(struct fake *f)
@@ -107,9 +133,15 @@ static int fake_count(struct fake *f)
 	return n;
 }
 
-static struct ws_outbox *outbox(struct fake *f, size_t max, size_t reserve,
-				int linger_ms)
+/* An outbox on f, with write_now when with_now. */
+static struct ws_outbox *outbox_on(struct fake *f, bool with_now, size_t max,
+				   size_t reserve, int linger_ms)
 {
+	struct ws_transport t = {
+		.write = fake_write,
+		.write_now = with_now ? fake_write_now : NULL,
+		.conn = f,
+	};
 	struct ws_outbox_limits l;
 	struct ws_outbox *ob;
 
@@ -117,9 +149,16 @@ static struct ws_outbox *outbox(struct fake *f, size_t max, size_t reserve,
 	l.max_bytes = max;
 	l.reserve_bytes = reserve;
 	l.linger_ms = linger_ms;
-	ob = ws_outbox_new(fake_write, f, &l);
+	ob = ws_outbox_new(&t, &l);
 	assert_non_null(ob);
 	return ob;
+}
+
+/* An outbox on f whose every frame goes through the writer thread. */
+static struct ws_outbox *outbox(struct fake *f, size_t max, size_t reserve,
+				int linger_ms)
+{
+	return outbox_on(f, false, max, reserve, linger_ms);
 }
 
 static void sleep_ms(int ms)
@@ -396,6 +435,113 @@ static void test_free_waits_for_a_blocked_write(void **state)
 	fake_release(&f);
 }
 
+static void test_write_now_from_the_pushing_thread(void **state)
+{
+	struct fake f;
+	struct ws_outbox *ob;
+	int i;
+
+	(void)state;
+	fake_init(&f);
+	f.room = true;
+	ob = outbox_on(&f, true, 4096, 0, 1000);
+	assert_int_equal(ws_outbox_push_text(ob, "one", 0), 0);
+	assert_int_equal(ws_outbox_push_text(ob, "two", 0), 0);
+	assert_int_equal(ws_outbox_close(ob, WS_CLOSE_NORMAL, "bye"), 0);
+	/* All written before the pushes returned, by this thread: no writer
+	 * thread was ever started. */
+	assert_int_equal(fake_count(&f), 3);
+	for (i = 0; i < 3; i++)
+		assert_true(pthread_equal(f.threads[i], pthread_self()));
+	assert_string_equal(f.data[0], "one");
+	assert_string_equal(f.data[1], "two");
+	assert_int_equal(f.opcodes[2], WS_OP_CLOSE);
+	pthread_mutex_lock(&ob->mu);
+	assert_false(ob->thread_started);
+	assert_true(ob->close_sent);
+	assert_int_equal(ob->queued, 0);
+	pthread_mutex_unlock(&ob->mu);
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
+struct pusher {
+	struct ws_outbox *ob;
+	const char *text;
+	int rc;
+};
+
+static void *push_in_thread(void *arg)
+{
+	struct pusher *p = arg;
+
+	p->rc = ws_outbox_push_text(p->ob, p->text, 0);
+	return NULL;
+}
+
+static void test_a_frame_the_socket_cannot_take_keeps_its_place(void **state)
+{
+	struct pusher first, second;
+	struct fake f;
+	struct ws_outbox *ob;
+	pthread_t t;
+
+	(void)state;
+	fake_init(&f);
+	f.room = false;
+	f.now_held = true;
+	ob = outbox_on(&f, true, 4096, 0, 1000);
+	/* "first" is in write_now when "second" is pushed... */
+	first = (struct pusher){ob, "first", -1};
+	pthread_create(&t, NULL, push_in_thread, &first);
+	pthread_mutex_lock(&f.mu);
+	while (!f.now_waiting)
+		pthread_cond_wait(&f.cond, &f.mu);
+	pthread_mutex_unlock(&f.mu);
+	second = (struct pusher){ob, "second", -1};
+	push_in_thread(&second);
+	assert_int_equal(second.rc, 0);
+	/* ...which waits: nothing is written while write_now runs. */
+	sleep_ms(50);
+	assert_int_equal(fake_count(&f), 0);
+	/* The socket does not take "first": it is queued before "second". */
+	pthread_mutex_lock(&f.mu);
+	f.now_held = false;
+	pthread_cond_broadcast(&f.cond);
+	pthread_mutex_unlock(&f.mu);
+	pthread_join(t, NULL);
+	assert_int_equal(first.rc, 0);
+	assert_true(ws_outbox_drain(ob, 2000));
+	assert_int_equal(fake_count(&f), 2);
+	assert_string_equal(f.data[0], "first");
+	assert_string_equal(f.data[1], "second");
+	assert_false(pthread_equal(f.threads[0], pthread_self()));
+	/* Once the queue is empty again, a frame that fits goes at once. */
+	f.room = true;
+	assert_int_equal(ws_outbox_push_text(ob, "third", 0), 0);
+	assert_int_equal(fake_count(&f), 3);
+	assert_true(pthread_equal(f.threads[2], pthread_self()));
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
+static void test_write_now_failure_closes_the_queue(void **state)
+{
+	struct fake f;
+	struct ws_outbox *ob;
+
+	(void)state;
+	fake_init(&f);
+	f.fail = true;
+	ob = outbox_on(&f, true, 4096, 0, 1000);
+	assert_int_equal(ws_outbox_push_text(ob, "lost", 0), COMB_EIO);
+	assert_true(ws_outbox_closed(ob));
+	assert_int_equal(ws_outbox_push_text(ob, "after", 0), COMB_EIO);
+	assert_int_equal(fake_count(&f), 0);
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -408,6 +554,9 @@ int main(void)
 		cmocka_unit_test(test_write_failure_closes_the_queue),
 		cmocka_unit_test(test_writer_leaves_when_idle_and_comes_back),
 		cmocka_unit_test(test_free_waits_for_a_blocked_write),
+		cmocka_unit_test(test_write_now_from_the_pushing_thread),
+		cmocka_unit_test(test_a_frame_the_socket_cannot_take_keeps_its_place),
+		cmocka_unit_test(test_write_now_failure_closes_the_queue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

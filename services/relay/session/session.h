@@ -55,13 +55,27 @@ enum ws_close_code {
 };
 
 /*
- * Writes one whole frame to the client; returns a positive number on
- * success, 0 or negative when the connection failed. May block for as
- * long as the client takes to read. Called only from the writer thread
- * and from ws_outbox_close_now().
+ * How an outbox reaches its client's socket (conn is the connection):
+ *   write      writes one whole frame; returns a positive number on
+ *              success, 0 or negative when the connection failed. May
+ *              block for as long as the client takes to read. Called only
+ *              from the writer thread and from ws_outbox_close_now().
+ *   write_now  (may be NULL) writes one whole frame only if the socket
+ *              takes all of it without waiting for the client; returns a
+ *              positive number when written, 0 when not (the frame is
+ *              then queued for the writer), negative when the connection
+ *              failed. Called from the pushing thread while the queue is
+ *              empty and nothing else writes, so that a frame that fits
+ *              costs no thread wake-up.
  */
 typedef int (*ws_outbox_write_fn)(void *conn, int opcode, const char *data,
 				  size_t len);
+
+struct ws_transport {
+	ws_outbox_write_fn write;
+	ws_outbox_write_fn write_now;
+	void *conn;
+};
 
 struct ws_outbox_limits {
 	size_t max_bytes;     /* queued bytes (payload + WS_OUTBOX_FRAME_COST
@@ -92,11 +106,11 @@ struct ws_outbox;
 void ws_outbox_default_limits(struct ws_outbox_limits *limits);
 
 /*
- * Creates an empty queue writing through write(conn, ...) (conn borrowed;
- * it must stay valid until ws_outbox_free returns). No thread runs until
- * the first push. Returns NULL when out of memory.
+ * Creates an empty queue writing through transport (copied; its conn is
+ * borrowed and must stay valid until ws_outbox_free returns). No thread
+ * runs until a frame has to wait. Returns NULL when out of memory.
  */
-struct ws_outbox *ws_outbox_new(ws_outbox_write_fn write, void *conn,
+struct ws_outbox *ws_outbox_new(const struct ws_transport *transport,
 				const struct ws_outbox_limits *limits);
 
 /*
@@ -107,9 +121,11 @@ struct ws_outbox *ws_outbox_new(ws_outbox_write_fn write, void *conn,
 void ws_outbox_free(struct ws_outbox *ob);
 
 /*
- * Queues one frame (data copied). Returns 0; COMB_ETOOBIG when it does not
- * fit (never with WS_PUSH_WAIT, unless the queue closed while waiting);
- * COMB_EIO when the queue is closed or a write failed; COMB_ENOMEM.
+ * Sends one frame: written at once through write_now when the queue is
+ * empty and the socket takes it, else queued (data copied) for the
+ * writer thread. Returns 0; COMB_ETOOBIG when it does not fit (never
+ * with WS_PUSH_WAIT, unless the queue closed while waiting); COMB_EIO
+ * when the queue is closed or a write failed; COMB_ENOMEM.
  */
 int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		   size_t len, unsigned flags);
@@ -204,13 +220,13 @@ struct ws_session {
 
 /*
  * Creates a session for a connection of community c whose Host header was
- * host_header (borrowed, copied), writing frames through write(conn,...)
+ * host_header (borrowed, copied), writing frames through transport
  * (see above). Returns NULL when out of memory.
  */
 struct ws_session *ws_session_new(struct relay *relay,
 				  const struct community *c,
 				  const char *host_header,
-				  ws_outbox_write_fn write, void *conn);
+				  const struct ws_transport *transport);
 
 /* Closes every subscription, stops the outbox and frees the session. Call
  * from the connection's thread when the connection is gone. */

@@ -1,10 +1,15 @@
 /*
  * The bounded outbound queue of one WebSocket connection (see
- * session.h). One mutex guards the queue; the writer thread takes a
- * frame under it, writes without it, and exits after linger_ms without
- * work so that idle connections cost no thread. Queued bytes count the
- * frame being written until its write returns, so the bound covers every
- * byte the queue holds.
+ * session.h). One mutex guards the queue. A frame pushed while the queue
+ * is empty and nothing writes is written by the pushing thread itself
+ * when the socket takes all of it at once (write_now): a live change
+ * fanned out to many connections then wakes no thread per frame. Every
+ * other frame waits in the queue for the writer thread, which takes a
+ * frame under the mutex, writes without it, and exits after linger_ms
+ * without work so that idle connections cost no thread. `writing` keeps
+ * one writer at a time, so frames leave in the order they were pushed.
+ * Queued bytes count the frame being written until its write returns, so
+ * the bound covers every byte the queue holds.
  */
 #include "session.h"
 
@@ -62,6 +67,8 @@ static void *writer_main(void *arg)
 
 	pthread_mutex_lock(&ob->mu);
 	for (;;) {
+		while (ob->writing && !ob->stopping)
+			pthread_cond_wait(&ob->room, &ob->mu);
 		if (!ob->head && !ob->stopping) {
 			comb_deadline_in(&deadline, CLOCK_MONOTONIC, ob->limits.linger_ms);
 			while (!ob->head && !ob->stopping) {
@@ -78,7 +85,8 @@ static void *writer_main(void *arg)
 			ob->tail = NULL;
 		ob->writing = true;
 		pthread_mutex_unlock(&ob->mu);
-		ok = ob->write(ob->conn, f->opcode, f->data, f->len) > 0;
+		ok = ob->transport.write(ob->transport.conn, f->opcode, f->data,
+					 f->len) > 0;
 		pthread_mutex_lock(&ob->mu);
 		ob->writing = false;
 		ob->queued -= frame_cost(f->len);
@@ -127,7 +135,7 @@ static int ensure_writer_locked(struct ws_outbox *ob)
 	return 0;
 }
 
-struct ws_outbox *ws_outbox_new(ws_outbox_write_fn write, void *conn,
+struct ws_outbox *ws_outbox_new(const struct ws_transport *transport,
 				const struct ws_outbox_limits *limits)
 {
 	struct ws_outbox *ob = calloc(1, sizeof(*ob));
@@ -135,8 +143,7 @@ struct ws_outbox *ws_outbox_new(ws_outbox_write_fn write, void *conn,
 
 	if (!ob)
 		return NULL;
-	ob->write = write;
-	ob->conn = conn;
+	ob->transport = *transport;
 	if (limits)
 		ob->limits = *limits;
 	else
@@ -184,6 +191,50 @@ static struct frame *frame_new(int opcode, const char *data, size_t len)
 	return f;
 }
 
+enum write_now_outcome {
+	NOT_TRIED,   /* something is queued or being written */
+	WRITTEN,     /* or the connection failed: the queue failed too */
+	NOT_WRITTEN, /* the socket could not take it all now */
+};
+
+/*
+ * Writes f from the pushing thread when nothing is queued or being
+ * written and the socket takes all of it now. The caller holds mu, which
+ * is released during the write; frames pushed meanwhile are queued, so
+ * f, when NOT_WRITTEN, goes before them.
+ */
+static enum write_now_outcome write_now_locked(struct ws_outbox *ob,
+					       const struct frame *f)
+{
+	int n;
+
+	if (!ob->transport.write_now || ob->head || ob->writing)
+		return NOT_TRIED;
+	ob->writing = true;
+	pthread_mutex_unlock(&ob->mu);
+	n = ob->transport.write_now(ob->transport.conn, f->opcode, f->data, f->len);
+	pthread_mutex_lock(&ob->mu);
+	ob->writing = false;
+	if (n > 0 && f->opcode == WS_OP_CLOSE)
+		ob->close_sent = true;
+	if (n < 0 && !ob->failed) {
+		ob->failed = true;
+		discard_locked(ob);
+	}
+	pthread_cond_broadcast(&ob->room);
+	return n != 0 ? WRITTEN : NOT_WRITTEN;
+}
+
+/* Puts f first in the queue (it was pushed before everything queued). */
+static void prepend_locked(struct ws_outbox *ob, struct frame *f)
+{
+	f->next = ob->head;
+	ob->head = f;
+	if (!ob->tail)
+		ob->tail = f;
+	ob->queued += frame_cost(f->len);
+}
+
 static void append_locked(struct ws_outbox *ob, struct frame *f)
 {
 	if (ob->tail)
@@ -219,7 +270,21 @@ int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		}
 		pthread_cond_wait(&ob->room, &ob->mu);
 	}
-	append_locked(ob, f);
+	switch (write_now_locked(ob, f)) {
+	case WRITTEN:
+		rc = ob->failed ? COMB_EIO : 0;
+		goto out;
+	case NOT_WRITTEN:
+		if (ob->failed || ob->stopping) {
+			rc = COMB_EIO;
+			goto out;
+		}
+		prepend_locked(ob, f);
+		break;
+	case NOT_TRIED:
+		append_locked(ob, f);
+		break;
+	}
 	f = NULL;
 	rc = ensure_writer_locked(ob);
 out:
@@ -252,10 +317,21 @@ int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason)
 	pthread_mutex_lock(&ob->mu);
 	if (ob->closing || ob->failed || ob->stopping)
 		goto out;
-	append_locked(ob, f);
-	f = NULL;
 	ob->closing = true;
 	pthread_cond_broadcast(&ob->room);
+	switch (write_now_locked(ob, f)) {
+	case WRITTEN:
+		goto out;
+	case NOT_WRITTEN:
+		if (ob->failed || ob->stopping)
+			goto out;
+		prepend_locked(ob, f);
+		break;
+	case NOT_TRIED:
+		append_locked(ob, f);
+		break;
+	}
+	f = NULL;
 	ensure_writer_locked(ob);
 out:
 	pthread_mutex_unlock(&ob->mu);
@@ -278,7 +354,7 @@ void ws_outbox_close_now(struct ws_outbox *ob, const char *payload, size_t len)
 	ob->close_sent = true;
 	pthread_mutex_unlock(&ob->mu);
 	if (!sent)
-		ob->write(ob->conn, WS_OP_CLOSE, payload, len);
+		ob->transport.write(ob->transport.conn, WS_OP_CLOSE, payload, len);
 }
 
 bool ws_outbox_drain(struct ws_outbox *ob, int timeout_ms)

@@ -22,8 +22,7 @@ struct ws_outbox {
 	pthread_mutex_t mu;
 	pthread_cond_t work;   /* the writer waits for frames */
 	pthread_cond_t room;   /* pushers and drain wait for progress */
-	ws_outbox_write_fn write;
-	void *conn;
+	struct ws_transport transport;
 	struct ws_outbox_limits limits;
 	struct frame *head, *tail;
 	size_t queued;         /* bytes, including the frame being written */
@@ -31,7 +30,8 @@ struct ws_outbox {
 	bool close_sent;
 	bool failed;
 	bool stopping;
-	bool writing;
+	bool writing;          /* a frame is being written (by the writer
+	                          thread or a pusher), outside mu */
 	bool thread_running;
 	bool thread_started;
 	pthread_t thread;

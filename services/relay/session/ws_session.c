@@ -24,7 +24,7 @@
 struct ws_session *ws_session_new(struct relay *relay,
 				  const struct community *c,
 				  const char *host_header,
-				  ws_outbox_write_fn write, void *conn)
+				  const struct ws_transport *transport)
 {
 	struct ws_session *s = calloc(1, sizeof(*s));
 	struct ws_outbox_limits limits;
@@ -35,7 +35,7 @@ struct ws_session *ws_session_new(struct relay *relay,
 	if (!s)
 		return NULL;
 	ws_outbox_default_limits(&limits);
-	s->outbox = ws_outbox_new(write, conn, &limits);
+	s->outbox = ws_outbox_new(transport, &limits);
 	if (!s->outbox) {
 		free(s);
 		return NULL;

@@ -235,9 +235,21 @@ void ws_end_request(const struct mg_connection *conn, int status)
 
 static void go_away_locked(struct ws_conn *wc);
 
+/* The outbox's transport (session.h): civetweb's blocking frame write,
+ * and its write of a frame the socket takes at once. */
 static int conn_write(void *conn, int opcode, const char *data, size_t len)
 {
+	metrics_add(METRIC_WS_FRAMES_QUEUED, 1);
 	return mg_websocket_write(conn, opcode, data, len);
+}
+
+static int conn_write_now(void *conn, int opcode, const char *data, size_t len)
+{
+	int n = mg_websocket_write_now(conn, opcode, data, len);
+
+	if (n > 0)
+		metrics_add(METRIC_WS_FRAMES_AT_ONCE, 1);
+	return n;
 }
 
 static int on_connect(const struct mg_connection *conn, void *cbdata)
@@ -253,10 +265,13 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 	struct relay *relay = cbdata;
 	const char *host = mg_get_header(conn, "Host");
 	struct ws_conn *wc = calloc(1, sizeof(*wc));
+	struct ws_transport transport = {
+		.write = conn_write, .write_now = conn_write_now, .conn = conn,
+	};
 
 	if (wc && upgrade.valid)
 		wc->session = ws_session_new(relay, &upgrade.community,
-					     host ? host : "", conn_write, conn);
+					     host ? host : "", &transport);
 	upgrade.valid = false;
 	if (!wc || !wc->session) {
 		comb_error("websocket: cannot set up a connection: out of memory");
