@@ -126,8 +126,8 @@ static int initial_once(struct bench_http *c, const struct bench_layout *l,
 		n++;
 		if (rc || pages[n - 1].status != 200)
 			break;
-		if (!bench_incremental_tail(pages[n - 1].body.data, pages[n - 1].body.len, cursor,
-			       cursor_cap, &more)) {
+		if (!bench_incremental_tail(pages[n - 1].body.data, pages[n - 1].body.len,
+					    cursor, cursor_cap, &more)) {
 			rc = COMB_EINVAL;
 			break;
 		}
@@ -669,7 +669,8 @@ int bench_cmd_incr_delta(int argc, char **argv)
 		auth = NULL;
 		pages++;
 		if (rc || status != 200 ||
-		    !bench_incremental_tail(resp[pages - 1].data, resp[pages - 1].len, cur, sizeof(cur), &more))
+		    !bench_incremental_tail(resp[pages - 1].data, resp[pages - 1].len, cur,
+					    sizeof(cur), &more))
 			break;
 		bench_incremental_body(&body, cur, NULL, 1000);
 	}

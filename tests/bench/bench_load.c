@@ -6,8 +6,9 @@
  *
  * Every artifact is a real kind-45010 revision of BENCH_EVENT_BYTES signed
  * by the community admin; beside them, the chat channel holds l.chats
- * kind-9 messages of the same size by the admin (bench_chat_fixture). The transaction runs with session_replication_role
- * = replica so that no notification or foreign-key trigger fires for rows
+ * kind-9 messages of the same size by the admin (bench_chat_fixture).
+ * The transaction runs with session_replication_role = replica so that
+ * no notification or foreign-key trigger fires for rows
  * that are consistent by construction; the *_xid stamps then come from
  * their column defaults, pg_current_xact_id(), which is exactly what the
  * stamping triggers would have written. events.seq is assigned here and

@@ -79,8 +79,9 @@ static int http_catchup(struct bench_http *c, const struct bench_layout *l,
 		if (status != 200 ||
 		    !bench_incremental_tail(pages[*npages - 1].data, pages[*npages - 1].len,
 					    final, CURSOR_CAP, &more)) {
-			json_array_append_new(errors, json_sprintf("incremental read answered %d: %.200s",
-				status, pages[*npages - 1].data));
+			json_array_append_new(errors, json_sprintf(
+				"incremental read answered %d: %.200s", status,
+				pages[*npages - 1].data));
 			rc = COMB_EINVAL;
 			break;
 		}
@@ -286,8 +287,8 @@ static int ws_catchup(const char *addr, const char *host, const struct bench_lay
 	double t0;
 	int bad = 0;
 
-	snprintf(req, sizeof(req), "[\"REQ\",\"catchup\",{\"artifact\":\"changes\",\"cursor\":\"%s\"}]",
-		 cursor);
+	snprintf(req, sizeof(req),
+		 "[\"REQ\",\"catchup\",{\"artifact\":\"changes\",\"cursor\":\"%s\"}]", cursor);
 	bench_loop_init(&cu->loop, catchup_message, cu);
 	ws = bench_ws_connect(&cu->loop, addr, host, l->reader_sk, 0);
 	if (!ws || bench_loop_run(&cu->loop, catchup_authed, 10) || !ws->authed) {
@@ -308,8 +309,9 @@ static int ws_catchup(const char *addr, const char *host, const struct bench_lay
 		bad++;
 	}
 	if (cu->frames == 0 || cu->last_more) {
-		json_array_append_new(errors, json_sprintf("EOSE after %d frames, the last with more %s",
-							   cu->frames, cu->last_more ? "true" : "false"));
+		json_array_append_new(errors, json_sprintf(
+			"EOSE after %d frames, the last with more %s", cu->frames,
+			cu->last_more ? "true" : "false"));
 		bad++;
 	}
 	return bad;
@@ -483,7 +485,8 @@ static void live_message(struct bench_loop *loop, struct bench_ws *ws,
 		return;
 	if (bench_msg_is(msg, len, "[\"CHANGES\",\"live\",")) {
 		if (lv->opening) {
-			json_t *arr = json_loadb(msg, len, 0, NULL), *answer = json_array_get(arr, 2);
+			json_t *arr = json_loadb(msg, len, 0, NULL);
+			json_t *answer = json_array_get(arr, 2);
 			const char *cursor = json_string_value(json_object_get(answer, "cursor"));
 
 			if (!items_add(&lv->first, answer) || !cursor)
@@ -815,7 +818,8 @@ static void reconnect_message(struct bench_loop *loop, struct bench_ws *ws,
 		if (!bench_msg_is(msg, len, "[\"CHANGES\",\"again\",{\"changes\":[]"))
 			c->items++;
 		more = memmem(msg, len, "\"more\":", 7);
-		c->last_more = more && (size_t)(msg + len - more) > 11 && !memcmp(more + 7, "true", 4);
+		c->last_more = more && (size_t)(msg + len - more) > 11 &&
+			       !memcmp(more + 7, "true", 4);
 	} else if (bench_msg_is(msg, len, "[\"EOSE\",\"again\"")) {
 		if (!c->eose)
 			rc->eosed++;
