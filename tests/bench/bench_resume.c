@@ -809,8 +809,8 @@ struct reconnect {
 static void reconnect_message(struct bench_loop *loop, struct bench_ws *ws,
 			      const char *msg, size_t len, double t)
 {
-	struct reconnect *rc = loop->ctx;
-	struct client *c = &rc->clients[ws->index];
+	struct reconnect *r = loop->ctx;
+	struct client *c = &r->clients[ws->index];
 	const char *more;
 
 	if (bench_msg_is(msg, len, "[\"CHANGES\",\"again\",")) {
@@ -822,14 +822,14 @@ static void reconnect_message(struct bench_loop *loop, struct bench_ws *ws,
 			       !memcmp(more + 7, "true", 4);
 	} else if (bench_msg_is(msg, len, "[\"EOSE\",\"again\"")) {
 		if (!c->eose)
-			rc->eosed++;
+			r->eosed++;
 		c->eose = true;
 		c->t_eose = t;
 	} else if ((bench_msg_is(msg, len, "[\"CLOSED\",") ||
 		    bench_msg_is(msg, len, "[\"NOTICE\",")) && !c->refusal[0]) {
 		snprintf(c->refusal, sizeof(c->refusal), "%.*s", (int)(len < 150 ? len : 150), msg);
-		if (!rc->first_refusal[0])
-			snprintf(rc->first_refusal, sizeof(rc->first_refusal), "%s", c->refusal);
+		if (!r->first_refusal[0])
+			snprintf(r->first_refusal, sizeof(r->first_refusal), "%s", c->refusal);
 	}
 }
 
