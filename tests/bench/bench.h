@@ -34,6 +34,9 @@
 #define BENCH_EDITS 100
 #define BENCH_MOVES 10
 #define BENCH_DELETES 5
+#define BENCH_CHATS 10050
+/* created_at of the first loaded event (the n-th is this + n). */
+#define BENCH_FIXTURE_TIME 1700000000
 
 /* Special channels (not among the reader's memberships), as negative
  * channel indexes of bench_channel_id(). */
@@ -55,6 +58,8 @@ struct bench_layout {
 	int edits, moves, deletes;
 	int live_channel;    /* the channel of the live scenario */
 	int revoke_channel;  /* the channel the delta revokes */
+	int chats;           /* kind-9 messages loaded in the chat channel */
+	int chat_channel;    /* a membership holding no artifacts */
 	unsigned char admin_sk[32], reader_sk[32];
 	char admin_pk[65], reader_pk[65];
 };
@@ -82,6 +87,19 @@ int bench_artifacts_in(const struct bench_layout *l, int nchannels);
 int bench_revision(struct comb_event *ev, const char *pubkey, const char *d,
 		   const char *h, const char *op, const char *prev,
 		   int64_t created_at, uint64_t content_seed);
+
+/*
+ * Builds (unsigned) a kind-9 chat message by pubkey in channel h, with a
+ * content from content_seed padded so that the signed event serializes to
+ * BENCH_EVENT_BYTES. ev is released first.
+ */
+int bench_chat_message(struct comb_event *ev, const char *pubkey, const char *h,
+		       int64_t created_at, uint64_t content_seed);
+
+/* Builds the fixture's chat message i (0 <= i < l->chats; by the admin in
+ * the chat channel, created at BENCH_FIXTURE_TIME + i) with its id set,
+ * unsigned: the loader signs it, the readers only need its id. */
+int bench_chat_fixture(const struct bench_layout *l, int i, struct comb_event *ev);
 
 /* Signs ev with sk and serializes it into out (reset first). */
 int bench_sign_json(struct comb_event *ev, const unsigned char sk[32],
@@ -139,6 +157,10 @@ long bench_opt_long(int argc, char **argv, const char *name, long def);
 double bench_opt_double(int argc, char **argv, const char *name, double def);
 /* The layout from --seed, --scale and --community. */
 int bench_layout_from_opts(struct bench_layout *l, int argc, char **argv);
+/* Splits "a,b" into at most max parts (pointers into buf, cut in place). */
+int bench_split(char *buf, char **parts, int max);
+/* True when the len bytes of msg begin with prefix. */
+bool bench_msg_is(const char *msg, size_t len, const char *prefix);
 
 /* Reads the file at path into a NUL-terminated string (caller frees). */
 char *bench_read_file(const char *path, size_t *len);
@@ -163,6 +185,14 @@ void bench_http_close(struct bench_http *c);
 int bench_http_request(struct bench_http *c, const char *method,
 		       const char *path, const char *body, size_t blen,
 		       const char *auth, int *status, struct comb_buf *resp);
+/* The body of an incremental read (PROTOCOL.md section 8.1) into b (reset
+ * first): cursor and the one channel h of its scope each NULL for none. */
+int bench_incremental_body(struct comb_buf *b, const char *cursor, const char *h,
+			   int limit);
+/* Finds the last "cursor" (at most cap bytes with NUL) and "more" in the
+ * last bytes of an incremental answer; false when it holds no cursor. */
+bool bench_incremental_tail(const char *body, size_t len, char *cursor, size_t cap,
+			    bool *more);
 /* A NIP-98 header value "Nostr <base64>" for url, method and body, with a
  * random nonce tag (tokens are single use). Caller frees. */
 char *bench_nip98(const unsigned char sk[32], const char *url,
@@ -264,6 +294,12 @@ int bench_cmd_incr_visibility(int argc, char **argv);
 int bench_cmd_sync_snapshot(int argc, char **argv);
 int bench_cmd_sync_live(int argc, char **argv);
 int bench_cmd_ingest(int argc, char **argv);
+int bench_cmd_chat_ingest(int argc, char **argv);
 int bench_cmd_conns(int argc, char **argv);
+int bench_cmd_req_read(int argc, char **argv);
+int bench_cmd_req_burst(int argc, char **argv);
+int bench_cmd_resume_catchup(int argc, char **argv);
+int bench_cmd_resume_live(int argc, char **argv);
+int bench_cmd_resume_reconnect(int argc, char **argv);
 
 #endif

@@ -27,9 +27,8 @@
 
 #define MAX_PAGES 100000
 
-/* Finds "cursor" and "more" in the last bytes of a page. */
-static bool page_tail(const char *body, size_t len, char *cursor, size_t cap,
-		      bool *more)
+bool bench_incremental_tail(const char *body, size_t len, char *cursor, size_t cap,
+			    bool *more)
 {
 	size_t from = len > 4096 ? len - 4096 : 0;
 	const char *p = NULL, *q, *end;
@@ -48,13 +47,18 @@ static bool page_tail(const char *body, size_t len, char *cursor, size_t cap,
 	return true;
 }
 
-static int incremental_body(struct comb_buf *b, const char *cursor, int limit)
+int bench_incremental_body(struct comb_buf *b, const char *cursor, const char *h,
+			   int limit)
 {
+	int rc;
+
 	comb_buf_reset(b);
-	if (cursor)
-		return comb_buf_printf(b, "[{\"artifact\":\"incremental\",\"cursor\":\"%s\","
-				       "\"limit\":%d}]", cursor, limit);
-	return comb_buf_printf(b, "[{\"artifact\":\"incremental\",\"limit\":%d}]", limit);
+	rc = comb_buf_puts(b, "[{\"artifact\":\"incremental\",");
+	if (rc == 0 && h)
+		rc = comb_buf_printf(b, "\"#h\":[\"%s\"],", h);
+	if (rc == 0 && cursor)
+		rc = comb_buf_printf(b, "\"cursor\":\"%s\",", cursor);
+	return rc ? rc : comb_buf_printf(b, "\"limit\":%d}]", limit);
 }
 
 static const char *tag_of(json_t *event, const char *name)
@@ -107,7 +111,7 @@ static int initial_once(struct bench_http *c, const struct bench_layout *l,
 		char *auth;
 
 		tp = bench_now();
-		incremental_body(&body, have_cursor ? cursor : NULL, limit);
+		bench_incremental_body(&body, have_cursor ? cursor : NULL, NULL, limit);
 		ts = bench_now();
 		auth = bench_nip98(l->reader_sk, url, "POST", body.data, body.len);
 		*sign_s += bench_now() - ts;
@@ -122,8 +126,8 @@ static int initial_once(struct bench_http *c, const struct bench_layout *l,
 		n++;
 		if (rc || pages[n - 1].status != 200)
 			break;
-		if (!page_tail(pages[n - 1].body.data, pages[n - 1].body.len, cursor,
-			       cursor_cap, &more)) {
+		if (!bench_incremental_tail(pages[n - 1].body.data, pages[n - 1].body.len,
+					    cursor, cursor_cap, &more)) {
 			rc = COMB_EINVAL;
 			break;
 		}
@@ -313,7 +317,7 @@ int bench_cmd_incr_nochange(int argc, char **argv)
 		rc = COMB_ENOMEM;
 	if (rc)
 		goto out;
-	incremental_body(&body, cursor, 100);
+	bench_incremental_body(&body, cursor, NULL, 100);
 	snprintf(url, sizeof(url), "http://%s/query", host);
 	for (i = 0; i < reads && rc == 0; i++)
 		if (!(tokens[i] = bench_nip98(l.reader_sk, url, "POST", body.data, body.len)))
@@ -401,14 +405,14 @@ int bench_cmd_incr_read(int argc, char **argv)
 	while (rc == 0 && more && pages < 1000) {
 		const char *p;
 
-		incremental_body(&body, cur, limit);
+		bench_incremental_body(&body, cur, NULL, limit);
 		auth = bench_nip98(l.reader_sk, url, "POST", body.data, body.len);
 		rc = auth ? bench_http_request(&c, "POST", "/query", body.data, body.len,
 					       auth, &status, &resp) : COMB_ENOMEM;
 		free(auth);
 		pages++;
 		if (rc || status != 200 ||
-		    !page_tail(resp.data, resp.len, cur, sizeof(cur), &more))
+		    !bench_incremental_tail(resp.data, resp.len, cur, sizeof(cur), &more))
 			break;
 		for (p = resp.data; (p = strstr(p, "{\"op\":")); p++)
 			items++;
@@ -653,7 +657,7 @@ int bench_cmd_incr_delta(int argc, char **argv)
 	/* The catch-up read: the first token is signed before the clock. */
 	snprintf(url, sizeof(url), "http://%s/query", host);
 	snprintf(cur, sizeof(cur), "%s", cursor);
-	incremental_body(&body, cur, 1000);
+	bench_incremental_body(&body, cur, NULL, 1000);
 	auth = bench_nip98(dl.l.reader_sk, url, "POST", body.data, body.len);
 	t0 = bench_now();
 	while (more && pages < 16 && rc == 0) {
@@ -665,9 +669,10 @@ int bench_cmd_incr_delta(int argc, char **argv)
 		auth = NULL;
 		pages++;
 		if (rc || status != 200 ||
-		    !page_tail(resp[pages - 1].data, resp[pages - 1].len, cur, sizeof(cur), &more))
+		    !bench_incremental_tail(resp[pages - 1].data, resp[pages - 1].len, cur,
+					    sizeof(cur), &more))
 			break;
-		incremental_body(&body, cur, 1000);
+		bench_incremental_body(&body, cur, NULL, 1000);
 	}
 	seconds = bench_now() - t0;
 	if (rc == 0 && status != 200)

@@ -5,6 +5,10 @@
  * clock starts; the clock runs from the first EVENT to the last OK. Every
  * OK must accept its event, and afterwards the database must hold exactly
  * one head per event in the ingest channel.
+ *
+ * `comb-bench chat-ingest`: the same with kind-9 chat messages of the
+ * same size by the admin in the ingest channel; afterwards the database
+ * must hold exactly one stored kind-9 event per message there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,21 @@
 
 #include "bench.h"
 #include "comb/error.h"
+
+/* Builds and signs n chat messages by the admin in the ingest channel,
+ * created now. */
+static int chat_events(const struct bench_layout *l, struct comb_event *evs, size_t n)
+{
+	char h[37];
+	int64_t now = bench_unix_time();
+	size_t i;
+	int rc = 0;
+
+	bench_channel_id(l, BENCH_CH_INGEST, h);
+	for (i = 0; i < n && rc == 0; i++)
+		rc = bench_chat_message(&evs[i], l->admin_pk, h, now, 0xc4a717e5ULL + i);
+	return rc ? rc : bench_sign_all(evs, n, l->admin_sk, 2);
+}
 
 int bench_ingest_events(const struct bench_layout *l, const char *series,
 			struct comb_event *evs, size_t n)
@@ -108,7 +127,9 @@ static bool ingest_authed(void *ctx)
 	return in->loop.authed + in->loop.closed >= in->conns;
 }
 
-static long stored_heads(const char *url, const struct bench_layout *l)
+/* What the ingest stored in the ingest channel: live artifact heads, or
+ * with chat, kind-9 events; -1 when the database cannot say. */
+static long stored_in_ingest(const char *url, const struct bench_layout *l, bool chat)
 {
 	PGconn *db = PQconnectdb(url);
 	const char *params[2];
@@ -124,9 +145,11 @@ static long stored_heads(const char *url, const struct bench_layout *l)
 	bench_channel_id(l, BENCH_CH_INGEST, h);
 	params[0] = community;
 	params[1] = h;
-	res = PQexecParams(db, "SELECT count(*) FROM artifact_heads WHERE community_id = $1"
-			   " AND channel_id = $2::uuid AND NOT deleted", 2, NULL, params,
-			   NULL, NULL, 0);
+	res = PQexecParams(db, chat ? "SELECT count(*) FROM events WHERE community_id = $1"
+				      " AND channel_id = $2::uuid AND kind = 9 AND NOT deleted"
+				    : "SELECT count(*) FROM artifact_heads WHERE community_id = $1"
+				      " AND channel_id = $2::uuid AND NOT deleted",
+			   2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) == PGRES_TUPLES_OK)
 		n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
@@ -134,8 +157,11 @@ static long stored_heads(const char *url, const struct bench_layout *l)
 	return n;
 }
 
-int bench_cmd_ingest(int argc, char **argv)
+/* Either ingest (chat: the kind-9 one); the command's name is what it
+ * prints. */
+static int ingest_run(int argc, char **argv, bool chat)
 {
+	const char *command = chat ? "chat-ingest" : "ingest";
 	const char *addr = bench_opt(argc, argv, "--addr", NULL);
 	const char *host = bench_opt(argc, argv, "--host", NULL);
 	const char *url = bench_opt(argc, argv, "--db", NULL);
@@ -150,7 +176,7 @@ int bench_cmd_ingest(int argc, char **argv)
 
 	comb_buf_init(&json, 1 << 20);
 	if (!addr || !host || !url) {
-		bench_log("ingest: --addr, --host and --db are required");
+		bench_log("%s: --addr, --host and --db are required", command);
 		return 2;
 	}
 	in.conns = (int)bench_opt_long(argc, argv, "--conns", 4);
@@ -172,7 +198,7 @@ int bench_cmd_ingest(int argc, char **argv)
 	if (rc)
 		goto out;
 	sign_s = bench_now();
-	rc = bench_ingest_events(&l, "ingest", evs, in.n);
+	rc = chat ? chat_events(&l, evs, in.n) : bench_ingest_events(&l, "ingest", evs, in.n);
 	sign_s = bench_now() - sign_s;
 	for (i = 0; i < in.n && rc == 0; i++) {
 		struct comb_buf frame;
@@ -194,7 +220,7 @@ int bench_cmd_ingest(int argc, char **argv)
 		if (!bench_ws_connect(&in.loop, addr, host, l.admin_sk, 0))
 			break;
 	if (bench_loop_run(&in.loop, ingest_authed, 20) || in.loop.authed != in.conns) {
-		bench_log("ingest: authentication failed: %s", in.loop.first_error);
+		bench_log("%s: authentication failed: %s", command, in.loop.first_error);
 		rc = COMB_EAUTH;
 		bench_loop_release(&in.loop);
 		goto out;
@@ -217,9 +243,9 @@ int bench_cmd_ingest(int argc, char **argv)
 			lat[nl++] = (in.t_ok[i] - in.t_send[i]) * 1e3;
 		}
 		t_end = last;
-		stored = stored_heads(url, &l);
+		stored = stored_in_ingest(url, &l, chat);
 		bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:o,s:o,s:f,s:i,s:s,s:b}",
-			"command", "ingest", "events", (int)in.n, "conns", in.conns,
+			"command", command, "events", (int)in.n, "conns", in.conns,
 			"window", in.window, "acknowledged", (int)in.done,
 			"refused", (int)in.refused, "seconds", t_end - t0,
 			"events_per_s", (double)in.done / (t_end - t0),
@@ -234,7 +260,7 @@ int bench_cmd_ingest(int argc, char **argv)
 	bench_loop_release(&in.loop);
 out:
 	if (rc && rc != COMB_EINVAL)
-		bench_log("ingest failed: %s", comb_strerror(rc));
+		bench_log("%s failed: %s", command, comb_strerror(rc));
 	for (i = 0; evs && i < in.n; i++) {
 		comb_event_release(&evs[i]);
 		free(in.frames[i]);
@@ -250,4 +276,14 @@ out:
 	free(lat);
 	comb_buf_release(&json);
 	return rc ? 1 : 0;
+}
+
+int bench_cmd_ingest(int argc, char **argv)
+{
+	return ingest_run(argc, argv, false);
+}
+
+int bench_cmd_chat_ingest(int argc, char **argv)
+{
+	return ingest_run(argc, argv, true);
 }

@@ -4,9 +4,11 @@
  * (channels, members, events, event_tags, artifact_revisions,
  * artifact_heads, artifact_head_tags), then runs VACUUM ANALYZE.
  *
- * Every event is a real kind-45010 revision of BENCH_EVENT_BYTES signed by
- * the community admin. The transaction runs with session_replication_role
- * = replica so that no notification or foreign-key trigger fires for rows
+ * Every artifact is a real kind-45010 revision of BENCH_EVENT_BYTES signed
+ * by the community admin; beside them, the chat channel holds l.chats
+ * kind-9 messages of the same size by the admin (bench_chat_fixture).
+ * The transaction runs with session_replication_role = replica so that
+ * no notification or foreign-key trigger fires for rows
  * that are consistent by construction; the *_xid stamps then come from
  * their column defaults, pg_current_xact_id(), which is exactly what the
  * stamping triggers would have written. events.seq is assigned here and
@@ -25,7 +27,6 @@
 #include "comb/error.h"
 
 #define COPY_CHUNK (1 << 20)
-#define FIXTURE_TIME 1700000000
 
 struct copy {
 	PGconn *db;
@@ -145,6 +146,7 @@ struct fixture {
 	struct bench_layout l;
 	struct comb_event *evs;  /* readable ones, then the grant ones */
 	size_t n;
+	struct comb_event *chats; /* the chat channel's messages, oldest first */
 	int *channel;            /* channel index of each */
 	char community[24];
 	long base_seq;
@@ -158,7 +160,8 @@ static int generate(struct fixture *f)
 	f->n = (size_t)f->l.artifacts + (size_t)f->l.grant;
 	f->evs = calloc(f->n, sizeof(*f->evs));
 	f->channel = calloc(f->n, sizeof(*f->channel));
-	if (!f->evs || !f->channel)
+	f->chats = calloc((size_t)f->l.chats, sizeof(*f->chats));
+	if (!f->evs || !f->channel || !f->chats)
 		return COMB_ENOMEM;
 	for (i = 0; i < f->n && rc == 0; i++) {
 		bool readable = i < (size_t)f->l.artifacts;
@@ -169,8 +172,10 @@ static int generate(struct fixture *f)
 		bench_artifact_id(&f->l, readable ? "art" : "grant", j, d);
 		bench_channel_id(&f->l, f->channel[i], h);
 		rc = bench_revision(&f->evs[i], f->l.admin_pk, d, h, "create", NULL,
-				    FIXTURE_TIME + (int64_t)i, 0x5eed0000ULL + i);
+				    BENCH_FIXTURE_TIME + (int64_t)i, 0x5eed0000ULL + i);
 	}
+	for (i = 0; i < (size_t)f->l.chats && rc == 0; i++)
+		rc = bench_chat_fixture(&f->l, (int)i, &f->chats[i]);
 	return rc;
 }
 
@@ -211,41 +216,53 @@ static int load_channels(struct fixture *f, PGconn *db)
 	return copy_end(&c, "members");
 }
 
+/* The event of seq offset i (from base_seq + 1): the artifacts, then the
+ * chat messages. */
+static const struct comb_event *loaded_event(const struct fixture *f, size_t i)
+{
+	return i < f->n ? &f->evs[i] : &f->chats[i - f->n];
+}
+
 static int load_events(struct fixture *f, PGconn *db)
 {
+	size_t total = f->n + (size_t)f->l.chats, i;
 	struct comb_buf raw;
 	struct copy c;
-	char seq[24], created[24];
-	size_t i;
+	char seq[24], created[24], kind[12];
 
 	comb_buf_init(&raw, 1 << 20);
 	if (copy_begin(&c, db, "COPY events (community_id, seq, id, pubkey, created_at,"
 			       " kind, channel_id, raw) FROM STDIN"))
 		return c.rc;
-	for (i = 0; i < f->n && c.rc == 0; i++) {
-		const struct comb_event *ev = &f->evs[i];
+	for (i = 0; i < total && c.rc == 0; i++) {
+		const struct comb_event *ev = loaded_event(f, i);
 
 		comb_buf_reset(&raw);
 		c.rc = comb_event_to_json(ev, &raw);
 		snprintf(seq, sizeof(seq), "%ld", f->base_seq + (long)i + 1);
 		snprintf(created, sizeof(created), "%lld", (long long)ev->created_at);
+		snprintf(kind, sizeof(kind), "%d", ev->kind);
 		copy_row(&c, 8, (const char *const[]){f->community, seq, ev->id,
-						      ev->pubkey, created, "45010",
+						      ev->pubkey, created, kind,
 						      tag(ev, "h"), raw.data});
 	}
 	comb_buf_release(&raw);
 	if (copy_end(&c, "events"))
 		return c.rc;
 
+	/* d for the artifacts, h for every event: their single-letter tags. */
 	if (copy_begin(&c, db, "COPY event_tags (community_id, event_seq, name, value)"
 			       " FROM STDIN"))
 		return c.rc;
-	for (i = 0; i < f->n; i++) {
+	for (i = 0; i < total; i++) {
+		const struct comb_event *ev = loaded_event(f, i);
+
 		snprintf(seq, sizeof(seq), "%ld", f->base_seq + (long)i + 1);
-		copy_row(&c, 4, (const char *const[]){f->community, seq, "d",
-						      tag(&f->evs[i], "d")});
+		if (i < f->n)
+			copy_row(&c, 4, (const char *const[]){f->community, seq, "d",
+							      tag(ev, "d")});
 		copy_row(&c, 4, (const char *const[]){f->community, seq, "h",
-						      tag(&f->evs[i], "h")});
+						      tag(ev, "h")});
 	}
 	return copy_end(&c, "event_tags");
 }
@@ -343,6 +360,8 @@ int bench_cmd_load(int argc, char **argv)
 	t_gen = bench_now();
 	if (rc == 0)
 		rc = bench_sign_all(f.evs, f.n, f.l.admin_sk, 2);
+	if (rc == 0)
+		rc = bench_sign_all(f.chats, (size_t)f.l.chats, f.l.admin_sk, 2);
 	t_sign = bench_now();
 	if (rc)
 		goto out;
@@ -367,7 +386,7 @@ int bench_cmd_load(int argc, char **argv)
 	rc = rc ? rc : load_events(&f, db);
 	rc = rc ? rc : load_artifacts(&f, db);
 	snprintf(sql, sizeof(sql), "SELECT setval('events_seq_seq', %ld)",
-		 f.base_seq + (long)f.n);
+		 f.base_seq + (long)f.n + f.l.chats);
 	rc = rc ? rc : exec_ok(db, sql);
 	rc = rc ? rc : exec_ok(db, "COMMIT");
 	t_copy = bench_now();
@@ -375,9 +394,10 @@ int bench_cmd_load(int argc, char **argv)
 	t_vacuum = bench_now();
 	rc = rc ? rc : write_manifest(&f, manifest);
 	if (rc == 0)
-		bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f}",
+		bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f}",
 			"command", "load",
 			"artifacts", f.l.artifacts, "grant_artifacts", f.l.grant,
+			"chat_messages", f.l.chats,
 			"channels", f.l.memberships + 3,
 			"memberships", f.l.memberships,
 			"generate_s", t_gen - t0, "sign_s", t_sign - t_gen,
@@ -389,7 +409,10 @@ out:
 	PQfinish(db);
 	for (i = 0; f.evs && i < f.n; i++)
 		comb_event_release(&f.evs[i]);
+	for (i = 0; f.chats && i < (size_t)f.l.chats; i++)
+		comb_event_release(&f.chats[i]);
 	free(f.evs);
+	free(f.chats);
 	free(f.channel);
 	return rc ? 1 : 0;
 }

@@ -6,8 +6,9 @@
  *
  * usage: comb-bench keys|load|floor-copy|insert-floor|incr-initial|
  *                   incr-nochange|incr-delta|incr-read|incr-visibility|
- *                   sync-snapshot|sync-live|
- *                   ingest|conns [--option value]...
+ *                   sync-snapshot|sync-live|req-read|req-burst|
+ *                   resume-catchup|resume-live|resume-reconnect|
+ *                   ingest|chat-ingest|conns [--option value]...
  * Common options: --seed S (default comb-bench-1), --scale F (1.0 is the
  * reference scale of BENCHMARKS.md), --community ID.
  */
@@ -21,7 +22,7 @@
 static int cmd_keys(int argc, char **argv)
 {
 	struct bench_layout l;
-	char grant[37], elsewhere[37], ingest[37], live[37], ch0[37];
+	char grant[37], elsewhere[37], ingest[37], live[37], ch0[37], chat[37];
 
 	if (bench_layout_from_opts(&l, argc, argv))
 		return 1;
@@ -30,8 +31,9 @@ static int cmd_keys(int argc, char **argv)
 	bench_channel_id(&l, BENCH_CH_INGEST, ingest);
 	bench_channel_id(&l, l.live_channel, live);
 	bench_channel_id(&l, 0, ch0);
+	bench_channel_id(&l, l.chat_channel, chat);
 	bench_print(json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,"
-			      "s:s,s:s,s:s,s:s,s:s}",
+			      "s:i,s:s,s:s,s:s,s:s,s:s,s:s}",
 		"admin", l.admin_pk, "reader", l.reader_pk, "seed", l.seed,
 		"artifacts", l.artifacts, "memberships", l.memberships,
 		"art_channels", l.art_channels, "small_channels", l.small_channels,
@@ -39,6 +41,7 @@ static int cmd_keys(int argc, char **argv)
 		"grant", l.grant, "edits", l.edits, "moves", l.moves,
 		"deletes", l.deletes, "live_artifacts",
 		l.artifacts - l.live_channel * BENCH_PER_CHANNEL,
+		"chats", l.chats, "chat_channel", chat,
 		"grant_channel", grant, "elsewhere_channel", elsewhere,
 		"ingest_channel", ingest, "live_channel", live, "channel0", ch0));
 	return 0;
@@ -59,7 +62,13 @@ static const struct {
 	{"incr-visibility", bench_cmd_incr_visibility},
 	{"sync-snapshot", bench_cmd_sync_snapshot},
 	{"sync-live", bench_cmd_sync_live},
+	{"req-read", bench_cmd_req_read},
+	{"req-burst", bench_cmd_req_burst},
+	{"resume-catchup", bench_cmd_resume_catchup},
+	{"resume-live", bench_cmd_resume_live},
+	{"resume-reconnect", bench_cmd_resume_reconnect},
 	{"ingest", bench_cmd_ingest},
+	{"chat-ingest", bench_cmd_chat_ingest},
 	{"conns", bench_cmd_conns},
 };
 

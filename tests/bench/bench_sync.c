@@ -37,13 +37,6 @@ static int sync_req(struct comb_buf *b, const char *sub, const struct bench_layo
 	return rc ? rc : comb_buf_puts(b, "]}]");
 }
 
-static bool is_msg(const char *msg, size_t len, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return len >= n && !memcmp(msg, prefix, n);
-}
-
 /* ---- sync-snapshot ---- */
 
 struct snap {
@@ -62,7 +55,7 @@ static void snap_message(struct bench_loop *loop, struct bench_ws *ws,
 	struct snap *s = loop->ctx;
 
 	(void)ws;
-	if (is_msg(msg, len, "[\"EVENT\",\"snap\",")) {
+	if (bench_msg_is(msg, len, "[\"EVENT\",\"snap\",")) {
 		if (s->nframes == s->cap) {
 			size_t ncap = s->cap ? 2 * s->cap : 16384;
 			size_t *p = realloc(s->ends, ncap * sizeof(*p));
@@ -79,10 +72,10 @@ static void snap_message(struct bench_loop *loop, struct bench_ws *ws,
 			return;
 		}
 		s->ends[s->nframes++] = s->frames.len;
-	} else if (is_msg(msg, len, "[\"EOSE\",\"snap\"")) {
+	} else if (bench_msg_is(msg, len, "[\"EOSE\",\"snap\"")) {
 		s->eose = true;
 		s->t_eose = t;
-	} else if (is_msg(msg, len, "[\"CLOSED\",\"snap\"")) {
+	} else if (bench_msg_is(msg, len, "[\"CLOSED\",\"snap\"")) {
 		s->closed = true;
 		snprintf(s->reason, sizeof(s->reason), "%.*s", (int)(len < 190 ? len : 190), msg);
 	}
@@ -287,7 +280,7 @@ static void live_message(struct bench_loop *loop, struct bench_ws *ws,
 	char id[65];
 
 	if (ws == lv->writer) {
-		if (is_msg(msg, len, "[\"OK\",\"") && len > 72 &&
+		if (bench_msg_is(msg, len, "[\"OK\",\"") && len > 72 &&
 		    !memcmp(msg + 7, lv->edit_id, 64)) {
 			lv->ok_seen = true;
 			lv->t_ok = t;
@@ -299,7 +292,7 @@ static void live_message(struct bench_loop *loop, struct bench_ws *ws,
 	}
 	if (!st)
 		return;
-	if (is_msg(msg, len, "[\"EVENT\",\"live\",")) {
+	if (bench_msg_is(msg, len, "[\"EVENT\",\"live\",")) {
 		if (!st->eose) {
 			st->snapshot++;
 		} else if (lv->phase == 2 && bench_event_id_of(msg, len, id) &&
@@ -310,11 +303,11 @@ static void live_message(struct bench_loop *loop, struct bench_ws *ws,
 		} else {
 			st->unexpected++;
 		}
-	} else if (is_msg(msg, len, "[\"EOSE\",\"live\"")) {
+	} else if (bench_msg_is(msg, len, "[\"EOSE\",\"live\"")) {
 		if (!st->eose)
 			lv->eosed++;
 		st->eose = true;
-	} else if (is_msg(msg, len, "[\"CLOSED\",\"live\"")) {
+	} else if (bench_msg_is(msg, len, "[\"CLOSED\",\"live\"")) {
 		if (!st->closed[0])
 			lv->closed_subs++;
 		snprintf(st->closed, sizeof(st->closed), "%.*s",
@@ -345,17 +338,6 @@ static bool live_authed(void *ctx)
 	return lv->loop.authed + lv->loop.closed >= lv->nsubs + 1;
 }
 
-/* Splits "a,b" into at most max parts (pointers into buf). */
-static int split(char *buf, char **parts, int max)
-{
-	int n = 0;
-	char *save = NULL, *p;
-
-	for (p = strtok_r(buf, ",", &save); p && n < max; p = strtok_r(NULL, ",", &save))
-		parts[n++] = p;
-	return n;
-}
-
 int bench_cmd_sync_live(int argc, char **argv)
 {
 	const char *manifest = bench_opt(argc, argv, "--manifest", NULL);
@@ -381,8 +363,8 @@ int bench_cmd_sync_live(int argc, char **argv)
 	comb_buf_init(&json, 1 << 20);
 	snprintf(addrs_buf, sizeof(addrs_buf), "%s", bench_opt(argc, argv, "--addrs", ""));
 	snprintf(hosts_buf, sizeof(hosts_buf), "%s", bench_opt(argc, argv, "--hosts", ""));
-	nnodes = split(addrs_buf, addrs, 8);
-	nhosts = split(hosts_buf, hosts, 8);
+	nnodes = bench_split(addrs_buf, addrs, 8);
+	nhosts = bench_split(hosts_buf, hosts, 8);
 	if (!manifest || nnodes < 1 || nhosts != nnodes || nsubs < 1 || nedits < 1) {
 		bench_log("sync-live: --addrs, --hosts (as many) and --manifest are required");
 		return 2;

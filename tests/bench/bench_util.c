@@ -159,6 +159,23 @@ int bench_layout_from_opts(struct bench_layout *l, int argc, char **argv)
 				 bench_opt_long(argc, argv, "--community", 1));
 }
 
+int bench_split(char *buf, char **parts, int max)
+{
+	int n = 0;
+	char *save = NULL, *p;
+
+	for (p = strtok_r(buf, ",", &save); p && n < max; p = strtok_r(NULL, ",", &save))
+		parts[n++] = p;
+	return n;
+}
+
+bool bench_msg_is(const char *msg, size_t len, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return len >= n && !memcmp(msg, prefix, n);
+}
+
 /* ---- files ---- */
 
 char *bench_read_file(const char *path, size_t *len)
@@ -296,6 +313,10 @@ int bench_layout_init(struct bench_layout *l, const char *seed, double scale,
 	l->deletes = scaled(BENCH_DELETES, scale, 1);
 	l->live_channel = l->art_channels - 1;
 	l->revoke_channel = l->art_channels / 2;
+	l->chats = scaled(BENCH_CHATS, scale, 10);
+	if (l->memberships < l->art_channels + 1)
+		l->memberships = l->art_channels + 1;
+	l->chat_channel = l->art_channels;
 	rc = derive_key(l, "admin", l->admin_sk, l->admin_pk);
 	if (rc == 0)
 		rc = derive_key(l, "reader", l->reader_sk, l->reader_pk);
@@ -444,6 +465,53 @@ out:
 	comb_buf_release(&title);
 	comb_buf_release(&json);
 	comb_buf_release(&content);
+	return rc;
+}
+
+int bench_chat_message(struct comb_event *ev, const char *pubkey, const char *h,
+		       int64_t created_at, uint64_t content_seed)
+{
+	struct comb_buf json, content;
+	uint64_t rng = content_seed;
+	size_t len;
+	int rc;
+
+	comb_event_release(ev);
+	comb_buf_init(&json, 1 << 20);
+	comb_buf_init(&content, 1 << 20);
+	ev->kind = 9;
+	ev->created_at = created_at;
+	memcpy(ev->pubkey, pubkey, 65);
+	memset(ev->id, '0', 64);
+	memset(ev->sig, '0', 128);
+	ev->tags = json_pack("[[ss]]", "h", h);
+	ev->content = calloc(1, 1);
+	rc = ev->tags && ev->content ? comb_event_to_json(ev, &json) : COMB_ENOMEM;
+	len = json.len < BENCH_EVENT_BYTES ? BENCH_EVENT_BYTES - json.len : 0;
+	rc = rc ? rc : put_words(&content, len, &rng);
+	if (rc == 0) {
+		free(ev->content);
+		ev->content = comb_buf_detach(&content, &ev->content_len);
+		if (!ev->content)
+			rc = COMB_ENOMEM;
+	}
+	comb_buf_release(&json);
+	comb_buf_release(&content);
+	return rc;
+}
+
+int bench_chat_fixture(const struct bench_layout *l, int i, struct comb_event *ev)
+{
+	unsigned char id[32];
+	char h[37];
+	int rc;
+
+	bench_channel_id(l, l->chat_channel, h);
+	rc = bench_chat_message(ev, l->admin_pk, h, BENCH_FIXTURE_TIME + i,
+				0xc4a70000ULL + (uint64_t)i);
+	rc = rc ? rc : comb_event_compute_id(ev, id);
+	if (rc == 0)
+		comb_hex_encode(id, sizeof(id), ev->id);
 	return rc;
 }
 

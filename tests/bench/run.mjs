@@ -53,10 +53,10 @@ fs.mkdirSync(logDir, { recursive: true });
 // scale with fewer clients; its targets are reported, not enforced.
 const P = quick ? {
 	scale: 0.1, runs: 2, reads: 200, liveSubs: 100, liveEdits: 20, visWrites: 50,
-	conns: 500, hold: 1, settle: 11, explain: false,
+	burst: 100, reconnects: 100, conns: 500, hold: 1, settle: 11, explain: false,
 } : {
 	scale: 1, runs: 3, reads: 1000, liveSubs: 1000, liveEdits: 200, visWrites: 200,
-	conns: 5000, hold: 5, settle: 12, explain: true,
+	burst: 1000, reconnects: 1000, conns: 5000, hold: 5, settle: 12, explain: true,
 };
 // BENCH_EXPLAIN=1 or 0 overrides whether plans are captured.
 if (env.BENCH_EXPLAIN)
@@ -444,11 +444,17 @@ async function main() {
 	if (capture.exited)
 		throw new Error(`comb-capture exited; see ${capture.file}`);
 	// Node 0 may serve a sync of every artifact (max_events raised for the
-	// run); node 1 keeps the default.
-	const node0 = await startRelay(0, { COMB_SYNC_MAX_EVENTS: String(Math.max(4096, keys.artifacts + 1000)) });
+	// run) and a plain REQ of every chat message (max_limit raised); node 1
+	// keeps the defaults.
+	const node0 = await startRelay(0, {
+		COMB_SYNC_MAX_EVENTS: String(Math.max(4096, keys.artifacts + 1000)),
+		COMB_MAX_LIMIT: String(Math.max(1000, keys.chats)),
+	});
 	const node1 = await startRelay(1);
 	const nodes = [node0, node1];
 	const at = (n) => ['--addr', n.addr, '--host', n.host];
+	const overNodes = ['--addrs', nodes.map((n) => n.addr).join(','),
+		'--hosts', nodes.map((n) => n.host).join(',')];
 
 	// incremental_floor
 	let floor = null;
@@ -535,6 +541,38 @@ async function main() {
 		};
 	});
 
+	// req_read: one plain REQ for every chat message
+	await scenario('req_read', nodes, async () => {
+		const r = await bench('req-read', [...at(node0), '--runs', String(P.runs)]);
+		return {
+			events: r.events, expected_events: r.expected_events,
+			first_event_ms: round(r.first_event_ms, 2), eose_ms: round(r.eose_ms, 2),
+			runs_first_event_ms: r.runs_first_event_ms?.map((x) => round(x, 2)),
+			runs_eose_ms: r.runs_eose_ms?.map((x) => round(x, 2)),
+			filter: `{"kinds":[9],"#h":[chat channel],"limit":${keys.chats}} on node 0 (max_limit raised)`,
+			target: 'first EVENT within 5 ms, EOSE within 150 ms (medians)',
+			ok: r.ok === true,
+			pass: r.ok === true && r.first_event_ms <= 5 && r.eose_ms <= 150,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+
+	// req_burst: many connections, one small plain REQ each at once
+	await scenario('req_burst', nodes, async () => {
+		const r = await bench('req-burst', [...overNodes, '--conns', String(P.burst)]);
+		return {
+			connections: r.connections, nodes: r.nodes, authenticated: r.authenticated,
+			eose: r.eose, refused: r.refused, wrong_answers: r.wrong_answers,
+			all_eose_ms: round(r.all_eose_ms, 2), eose_p50_ms: round(r.eose_p50_ms, 2),
+			eose_p99_ms: round(r.eose_p99_ms, 2), first_refusal: r.first_refusal || undefined,
+			filter: '{"kinds":[9],"#h":[chat channel],"limit":10}',
+			target: 'every EOSE within 300 ms of the first REQ, no refusal',
+			ok: r.ok === true,
+			pass: r.ok === true && r.refused === 0 && r.all_eose_ms <= 300,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+
 	// plans of the read queries, captured with auto_explain
 	if (P.explain && !only) {
 		await needCursor();
@@ -561,10 +599,12 @@ async function main() {
 	}
 
 	// incremental_delta
+	let deltaWritten = false;
 	await scenario('incremental_delta', nodes, async () => {
 		await needCursor();
 		const r = await bench('incr-delta', [...at(node0), '--manifest', manifest,
 			'--cursor-file', cursor0]);
+		deltaWritten = true;
 		return {
 			seconds: round(r.seconds, 4), ms: round(r.seconds * 1e3, 2), pages: r.pages,
 			items: r.items, expected_items: r.expected_items, missing: r.missing,
@@ -586,11 +626,34 @@ async function main() {
 			from, 'comb_incremental_changes(');
 	}
 
+	// resume_catchup: right after incremental_delta, the client that
+	// missed its writes resumes from the cursor it held before them
+	await scenario('resume_catchup', nodes, async () => {
+		if (!deltaWritten) {
+			await needCursor();
+			await bench('incr-delta', [...at(node0), '--manifest', manifest, '--cursor-file', cursor0]);
+			deltaWritten = true;
+		}
+		const r = await bench('resume-catchup', [...at(node0), '--cursor-file', cursor0,
+			'--runs', String(P.runs)]);
+		return {
+			seconds: round(r.seconds, 4), ms: round(r.seconds * 1e3, 2),
+			runs: r.runs?.map((x) => round(x, 4)),
+			items: r.items, http_items: r.http_items, artifacts: r.artifacts,
+			frames: r.frames, http_pages: r.http_pages,
+			floor: 'the same catch-up over HTTP (POST /query, limit 1000) in the same run',
+			floor_s: round(r.floor_http_s, 4), floor_runs: r.floor_runs?.map((x) => round(x, 4)),
+			ratio: round(r.ratio, 2),
+			target: 'within 2x of the floor',
+			ok: r.ok === true, pass: r.ok === true && r.ratio <= 2,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+
 	// incremental_visibility: after incremental_delta, whose catch-up
 	// from the first read's cursor must not see the channels it creates
 	await scenario('incremental_visibility', nodes, async () => {
-		const args = ['--addrs', nodes.map((n) => n.addr).join(','),
-			'--hosts', nodes.map((n) => n.host).join(','), '--writes', String(P.visWrites)];
+		const args = [...overNodes, '--writes', String(P.visWrites)];
 		const quiet = await bench('incr-visibility', args);
 		const busy = await bench('incr-visibility', [...args, '--ingest-conns', '2']);
 		const part = (r) => ({
@@ -610,8 +673,7 @@ async function main() {
 
 	// sync_live_latency
 	await scenario('sync_live_latency', nodes, async () => {
-		const r = await bench('sync-live', ['--addrs', nodes.map((n) => n.addr).join(','),
-			'--hosts', nodes.map((n) => n.host).join(','), '--manifest', manifest,
+		const r = await bench('sync-live', [...overNodes, '--manifest', manifest,
 			'--subs', String(P.liveSubs), '--edits', String(P.liveEdits)]);
 		return {
 			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
@@ -627,10 +689,49 @@ async function main() {
 		};
 	});
 
+	// resume_live_latency: after sync_live_latency, whose edits name the
+	// loaded revisions (this one takes the current ones from its catch-up)
+	await scenario('resume_live_latency', nodes, async () => {
+		const r = await bench('resume-live', [...overNodes, '--subs', String(P.liveSubs),
+			'--edits', String(P.liveEdits)]);
+		return {
+			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
+			edits_delivered: r.edits_completed, first_catchup_items: r.first_catchup_items,
+			unexpected_frames: r.unexpected_frames,
+			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
+			min_ms: round(r.min_ms), per_node: r.per_node, setup_s: round(r.setup_s, 2),
+			figure: 'writer OK -> the CHANGES frame carrying the edit, per subscriber and edit',
+			target: 'p50 at most 10 ms, p99 at most 50 ms',
+			ok: r.ok === true,
+			pass: r.ok === true && r.p50_ms <= 10 && r.p99_ms <= 50,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+
+	// resume_reconnect: every client with a current cursor at once
+	await scenario('resume_reconnect', nodes, async () => {
+		const r = await bench('resume-reconnect', [...overNodes, '--clients', String(P.reconnects),
+			'--db', dbUrl]);
+		return {
+			clients: r.clients, nodes: r.nodes, scopes: r.scopes, eose: r.eose,
+			refused: r.refused, wrong: r.wrong,
+			all_eose_s: round(r.all_eose_s, 3),
+			req_to_eose_p50_ms: round(r.req_to_eose_p50_ms, 2),
+			req_to_eose_p99_ms: round(r.req_to_eose_p99_ms, 2),
+			db_ms: round(r.db_ms, 1), db_calls: r.db_calls,
+			db_note: 'pg_stat_statements reset just before the reconnect; pg_top_statements cover the reconnect only',
+			target: 'every EOSE within 2 s of the first connection (for 1,000 clients)',
+			ok: r.ok === true,
+			pass: r.ok === true && r.all_eose_s < 2,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+
 	// ingest, with its plain INSERT floor
+	const ingestFloor = () => bench('insert-floor', ['--db', dbUrl, '--events', String(keys.artifacts),
+		'--conns', '4', '--batch', '64']);
 	await scenario('ingest', nodes, async () => {
-		const f = await bench('insert-floor', ['--db', dbUrl, '--events', String(keys.artifacts),
-			'--conns', '4', '--batch', '64']);
+		const f = await ingestFloor();
 		const r = await bench('ingest', [...at(node0), '--db', dbUrl, '--events',
 			String(keys.artifacts), '--conns', '4', '--window', '64']);
 		const ratio = r.events_per_s && f.events_per_s ? f.events_per_s / r.events_per_s : null;
@@ -646,6 +747,28 @@ async function main() {
 			target: 'at least 7,000 events/s and within 2x of the floor',
 			ok: r.ok === true && f.ok === true,
 			pass: r.ok === true && r.events_per_s >= 7000 && ratio <= 2,
+		};
+	});
+
+	// chat_ingest: the ingest's connections and window with kind-9 chat
+	// messages, against the same floor
+	await scenario('chat_ingest', nodes, async () => {
+		const f = await ingestFloor();
+		const r = await bench('chat-ingest', [...at(node0), '--db', dbUrl, '--events',
+			String(keys.artifacts), '--conns', '4', '--window', '64']);
+		const ratio = r.events_per_s && f.events_per_s ? f.events_per_s / r.events_per_s : null;
+		return {
+			events: r.events, acknowledged: r.acknowledged, refused: r.refused, stored: r.stored,
+			seconds: round(r.seconds, 3), events_per_s: round(r.events_per_s, 0),
+			ok_latency_p50_ms: round(r.ok_latency_p50_ms, 2),
+			ok_latency_p99_ms: round(r.ok_latency_p99_ms, 2),
+			floor: 'the ingest floor: plain multi-row INSERT of artifact creates of the same size (64 rows per statement, 4 connections)',
+			floor_events_per_s: round(f.events_per_s, 0), floor_s: round(f.seconds, 3),
+			ratio: round(ratio, 2),
+			first_refusal: r.first_refusal || undefined,
+			target: 'at least 5,000 events/s',
+			ok: r.ok === true && f.ok === true,
+			pass: r.ok === true && r.events_per_s >= 5000,
 		};
 	});
 
