@@ -424,3 +424,32 @@ test('a quiet sync gets an empty CHANGES with a newer cursor, no more often than
 		await own.stop();
 	}
 });
+
+test('syncs of one scope at one cursor are answered by one read each change', async () => {
+	const SUBS = 10;
+	const EDITS = 5;
+	const h = await createChannel(stack, admin, { visibility: 'private' });
+	const reader = await member(h);
+	let [rev] = await artifacts(h, 1);
+	const reads = async () => Number((await get(stack.url, '/metrics')).body
+		.match(/^comb_resumable_reads_total (\d+)$/m)[1]);
+	const syncs = Array.from({ length: SUBS }, () => new Resume(stack, reader.sk, { '#h': [h] }));
+	await Promise.all(syncs.map((r) => r.open()));
+	const edit = async (i) => {
+		rev = { d: rev.d, ...await accept(stack, admin, { d: rev.d, h, op: 'update', prev: rev.id, title: `v${i}` }) };
+		for (const r of syncs)
+			assert.equal((await r.change((c) => c.op === 'upsert' && c.event.id === rev.id)).event.id, rev.id);
+	};
+	// The first change may find the syncs at different cursors (each
+	// caught up at its own horizon); reading it leaves them at one.
+	await edit(0);
+	const before = await reads();
+	for (let i = 1; i <= EDITS; i++)
+		await edit(i);
+	const used = await reads() - before;
+	assert.ok(used < SUBS * EDITS / 2, `${used} reads for ${SUBS} syncs and ${EDITS} changes`);
+	for (const r of syncs) {
+		await r.converges();
+		await r.close();
+	}
+});

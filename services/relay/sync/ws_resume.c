@@ -17,7 +17,10 @@
  * read again from the cursor whenever a signal of the scope arrived, and
  * keep reading (backing off) until the horizon passed the newest signalled
  * transaction and the noted one: a long writing transaction holds the
- * horizon, never causes a miss. A quiet sub is read every
+ * horizon, never causes a miss. Subs waiting to be read with the same
+ * cursor (which binds the reader and the scope) are read together: one
+ * read answers all of them, as it would answer each, so a change seen by
+ * many readers of one scope costs one read, not one per reader. A quiet sub is read every
  * COMB_SYNC_QUIET_MS (30 s) and sent an empty CHANGES when its cursor
  * moved. A full outbox postpones a frame (the cursor stays where it was)
  * and closes the sub with `resync: slow consumer` only when it stays full.
@@ -56,6 +59,8 @@
 #define SLOW_LIMIT 50
 /* The largest answer of one read. */
 #define MAX_ANSWER (64u << 20)
+/* Subs with one cursor read together at most. */
+#define GROUP_MAX 256
 
 struct resume_sub {
 	struct ws_sub base;             /* first: the session's list */
@@ -403,86 +408,188 @@ static int format_changes(struct comb_buf *out, const char *sub_id,
 /* ------------------------------------------------------------------ */
 /* live reads (the workers) */
 
-/*
- * Reads sub from its cursor until `more` is false, sending every page
- * with items (and, when quiet, an empty one whose cursor moved). Returns
- * whether the horizon passed want; false too when sub was closed or a
- * frame was postponed (*postponed then).
- */
-static bool live_read(struct resume_sub *sub, uint64_t want, bool quiet,
-		      bool *postponed)
+/* One sub of a group read together, and what its read came to. */
+struct member {
+	struct resume_sub *sub;
+	uint64_t want;                  /* read until the horizon passed it */
+	bool quiet;                     /* an empty frame is due if the cursor moved */
+	bool reading;                   /* still following the group's pages */
+	bool caught_up;                 /* the horizon passed want */
+	bool postponed;                 /* a frame waits for the client to read */
+};
+
+/* Pushes pg to m's client, if it has items (or, when quiet, a newer
+ * cursor), and moves m's cursor on; m stops reading when it was closed
+ * or the frame was postponed (its cursor then stays). */
+static void deliver(struct member *m, const struct page *pg, struct comb_buf *frame)
 {
+	struct resume_sub *sub = m->sub;
 	struct ws_session *s = sub->session;
-	struct comb_buf frame;
-	char why[300];
-	bool caught_up = false, dead;
-	PGconn *db;
 	int rc;
 
-	comb_buf_init(&frame, MAX_ANSWER + 256);
-	for (;;) {
-		struct page pg = {0};
-		bool send;
-
+	if (pg->items > 0 || (m->quiet && strcmp(pg->cursor, sub->sent))) {
+		if (format_changes(frame, sub->base.id, pg)) {
+			kill_sub(sub, "error: out of memory");
+			m->reading = false;
+			return;
+		}
 		pthread_mutex_lock(&s->mu);
-		dead = sub->base.dead;
+		rc = sub->base.dead ? COMB_EIO :
+			ws_outbox_push(s->outbox, WS_OP_TEXT, frame->data, frame->len, 0);
+		if ((rc == COMB_ETOOBIG || rc == COMB_ENOMEM) && ++sub->slow > SLOW_LIMIT)
+			kill_locked(sub, "resync: slow consumer");
+		else if (rc == COMB_EIO)
+			sub->base.dead = true;  /* the connection is closing */
 		pthread_mutex_unlock(&s->mu);
-		if (dead)
-			break;
-		db = comb_db_acquire(s->relay->db, 2000);
-		if (!db) {
-			kill_sub(sub, "error: database unavailable");
-			break;
-		}
-		comb_buf_init(&pg.answer, MAX_ANSWER);
-		rc = read_page(sub, db, LIVE_PAGE, false, &pg, why, sizeof(why));
 		if (rc) {
-			page_release(&pg);
-			kill_sub(sub, why);
-			break;
+			/* the cursor stays: the same read is done again */
+			m->postponed = rc == COMB_ETOOBIG || rc == COMB_ENOMEM;
+			m->reading = false;
+			return;
 		}
-		send = pg.items > 0 || (quiet && strcmp(pg.cursor, sub->sent));
-		if (send) {
-			if (format_changes(&frame, sub->base.id, &pg)) {
-				page_release(&pg);
-				kill_sub(sub, "error: out of memory");
-				break;
-			}
-			pthread_mutex_lock(&s->mu);
-			rc = sub->base.dead ? COMB_EIO :
-				ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len, 0);
-			if ((rc == COMB_ETOOBIG || rc == COMB_ENOMEM) && ++sub->slow > SLOW_LIMIT)
-				kill_locked(sub, "resync: slow consumer");
-			else if (rc == COMB_EIO)
-				sub->base.dead = true;  /* the connection is closing */
-			pthread_mutex_unlock(&s->mu);
+		sub->slow = 0;
+		sub->sent_ms = ms_now();
+		memcpy(sub->sent, pg->cursor, sizeof(sub->sent));
+	}
+	memcpy(sub->cursor, pg->cursor, sizeof(sub->cursor));
+	if (!pg->more) {
+		m->caught_up = pg->after_xid > m->want;
+		m->reading = false;
+	}
+}
+
+/*
+ * Reads the n subs of group, which share one cursor, from that cursor
+ * until `more` is false: each page once, sent to every sub still reading
+ * (see deliver). Sets each member's caught_up and postponed.
+ */
+static void live_read(struct member *group, size_t n)
+{
+	struct comb_buf frame;
+	char why[300];
+	size_t i, reading = n;
+	PGconn *db;
+
+	comb_buf_init(&frame, MAX_ANSWER + 256);
+	for (i = 0; i < n; i++) {
+		pthread_mutex_lock(&group[i].sub->session->mu);
+		group[i].reading = !group[i].sub->base.dead;
+		pthread_mutex_unlock(&group[i].sub->session->mu);
+	}
+	while (reading > 0) {
+		struct resume_sub *reader = NULL;
+		struct page pg = {0};
+		int rc;
+
+		/* any sub still reading asks: they all hold the same cursor */
+		for (i = 0; i < n && !reader; i++)
+			if (group[i].reading)
+				reader = group[i].sub;
+		if (!reader)
+			break;
+		db = comb_db_acquire(reader->session->relay->db, 2000);
+		comb_buf_init(&pg.answer, MAX_ANSWER);
+		rc = db ? read_page(reader, db, LIVE_PAGE, false, &pg, why, sizeof(why))
+			: comb_fail(why, sizeof(why), COMB_EUNAVAIL, "error: database unavailable");
+		metrics_add(METRIC_RESUMABLE_READS, 1);
+		reading = 0;
+		for (i = 0; i < n; i++) {
+			if (!group[i].reading)
+				continue;
 			if (rc) {
-				/* the cursor stays: the same read is done again */
-				*postponed = rc == COMB_ETOOBIG || rc == COMB_ENOMEM;
-				page_release(&pg);
-				break;
+				kill_sub(group[i].sub, why);
+				group[i].reading = false;
+				continue;
 			}
-			sub->slow = 0;
-			sub->sent_ms = ms_now();
-			memcpy(sub->sent, pg.cursor, sizeof(sub->sent));
-		}
-		memcpy(sub->cursor, pg.cursor, sizeof(sub->cursor));
-		if (!pg.more) {
-			caught_up = pg.after_xid > want;
-			page_release(&pg);
-			break;
+			deliver(&group[i], &pg, &frame);
+			reading += group[i].reading;
 		}
 		page_release(&pg);
 	}
 	comb_buf_release(&frame);
-	return caught_up;
+}
+
+/*
+ * Takes from the run queue, after first (taken already), the subs that
+ * hold first's cursor, up to GROUP_MAX in all, marking each running.
+ * Returns how many group holds.
+ */
+static size_t take_group_locked(struct resume_sub *first, struct member *group,
+				double now)
+{
+	struct resume_sub **p = &pool.run_head, *prev = NULL;
+	size_t n = 0, i;
+
+	group[n++].sub = first;
+	while (*p && n < GROUP_MAX && first->cursor[0]) {
+		struct resume_sub *sub = *p;
+
+		if (sub->community != first->community || strcmp(sub->cursor, first->cursor)) {
+			prev = sub;
+			p = &sub->run_next;
+			continue;
+		}
+		*p = sub->run_next;
+		if (pool.run_tail == sub)
+			pool.run_tail = prev;
+		group[n++].sub = sub;
+	}
+	for (i = 0; i < n; i++) {
+		struct resume_sub *sub = group[i].sub;
+
+		sub->scheduled = false;
+		sub->running = true;
+		sub->dirty = false;
+		sub->retry_at = 0;
+		group[i] = (struct member){
+			.sub = sub, .want = sub->want_xid, .quiet = sub->quiet_at <= now,
+		};
+	}
+	return n;
+}
+
+/* After its read: schedules m's next one (the caller holds pool.mu). */
+static void after_read_locked(struct member *m, double now)
+{
+	struct resume_sub *sub = m->sub;
+	bool dead;
+
+	sub->running = false;
+	if (sub->released) {
+		pthread_cond_broadcast(&pool.idle);
+		return;
+	}
+	pthread_mutex_lock(&sub->session->mu);
+	dead = sub->base.dead;
+	pthread_mutex_unlock(&sub->session->mu);
+	if (dead) {
+		/* closed: nothing more is read for it */
+		sub->runnable = false;
+		timed_remove_locked(sub);
+		return;
+	}
+	if (m->quiet)
+		sub->sent_ms = now;  /* the next quiet read is a full interval away */
+	sub->quiet_at = sub->sent_ms + pool.relay->cfg.sync_quiet_ms;
+	if (m->caught_up) {
+		sub->retry_ms = RETRY_FIRST_MS;
+	} else {
+		/* a postponed frame waits for the client to read */
+		sub->retry_at = now + (m->postponed ? 20 * RETRY_FIRST_MS : sub->retry_ms);
+		if (!m->postponed && sub->retry_ms < RETRY_MAX_MS)
+			sub->retry_ms *= 2;
+	}
+	if (sub->dirty)
+		enqueue_locked(sub);
+	else
+		set_timer_locked(sub);
 }
 
 static void *worker_main(void *arg)
 {
-	struct resume_sub *sub;
-	uint64_t want;
-	bool quiet, caught_up, postponed, dead;
+	struct member group[GROUP_MAX];
+	struct resume_sub *first;
+	size_t n, i;
 	double now;
 
 	(void)arg;
@@ -509,53 +616,19 @@ static void *worker_main(void *arg)
 		}
 		if (pool.stop)
 			break;
-		sub = pool.run_head;
-		pool.run_head = sub->run_next;
+		first = pool.run_head;
+		pool.run_head = first->run_next;
 		if (!pool.run_head)
 			pool.run_tail = NULL;
-		sub->scheduled = false;
-		sub->running = true;
-		sub->dirty = false;
-		want = sub->want_xid;
-		now = ms_now();
-		quiet = sub->quiet_at <= now;
-		sub->retry_at = 0;
+		n = take_group_locked(first, group, ms_now());
 		pthread_mutex_unlock(&pool.mu);
 
-		postponed = false;
-		caught_up = live_read(sub, want, quiet, &postponed);
+		live_read(group, n);
 
 		pthread_mutex_lock(&pool.mu);
-		sub->running = false;
 		now = ms_now();
-		if (sub->released) {
-			pthread_cond_broadcast(&pool.idle);
-			continue;
-		}
-		pthread_mutex_lock(&sub->session->mu);
-		dead = sub->base.dead;
-		pthread_mutex_unlock(&sub->session->mu);
-		if (dead) {
-			/* closed: nothing more is read for it */
-			sub->runnable = false;
-			timed_remove_locked(sub);
-			continue;
-		}
-		if (quiet)
-			sub->sent_ms = now;  /* the next quiet read is a full interval away */
-		sub->quiet_at = sub->sent_ms + pool.relay->cfg.sync_quiet_ms;
-		if (caught_up) {
-			sub->retry_ms = RETRY_FIRST_MS;
-		} else {
-			/* a postponed frame waits for the client to read */
-			sub->retry_at = now + (postponed ? 20 * RETRY_FIRST_MS : sub->retry_ms);
-			if (!postponed && sub->retry_ms < RETRY_MAX_MS)
-				sub->retry_ms *= 2;
-		}
-		if (sub->dirty)
-			enqueue_locked(sub);
-		else
-			set_timer_locked(sub);
+		for (i = 0; i < n; i++)
+			after_read_locked(&group[i], now);
 	}
 	pthread_mutex_unlock(&pool.mu);
 	return NULL;
