@@ -30,6 +30,7 @@ import fs from 'node:fs';
 import { makeAuthEvent } from 'nostr-tools/nip42';
 import { finalizeEvent } from 'nostr-tools/pure';
 
+import { CombClient, CombError, MemoryStore } from '../../../clients/js/index.js';
 import { openSocket, post, toSecretBytes } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -157,90 +158,115 @@ export function diffStores(store, truth, max = 10) {
 // ---------------------------------------------------------------------------
 // incremental reads
 
+// The reader options of a test scope ({'#h': [...], '#type': [...]});
+// throws for any other key, which the library's reads would not carry.
+function readerScope(scope) {
+	const { '#h': channels, '#type': types, ...rest } = scope;
+	if (Object.keys(rest).length)
+		throw new TypeError(`a store scope takes #h and #type only, not ${Object.keys(rest)}`);
+	return { channels, types };
+}
+
 /**
- * A local store kept by incremental reads. urls: the relay nodes it may
- * use (it starts on urls[node] and moves on when a node fails); scope:
- * {'#h': [...], '#type': [...]} or {} for a broad read.
+ * A local store kept by incremental reads: comb-client's IncrementalReader
+ * over a MemoryStore, on a CombClient that fails over between urls (it
+ * starts on urls[opts.node] and moves on after an unanswered or 5xx read).
+ * scope: {'#h': [...], '#type': [...]} or {} for a broad read. What the
+ * library reports as a protocol violation lands in `violations`, with a
+ * 400 answer; opts.keepLog keeps every change read in `log`, opts.trail
+ * every good read in `trail`.
  */
 export class IncrementalStore {
 	constructor(urls, sk, scope = {}, opts = {}) {
-		this.urls = Array.isArray(urls) ? urls : [urls];
-		this.node = opts.node ?? 0;
+		this.client = new CombClient({
+			urls: Array.isArray(urls) ? urls : [urls], node: opts.node ?? 0, secretKey: sk,
+			timeout: 15000,
+		});
 		this.sk = sk;
-		this.scope = scope;
 		this.name = opts.name ?? 'incremental';
-		this.cursor = undefined;
-		this.items = new Map();      // d -> event
 		this.log = opts.keepLog ? [] : null;
-		// opts.trail: every good read, {cursor, next, changes: [[op, d,
-		// id or reason]]}, to tell what the store read with when it differs
+		// opts.trail: every good read, {node, cursor, next, changes: [[op,
+		// d, id or reason]]}, to tell what the store read with when it differs
 		this.trail = opts.trail ? [] : null;
 		this.stats = { reads: 0, changes: 0, upserts: 0, removals: {}, errors: {}, resets: 0, moves: 0 };
 		this.violations = [];
 		this.lock = Promise.resolve();
 		this.pulling = 0;
+		this.memory = new MemoryStore();
+		this.useScope(scope);
 	}
 
-	get url() {
-		return this.urls[this.node % this.urls.length];
+	// A new reader of scope over the same memory, from no cursor.
+	useScope(scope) {
+		this.scope = scope;
+		this.reader = this.client.incremental({
+			...readerScope(scope),
+			store: this.memory,
+			onViolation: (message) => this.violations.push(`${this.name}: ${message}`),
+			onPage: ({ url, cursor, answer }) => this.noteRead(url, cursor, answer),
+		});
 	}
 
-	apply(changes) {
+	// Counts and keeps (log, trail) a good read, before it is applied.
+	noteRead(url, cursor, answer) {
+		this.stats.reads++;
+		this.account(answer.changes);
+		this.trail?.push({
+			node: this.client.urls.indexOf(url), cursor, next: answer.cursor,
+			changes: answer.changes.map((c) => (c.op === 'upsert' ?
+				['upsert', tagOf(c.event, 'd'), c.event.id] : [c.op, c.d, c.reason])),
+		});
+	}
+
+	account(changes) {
 		for (const c of changes) {
 			this.log?.push(c);
 			this.stats.changes++;
-			if (c.op === 'upsert') {
-				if (c.event.kind !== 45010)
-					this.violations.push(`upsert of kind ${c.event.kind}`);
-				this.items.set(tagOf(c.event, 'd'), c.event);
+			if (c.op === 'upsert')
 				this.stats.upserts++;
-			} else if (c.op === 'remove') {
+			else if (c.op === 'remove')
 				this.stats.removals[c.reason] = (this.stats.removals[c.reason] ?? 0) + 1;
-				this.items.delete(c.d);
-			} else {
-				this.violations.push(`unknown change ${JSON.stringify(c).slice(0, 200)}`);
-			}
 		}
 	}
 
-	/** One read at the current cursor; resolves to the 200 body. */
-	async readOnce(limit) {
-		const filter = { artifact: 'incremental', ...this.scope };
-		if (this.cursor)
-			filter.cursor = this.cursor;
-		if (limit)
-			filter.limit = limit;
-		const r = await queryAt(this.url, this.sk, filter);
-		this.stats.reads++;
-		if (r.status === 200 && r.body && Array.isArray(r.body.changes)) {
-			this.trail?.push({
-				node: this.node % this.urls.length, cursor: filter.cursor ?? null, next: r.body.cursor,
-				changes: r.body.changes.map((c) => (c.op === 'upsert' ?
-					['upsert', tagOf(c.event, 'd'), c.event.id] : [c.op, c.d, c.reason])),
-			});
-			return r.body;
-		}
-		const code = r.status === 0 ? 'network' : `${r.status} ${r.body?.error ?? r.raw.slice(0, 60)}`;
-		this.stats.errors[code] = (this.stats.errors[code] ?? 0) + 1;
-		if (r.status === 409 && r.body?.error === 'incremental_reset') {
-			// Start again without a cursor; the first read replaces everything.
-			this.cursor = undefined;
-			this.items.clear();
-			this.stats.resets++;
-		} else if (r.status === 400) {
-			this.violations.push(`${this.name}: ${r.raw.slice(0, 200)}`);
-		} else if (r.status === 0 || r.status >= 500) {
-			this.node++;
-			this.stats.moves++;
-		}
-		throw new ReadError(r.status, r.raw, `${this.name} read`);
+	/** The node the next read goes to (an index in urls). */
+	get node() {
+		return this.client.node;
+	}
+
+	get url() {
+		return this.client.url;
+	}
+
+	/** d -> event held. */
+	get items() {
+		return this.memory.items;
+	}
+
+	/** Where the next read starts (undefined: the whole set); settable. */
+	get cursor() {
+		return this.reader.cursor;
+	}
+
+	set cursor(cursor) {
+		this.reader.cursor = cursor;
+	}
+
+	/** Applies changes read elsewhere (the cursor stays); resolves to those applied. */
+	apply(changes) {
+		this.account(changes);
+		return this.reader.apply(changes);
 	}
 
 	/**
-	 * Reads until `more` is false (pages of `limit`). Rejects with
-	 * ReadError on the first failed read; the cursor stays where the last
-	 * good page left it, so calling again continues. Calls are serialized,
-	 * as a client's reads of one store would be.
+	 * Reads until `more` is false (pages of `limit`); resolves to every
+	 * change applied. Rejects with ReadError on the first failed read,
+	 * counted in stats.errors: after `incremental_reset` the store starts
+	 * over (no cursor, emptied), after a 400 answer a violation is noted,
+	 * after no answer or a 5xx one the client has moved to the next node.
+	 * The cursor stays where the last good page left it, so calling again
+	 * continues. Calls are serialized, as a client's reads of one store
+	 * would be.
 	 */
 	async pull(limit) {
 		const prev = this.lock;
@@ -249,24 +275,33 @@ export class IncrementalStore {
 		this.pulling++;
 		try {
 			await prev;
-			return await this.pullPages(limit);
+			return await this.reader.catchUp(limit);
+		} catch (err) {
+			throw this.readFailed(err);
 		} finally {
 			this.pulling--;
 			release();
 		}
 	}
 
-	async pullPages(limit) {
-		const seen = [];
-		for (let i = 0; i < 100000; i++) {
-			const body = await this.readOnce(limit);
-			this.apply(body.changes);
-			seen.push(...body.changes);
-			this.cursor = body.cursor;
-			if (!body.more)
-				return seen;
+	// Counts a failed read and reacts to it; returns the ReadError to throw.
+	readFailed(err) {
+		if (!(err instanceof CombError))
+			return err;
+		this.stats.reads++;
+		const code = err.status === 0 ? 'network' : `${err.status} ${err.message.slice(0, 60)}`;
+		this.stats.errors[code] = (this.stats.errors[code] ?? 0) + 1;
+		if (err.code === 'incremental_reset') {
+			// Start again without a cursor; the first read replaces everything.
+			this.reader.startOver();
+			this.memory.items.clear();
+			this.stats.resets++;
+		} else if (err.status === 400) {
+			this.violations.push(`${this.name}: 400 ${err.message}`);
+		} else if (err.status === 0 || err.status >= 500) {
+			this.stats.moves++;
 		}
-		throw new Error(`${this.name}: incremental read never finished`);
+		return new ReadError(err.status, err.message, `${this.name} read`);
 	}
 
 	/** Like pull, retrying failed reads until timeoutMs has passed. */
@@ -292,9 +327,8 @@ export class IncrementalStore {
 	/** Starts over with another scope: no cursor, an empty store (call
 	 * it between pulls). */
 	rescope(scope) {
-		this.scope = scope;
-		this.cursor = undefined;
-		this.items.clear();
+		this.useScope(scope);
+		this.memory.items.clear();
 		this.stats.rescopes = (this.stats.rescopes ?? 0) + 1;
 	}
 
