@@ -157,9 +157,11 @@ export class CombClient {
 		const url = `${this.url}${path}`;
 		const text = JSON.stringify(body);
 		let res, answer;
-		// One more attempt after a network failure (a kept-alive connection
-		// the relay had just closed): every request here may be repeated,
-		// an event by its id, a read as it is; the token is new each time.
+		// Up to two more attempts after a network failure (kept-alive
+		// connections the relay had just closed: the relay ends idle ones
+		// after half a second, and a client may hold several): every
+		// request here may be repeated, an event by its id, a read as it
+		// is; the token is new each time.
 		for (let attempt = 0; ; attempt++) {
 			const authorization = await this.authorization(url, 'POST', body);
 			try {
@@ -171,7 +173,7 @@ export class CombClient {
 				answer = await res.text();
 				break;
 			} catch (err) {
-				if (attempt >= 1) {
+				if (attempt >= 2) {
 					this.failOver();
 					throw new CombError(`network: ${err.message}`, { code: 'network', cause: err });
 				}
