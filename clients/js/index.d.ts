@@ -24,8 +24,16 @@ export interface Signer {
 }
 
 export interface ClientOptions {
-  /** http:// or https:// URL of the relay; its host selects the community. */
-  url: string;
+  /** http:// or https:// URL of the relay; its host selects the community.
+   * Give it or `urls`. */
+  url?: string;
+  /** Several nodes of one relay cluster: requests go to one of them and move
+   * to the next after a request that got no answer or a 5xx one. */
+  urls?: string[];
+  /** The index in `urls` of the node to start on (default 0). */
+  node?: number;
+  /** Milliseconds after which an HTTP request counts as unanswered (default none). */
+  timeout?: number;
   /** 64 hex characters or 32 bytes; or give `signer`. */
   secretKey?: string | Uint8Array;
   signer?: Signer;
@@ -123,6 +131,67 @@ export interface ViewOptions {
   /** Use the relay's resumable sync when NIP-11 lists it (default true);
    * false keeps to the sync and incremental reads. */
   resumable?: boolean;
+  /** Told of every answer, frame or change that breaks the protocol; the
+   * view skips them either way. */
+  onViolation?: (message: string) => void;
+}
+
+/** One change of an incremental answer or CHANGES frame. */
+export type IncrementalChange =
+  | { op: 'upsert'; event: NostrEvent }
+  | { op: 'remove'; d: string; h?: string; reason: Removal['reason'] };
+
+/** An incremental answer (a CHANGES frame has no `more`). */
+export interface IncrementalAnswer {
+  changes: IncrementalChange[];
+  cursor: string;
+  more?: boolean;
+}
+
+export interface ReaderOptions {
+  /** Channel ids; without them every readable channel. */
+  channels?: string[];
+  types?: string[];
+  /** Where pages go (default a MemoryStore). */
+  store?: Store;
+  /** Where the first read starts (default none: the whole set). */
+  cursor?: string;
+  /** Told of every answer or change that breaks the protocol (an answer
+   * without changes or cursor, a change that is neither an upsert of a
+   * kind-45010 revision with a d nor a removal of a d with a known
+   * reason); they are skipped either way. */
+  onViolation?: (message: string) => void;
+  /** Told of every answer read, before it is applied: the node that gave
+   * it and the cursor it was read from (null: none). */
+  onPage?: (page: { url: string; cursor: string | null; answer: IncrementalAnswer }) => void;
+}
+
+/** Incremental reads of one scope, applied to a store (PROTOCOL.md section 8). */
+export class IncrementalReader {
+  constructor(client: CombClient, options?: ReaderOptions);
+  /** Where the next read starts; undefined: the whole set. */
+  cursor: string | undefined;
+  readonly store: Store;
+  /** The scope's filter keys (`#h`, `#type`). */
+  readonly scope: Record<string, string[]>;
+  /** Reads one page at the cursor without applying it; rejects with the
+   * relay's CombError (`incremental_reset`, `incremental_bad_cursor`: call
+   * startOver) or `invalid_answer`. */
+  fetchPage(limit?: number): Promise<IncrementalAnswer>;
+  /** Stores the valid ones of changes, then moves the cursor to cursor
+   * (when given); resolves to the changes applied. */
+  apply(changes: IncrementalChange[], cursor?: string): Promise<IncrementalChange[]>;
+  /** Reads and applies one page. */
+  read(limit?: number): Promise<IncrementalAnswer>;
+  /** Reads pages until `more` is false; resolves to every change applied. */
+  catchUp(limit?: number): Promise<IncrementalChange[]>;
+  /** The changes that keep to the protocol; reports the others. */
+  validChanges(changes: unknown[]): IncrementalChange[];
+  /** Whether answer is an incremental answer (frame: a CHANGES frame's,
+   * without `more`); reports it when not. */
+  wellFormed(answer: unknown, options?: { frame?: boolean }): boolean;
+  /** Drops the cursor: the next read is the whole set. */
+  startOver(): void;
 }
 
 export interface ViewStats {
@@ -160,7 +229,16 @@ export class ArtifactView {
 
 export class CombClient {
   constructor(options: ClientOptions);
+  /** The node requests go to now. */
   readonly url: string;
+  /** Its WebSocket address. */
+  readonly wsUrl: string;
+  /** Every node, as http(s) origins. */
+  readonly urls: string[];
+  /** The index of `url` in `urls`. */
+  readonly node: number;
+  /** Moves to the next of `urls` (a no-op with one); returns the new url. */
+  failOver(): string;
   getPublicKey(): Promise<string>;
   sign(template: EventTemplate): Promise<NostrEvent>;
   /** The relay's NIP-11 document. */
@@ -177,6 +255,13 @@ export class CombClient {
   deleteArtifact(current: NostrEvent): Promise<NostrEvent>;
   restoreArtifact(current: NostrEvent, changes?: Changes): Promise<NostrEvent>;
   artifacts(options?: ViewOptions): ArtifactView;
+  /** Incremental reads of one scope (see IncrementalReader). */
+  incremental(options?: ReaderOptions): IncrementalReader;
+  /** A WebSocket to `wsUrl`; answer its AUTH challenge with authEvent. */
+  openSocket(): WebSocket;
+  /** The signed NIP-42 answer to challenge for a socket open to socketUrl
+   * (default `wsUrl`). */
+  authEvent(challenge: string, socketUrl?: string): NostrEvent | Promise<NostrEvent>;
 }
 
 export function tagValue(event: NostrEvent, name: string): string | undefined;

@@ -182,8 +182,8 @@ describe('first read and paging', () => {
 		const second = await readOk(reader.sk, { '#h': [h], limit: 100, cursor: first.cursor });
 		assert.equal(second.changes.length, 3);
 		assert.equal(second.more, false);
-		store.apply(first.changes);
-		store.apply(second.changes);
+		await store.apply(first.changes);
+		await store.apply(second.changes);
 		assert.ok([...first.changes, ...second.changes].every((c) => c.op === 'upsert'));
 		assert.deepEqual(store.ids(), made.slice(1).map((a) => a.d).sort());
 		// one more artifact: the next read carries exactly it
@@ -498,7 +498,7 @@ test('a writer transaction held open is never skipped', async () => {
 		// yet, and the cursor does not move past the held change
 		await accept(stack, admin, { d: other.d, h, op: 'update', prev: other.id, title: 'later' });
 		during = await readOk(reader.sk, { '#h': [h], cursor: store.cursor });
-		store.apply(during.changes);
+		await store.apply(during.changes);
 		store.cursor = during.cursor;
 		assert.deepEqual(during.changes, []);
 		assert.equal(during.more, false);

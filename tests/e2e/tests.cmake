@@ -64,6 +64,13 @@ if(NODE_EXECUTABLE)
       TIMEOUT 300
       LABELS e2e)
   endforeach()
+  # comb-client's unit tests: a fake fetch, no relay
+  add_test(NAME unit/comb-client
+    COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec ${PROJECT_SOURCE_DIR}/clients/js/test/
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(unit/comb-client PROPERTIES
+    TIMEOUT 60
+    LABELS unit)
 else()
   message(WARNING "node not found: end-to-end tests are not registered (run scripts/install-deps.sh)")
 endif()

@@ -8,6 +8,7 @@ import { hashPayload } from 'nostr-tools/nip98';
 import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
 
 import { CombError, errorFromAnswer } from './errors.js';
+import { IncrementalReader } from './reader.js';
 import { ENVELOPE, clientTags, tagValue } from './tags.js';
 import { ArtifactView } from './view.js';
 
@@ -39,23 +40,33 @@ function randomHex(n) {
 
 const now = () => Math.floor(Date.now() / 1000);
 
+// The http(s) origin of a relay URL; throws TypeError for other schemes.
+function relayOrigin(url) {
+	const u = new URL(url);
+	if (u.protocol !== 'http:' && u.protocol !== 'https:')
+		throw new TypeError('url must be http:// or https://');
+	return `${u.protocol}//${u.host}`;
+}
+
 export class CombClient {
 	/**
-	 * options: url (http:// or https:// of the relay), and either
+	 * options: url (http:// or https:// of the relay), or urls (several
+	 * nodes of one relay cluster: requests go to one of them, node (an
+	 * index, default 0) at first, and move to the next after a request
+	 * that got no answer or a 5xx one; see failOver), and either
 	 * secretKey (64 hex characters or 32 bytes) or signer
 	 * ({getPublicKey(), signEvent(template)}, sync or async, as NIP-07's
 	 * window.nostr); WebSocket: a WebSocket class for platforms without a
 	 * global one (Node 20: the `ws` package's); fetch: a fetch function
-	 * (default the global one).
+	 * (default the global one); timeout: milliseconds after which an HTTP
+	 * request counts as unanswered (default none).
 	 */
 	constructor(options = {}) {
-		if (!options.url)
+		const urls = options.urls ?? (options.url ? [options.url] : []);
+		if (!urls.length)
 			throw new TypeError('url is required');
-		const u = new URL(options.url);
-		if (u.protocol !== 'http:' && u.protocol !== 'https:')
-			throw new TypeError('url must be http:// or https://');
-		this.url = `${u.protocol}//${u.host}`;
-		this.wsUrl = `${u.protocol === 'https:' ? 'wss:' : 'ws:'}//${u.host}`;
+		this.urls = urls.map(relayOrigin);
+		this.node = (options.node ?? 0) % this.urls.length;
 		if (options.signer) {
 			this.signer = options.signer;
 		} else if (options.secretKey) {
@@ -69,7 +80,29 @@ export class CombClient {
 		}
 		this.WebSocket = globalThis.WebSocket ?? options.WebSocket ?? null;
 		this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+		this.timeout = options.timeout ?? null;
 		this.infoPromise = null;
+	}
+
+	/** The relay node requests go to now (its http(s) origin). */
+	get url() {
+		return this.urls[this.node];
+	}
+
+	/** The WebSocket address of that node. */
+	get wsUrl() {
+		return this.url.replace(/^http/, 'ws');
+	}
+
+	/**
+	 * Moves to the next of the client's urls (a no-op with one): later
+	 * requests and sockets go there. Requests call it themselves after a
+	 * missing or 5xx answer; a socket's owner calls it when the socket
+	 * drops. Returns the new url.
+	 */
+	failOver() {
+		this.node = (this.node + 1) % this.urls.length;
+		return this.url;
 	}
 
 	/** The signer's public key (hex). */
@@ -117,29 +150,37 @@ export class CombClient {
 	/**
 	 * POSTs body (sent as JSON) to path with NIP-98. Resolves to
 	 * {status, body (parsed or null), text, headers}; rejects with a
-	 * CombError of code `network` when no answer came.
+	 * CombError of code `network` when no answer came. Either way, and
+	 * after a 5xx answer, later requests go to the next of the urls.
 	 */
 	async post(path, body) {
 		const url = `${this.url}${path}`;
 		const text = JSON.stringify(body);
-		let res;
-		// One more attempt after a network failure (a kept-alive connection
-		// the relay had just closed): every request here may be repeated,
-		// an event by its id, a read as it is; the token is new each time.
+		let res, answer;
+		// Up to two more attempts after a network failure (kept-alive
+		// connections the relay had just closed: the relay ends idle ones
+		// after half a second, and a client may hold several): every
+		// request here may be repeated, an event by its id, a read as it
+		// is; the token is new each time.
 		for (let attempt = 0; ; attempt++) {
 			const authorization = await this.authorization(url, 'POST', body);
 			try {
 				res = await this.fetch(url, {
 					method: 'POST', body: text,
 					headers: { authorization, 'content-type': 'application/json' },
+					...(this.timeout ? { signal: AbortSignal.timeout(this.timeout) } : {}),
 				});
+				answer = await res.text();
 				break;
 			} catch (err) {
-				if (attempt >= 1)
+				if (attempt >= 2) {
+					this.failOver();
 					throw new CombError(`network: ${err.message}`, { code: 'network', cause: err });
+				}
 			}
 		}
-		const answer = await res.text();
+		if (res.status >= 500)
+			this.failOver();
 		let parsed = null;
 		try {
 			parsed = JSON.parse(answer);
@@ -251,16 +292,27 @@ export class CombClient {
 		return new ArtifactView(this, options);
 	}
 
-	/** Opens an authenticated WebSocket; see ArtifactView. */
+	/**
+	 * Incremental reads of one scope, applied to a store (see
+	 * IncrementalReader): options channels, types, store, cursor,
+	 * onViolation, onPage.
+	 */
+	incremental(options = {}) {
+		return new IncrementalReader(this, options);
+	}
+
+	/** Opens a WebSocket to the node requests go to now (answer its AUTH
+	 * with authEvent); see ArtifactView. */
 	openSocket() {
 		if (!this.WebSocket)
 			throw new CombError('network: no WebSocket implementation', { code: 'network' });
 		return new this.WebSocket(this.wsUrl);
 	}
 
-	/** The NIP-42 answer to challenge. */
-	authEvent(challenge) {
-		return this.signer.signEvent(makeAuthEvent(this.wsUrl, challenge));
+	/** The NIP-42 answer to challenge, for a socket open to socketUrl
+	 * (default the node requests go to now). */
+	authEvent(challenge, socketUrl = this.wsUrl) {
+		return this.signer.signEvent(makeAuthEvent(socketUrl, challenge));
 	}
 }
 

@@ -44,6 +44,7 @@
 // store keeps its old cursor, so a restart in between starts over again.
 
 import { CombError } from './errors.js';
+import { IncrementalReader } from './reader.js';
 import { MemoryStore } from './stores.js';
 import { tagValue } from './tags.js';
 
@@ -78,7 +79,9 @@ export class ArtifactView {
 	 * readable channel), types, store (default a MemoryStore),
 	 * pollInterval (ms, default 5000), resumable (default true: use the
 	 * relay's resumable sync when it offers one; false keeps to the sync
-	 * and incremental reads).
+	 * and incremental reads), onViolation(message) (told of every answer,
+	 * frame or change that breaks the protocol; the view skips them either
+	 * way).
 	 */
 	constructor(client, options = {}) {
 		this.client = client;
@@ -93,6 +96,10 @@ export class ArtifactView {
 			this.scope['#h'] = this.channels;
 		if (this.types)
 			this.scope['#type'] = this.types;
+		// builds and checks the reads; the view applies them itself
+		this.reader = new IncrementalReader(client, {
+			channels: this.channels, types: this.types, onViolation: options.onViolation,
+		});
 		this.items = new Map();        // d -> current revision
 		this.superseded = new Map();   // d -> ids of revisions known to be older
 		this.cursor = undefined;
@@ -102,7 +109,7 @@ export class ArtifactView {
 		this.stats = { reads: 0, fetched: 0, knownReads: 0, resets: 0, snapshots: 0,
 			syncEvents: 0, resyncs: 0, connects: 0, resumes: 0, frames: 0 };
 		this.closed = false;
-		this.sub = null;               // the socket: {ws, id, mode, state, snapshot, chain}
+		this.sub = null;               // the socket: {ws, url, id, mode, state, snapshot, chain}
 		this.syncAttempt = 0;
 		this.timer = null;             // the one pending step (poll, reconnect)
 		this.timerFn = null;
@@ -294,13 +301,14 @@ export class ArtifactView {
 			this.cursor = cursor;
 	}
 
-	// Applies an incremental answer's changes (PROTOCOL.md section 8).
+	// Applies an incremental answer's changes (PROTOCOL.md section 8),
+	// those that keep to the protocol.
 	async apply(changes, cursor) {
 		const upserts = [], removals = [];
-		for (const c of changes) {
+		for (const c of this.reader.validChanges(changes)) {
 			if (c.op === 'upsert')
 				this.upsert(c.event, upserts);
-			else if (c.op === 'remove')
+			else
 				this.remove(c.d, c.h, c.reason, removals);
 		}
 		await this.commit(upserts, removals, cursor);
@@ -309,10 +317,11 @@ export class ArtifactView {
 	// ------------------------------------------------------------------
 	// incremental reads
 
-	async read(filter) {
+	// Runs one read (fetch resolves to its answer) unless the view closes.
+	async read(fetch) {
 		if (this.closed)
 			throw new Closed();
-		const body = await this.client.query(filter);
+		const body = await fetch();
 		if (this.closed)
 			throw new Closed();
 		this.stats.fetched += body.changes.filter((c) => c.op === 'upsert').length;
@@ -324,12 +333,10 @@ export class ArtifactView {
 		for (;;) {
 			if (this.cursor === undefined && !this.fresh)
 				this.fresh = new Set();
-			const filter = { artifact: 'incremental', ...this.scope };
-			if (this.cursor !== undefined)
-				filter.cursor = this.cursor;
+			this.reader.cursor = this.cursor;
 			let body;
 			try {
-				body = await this.read(filter);
+				body = await this.read(() => this.reader.fetchPage());
 			} catch (err) {
 				if (!startsOver(err))
 					throw err;
@@ -390,7 +397,8 @@ export class ArtifactView {
 			return true;
 		const max = (await this.client.info()).artifacts?.incremental?.max_ids ?? 1000;
 		for (let i = 0; i < ds.length; i += max) {
-			const body = await this.read({ artifact: 'incremental', '#d': ds.slice(i, i + max), ...this.scope });
+			const filter = { artifact: 'incremental', '#d': ds.slice(i, i + max), ...this.scope };
+			const body = await this.read(() => this.client.query(filter));
 			this.stats.knownReads++;
 			if (sub && sub !== this.sub)
 				return false;
@@ -498,6 +506,7 @@ export class ArtifactView {
 			return;
 		this.setStatus('catching-up');
 		this.stats.connects++;
+		const url = this.client.wsUrl;
 		let ws;
 		try {
 			ws = this.client.openSocket();
@@ -506,7 +515,7 @@ export class ArtifactView {
 			this.poll(null);
 			return;
 		}
-		const sub = { ws, id: `view${++subCounter}`, mode: this.mode, state: 'auth', snapshot: null,
+		const sub = { ws, url, id: `view${++subCounter}`, mode: this.mode, state: 'auth', snapshot: null,
 			authId: null, chain: Promise.resolve() };
 		this.sub = sub;
 		ws.onmessage = (e) => this.onFrame(sub, e.data);
@@ -557,6 +566,7 @@ export class ArtifactView {
 		if (sub !== this.sub || this.closed)
 			return;
 		this.sub = null;
+		this.client.failOver();
 		this.emit('error', new CombError('network: connection closed', { code: 'network' }));
 		this.reopen('network');
 	}
@@ -574,7 +584,7 @@ export class ArtifactView {
 			return;
 		switch (msg[0]) {
 		case 'AUTH': {
-			const ev = await this.client.authEvent(msg[1]);
+			const ev = await this.client.authEvent(msg[1], sub.url);
 			sub.authId = ev.id;
 			this.send(sub, ['AUTH', ev]);
 			return;
@@ -594,7 +604,7 @@ export class ArtifactView {
 			}
 			return;
 		case 'CHANGES':
-			if (msg[1] === sub.id && sub.mode === 'changes' && Array.isArray(msg[2]?.changes))
+			if (msg[1] === sub.id && sub.mode === 'changes' && this.reader.wellFormed(msg[2], { frame: true }))
 				this.inTurn(sub, () => this.onChanges(sub, msg[2]));
 			return;
 		case 'EVENT':

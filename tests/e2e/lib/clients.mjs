@@ -1,6 +1,10 @@
 // Client-side stores shared by the incremental, fault and convergence
 // tests: what a real comb client keeps locally, built only from what the
-// relay sends.
+// relay sends. They run on comb-client (clients/js), so that the library
+// is what the tests trust: its CombClient signs every request and socket
+// and fails over between relay nodes, its IncrementalReader reads, checks
+// and applies incremental answers and CHANGES frames. What stays here is
+// what a test needs and an application must not do (see each class).
 //
 //   IncrementalStore  d -> current revision, kept by incremental reads
 //                     (PROTOCOL.md section 8): cursor, paging with `more`,
@@ -16,21 +20,24 @@
 //   settle()          waits until the incremental horizon has passed every
 //                     transaction begun so far (no sleeps, no clock bound)
 //   truthFor()        the server's truth for a reader: a fresh, paged
-//                     `current` read as that reader
+//                     `current` read as that reader, made without
+//                     comb-client so that a fault of the library cannot
+//                     make a store and its truth agree
 //   diffStores()      a readable difference between two d -> id maps
 //   pidListeningOn(), rssKb()  which process serves a port, and its RSS
 //
 // Every store reports what it went through in `stats`, and anything that
 // breaks the protocol's promises (an older revision after a newer one, an
-// unexpected kind on a sync, a bad cursor) in `violations`.
+// unexpected kind on a sync, a bad cursor, a change or frame the library
+// finds malformed) in `violations`.
 
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 
-import { makeAuthEvent } from 'nostr-tools/nip42';
-import { finalizeEvent } from 'nostr-tools/pure';
+import WebSocket from 'ws';
 
-import { openSocket, post, toSecretBytes } from './harness.mjs';
+import { CombClient, CombError, MemoryStore } from '../../../clients/js/index.js';
+import { post } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -157,90 +164,115 @@ export function diffStores(store, truth, max = 10) {
 // ---------------------------------------------------------------------------
 // incremental reads
 
+// The reader options of a test scope ({'#h': [...], '#type': [...]});
+// throws for any other key, which the library's reads would not carry.
+function readerScope(scope) {
+	const { '#h': channels, '#type': types, ...rest } = scope;
+	if (Object.keys(rest).length)
+		throw new TypeError(`a store scope takes #h and #type only, not ${Object.keys(rest)}`);
+	return { channels, types };
+}
+
 /**
- * A local store kept by incremental reads. urls: the relay nodes it may
- * use (it starts on urls[node] and moves on when a node fails); scope:
- * {'#h': [...], '#type': [...]} or {} for a broad read.
+ * A local store kept by incremental reads: comb-client's IncrementalReader
+ * over a MemoryStore, on a CombClient that fails over between urls (it
+ * starts on urls[opts.node] and moves on after an unanswered or 5xx read).
+ * scope: {'#h': [...], '#type': [...]} or {} for a broad read. What the
+ * library reports as a protocol violation lands in `violations`, with a
+ * 400 answer; opts.keepLog keeps every change read in `log`, opts.trail
+ * every good read in `trail`.
  */
 export class IncrementalStore {
 	constructor(urls, sk, scope = {}, opts = {}) {
-		this.urls = Array.isArray(urls) ? urls : [urls];
-		this.node = opts.node ?? 0;
+		this.client = new CombClient({
+			urls: Array.isArray(urls) ? urls : [urls], node: opts.node ?? 0, secretKey: sk,
+			timeout: 15000,
+		});
 		this.sk = sk;
-		this.scope = scope;
 		this.name = opts.name ?? 'incremental';
-		this.cursor = undefined;
-		this.items = new Map();      // d -> event
 		this.log = opts.keepLog ? [] : null;
-		// opts.trail: every good read, {cursor, next, changes: [[op, d,
-		// id or reason]]}, to tell what the store read with when it differs
+		// opts.trail: every good read, {node, cursor, next, changes: [[op,
+		// d, id or reason]]}, to tell what the store read with when it differs
 		this.trail = opts.trail ? [] : null;
 		this.stats = { reads: 0, changes: 0, upserts: 0, removals: {}, errors: {}, resets: 0, moves: 0 };
 		this.violations = [];
 		this.lock = Promise.resolve();
 		this.pulling = 0;
+		this.memory = new MemoryStore();
+		this.useScope(scope);
 	}
 
-	get url() {
-		return this.urls[this.node % this.urls.length];
+	// A new reader of scope over the same memory, from no cursor.
+	useScope(scope) {
+		this.scope = scope;
+		this.incremental = this.client.incremental({
+			...readerScope(scope),
+			store: this.memory,
+			onViolation: (message) => this.violations.push(`${this.name}: ${message}`),
+			onPage: ({ url, cursor, answer }) => this.noteRead(url, cursor, answer),
+		});
 	}
 
-	apply(changes) {
+	// Counts and keeps (log, trail) a good read, before it is applied.
+	noteRead(url, cursor, answer) {
+		this.stats.reads++;
+		this.account(answer.changes);
+		this.trail?.push({
+			node: this.client.urls.indexOf(url), cursor, next: answer.cursor,
+			changes: answer.changes.map((c) => (c.op === 'upsert' ?
+				['upsert', tagOf(c.event, 'd'), c.event.id] : [c.op, c.d, c.reason])),
+		});
+	}
+
+	account(changes) {
 		for (const c of changes) {
 			this.log?.push(c);
 			this.stats.changes++;
-			if (c.op === 'upsert') {
-				if (c.event.kind !== 45010)
-					this.violations.push(`upsert of kind ${c.event.kind}`);
-				this.items.set(tagOf(c.event, 'd'), c.event);
+			if (c.op === 'upsert')
 				this.stats.upserts++;
-			} else if (c.op === 'remove') {
+			else if (c.op === 'remove')
 				this.stats.removals[c.reason] = (this.stats.removals[c.reason] ?? 0) + 1;
-				this.items.delete(c.d);
-			} else {
-				this.violations.push(`unknown change ${JSON.stringify(c).slice(0, 200)}`);
-			}
 		}
 	}
 
-	/** One read at the current cursor; resolves to the 200 body. */
-	async readOnce(limit) {
-		const filter = { artifact: 'incremental', ...this.scope };
-		if (this.cursor)
-			filter.cursor = this.cursor;
-		if (limit)
-			filter.limit = limit;
-		const r = await queryAt(this.url, this.sk, filter);
-		this.stats.reads++;
-		if (r.status === 200 && r.body && Array.isArray(r.body.changes)) {
-			this.trail?.push({
-				node: this.node % this.urls.length, cursor: filter.cursor ?? null, next: r.body.cursor,
-				changes: r.body.changes.map((c) => (c.op === 'upsert' ?
-					['upsert', tagOf(c.event, 'd'), c.event.id] : [c.op, c.d, c.reason])),
-			});
-			return r.body;
-		}
-		const code = r.status === 0 ? 'network' : `${r.status} ${r.body?.error ?? r.raw.slice(0, 60)}`;
-		this.stats.errors[code] = (this.stats.errors[code] ?? 0) + 1;
-		if (r.status === 409 && r.body?.error === 'incremental_reset') {
-			// Start again without a cursor; the first read replaces everything.
-			this.cursor = undefined;
-			this.items.clear();
-			this.stats.resets++;
-		} else if (r.status === 400) {
-			this.violations.push(`${this.name}: ${r.raw.slice(0, 200)}`);
-		} else if (r.status === 0 || r.status >= 500) {
-			this.node++;
-			this.stats.moves++;
-		}
-		throw new ReadError(r.status, r.raw, `${this.name} read`);
+	/** The node the next read goes to (an index in urls). */
+	get node() {
+		return this.client.node;
+	}
+
+	get url() {
+		return this.client.url;
+	}
+
+	/** d -> event held. */
+	get items() {
+		return this.memory.items;
+	}
+
+	/** Where the next read starts (undefined: the whole set); settable. */
+	get cursor() {
+		return this.incremental.cursor;
+	}
+
+	set cursor(cursor) {
+		this.incremental.cursor = cursor;
+	}
+
+	/** Applies changes read elsewhere (the cursor stays); resolves to those applied. */
+	apply(changes) {
+		this.account(changes);
+		return this.incremental.apply(changes);
 	}
 
 	/**
-	 * Reads until `more` is false (pages of `limit`). Rejects with
-	 * ReadError on the first failed read; the cursor stays where the last
-	 * good page left it, so calling again continues. Calls are serialized,
-	 * as a client's reads of one store would be.
+	 * Reads until `more` is false (pages of `limit`); resolves to every
+	 * change applied. Rejects with ReadError on the first failed read,
+	 * counted in stats.errors: after `incremental_reset` the store starts
+	 * over (no cursor, emptied), after a 400 answer a violation is noted,
+	 * after no answer or a 5xx one the client has moved to the next node.
+	 * The cursor stays where the last good page left it, so calling again
+	 * continues. Calls are serialized, as a client's reads of one store
+	 * would be.
 	 */
 	async pull(limit) {
 		const prev = this.lock;
@@ -249,24 +281,33 @@ export class IncrementalStore {
 		this.pulling++;
 		try {
 			await prev;
-			return await this.pullPages(limit);
+			return await this.incremental.catchUp(limit);
+		} catch (err) {
+			throw this.readFailed(err);
 		} finally {
 			this.pulling--;
 			release();
 		}
 	}
 
-	async pullPages(limit) {
-		const seen = [];
-		for (let i = 0; i < 100000; i++) {
-			const body = await this.readOnce(limit);
-			this.apply(body.changes);
-			seen.push(...body.changes);
-			this.cursor = body.cursor;
-			if (!body.more)
-				return seen;
+	// Counts a failed read and reacts to it; returns the ReadError to throw.
+	readFailed(err) {
+		if (!(err instanceof CombError))
+			return err;
+		this.stats.reads++;
+		const code = err.status === 0 ? 'network' : `${err.status} ${err.message.slice(0, 60)}`;
+		this.stats.errors[code] = (this.stats.errors[code] ?? 0) + 1;
+		if (err.code === 'incremental_reset') {
+			// Start again without a cursor; the first read replaces everything.
+			this.incremental.startOver();
+			this.memory.items.clear();
+			this.stats.resets++;
+		} else if (err.status === 400) {
+			this.violations.push(`${this.name}: 400 ${err.message}`);
+		} else if (err.status === 0 || err.status >= 500) {
+			this.stats.moves++;
 		}
-		throw new Error(`${this.name}: incremental read never finished`);
+		return new ReadError(err.status, err.message, `${this.name} read`);
 	}
 
 	/** Like pull, retrying failed reads until timeoutMs has passed. */
@@ -292,9 +333,8 @@ export class IncrementalStore {
 	/** Starts over with another scope: no cursor, an empty store (call
 	 * it between pulls). */
 	rescope(scope) {
-		this.scope = scope;
-		this.cursor = undefined;
-		this.items.clear();
+		this.useScope(scope);
+		this.memory.items.clear();
 		this.stats.rescopes = (this.stats.rescopes ?? 0) + 1;
 	}
 
@@ -317,19 +357,28 @@ export class IncrementalStore {
 let subCounter = 0;
 
 /**
- * One sync subscription on its own authenticated connection. channels:
- * the #h set; extra: more filter keys (#type, #d). opts.onEvent(ev, store)
- * is called for every live frame after EOSE (for latency measurements).
- * The store reconnects by itself after a dropped connection (to the next
- * node) and reopens after every `resync:` close; a `restricted:` close
- * leaves it empty in state `refused`, and an `error:` close (a dependency
- * down) in state `failed`, until refresh() tries again.
+ * One sync subscription on its own connection, opened and authenticated
+ * (NIP-42) by a comb-client CombClient that fails over between urls.
+ * channels: the #h set; extra: more filter keys (#type, #d).
+ * opts.onEvent(ev, store) is called for every live frame after EOSE (for
+ * latency measurements). The store reconnects by itself after a dropped
+ * connection (to the next node) and reopens after every `resync:` close;
+ * a `restricted:` close leaves it empty in state `refused`, and an
+ * `error:` close (a dependency down) in state `failed`, until refresh()
+ * tries again.
+ *
+ * What it does with the frames stays here, not in comb-client: it checks
+ * what the sync alone delivers (the snapshot replaces the copy, live
+ * frames are applied as they come), while the library's ArtifactView
+ * completes a sync with incremental reads, looks up by id what a snapshot
+ * lacks and drops a revision it has seen replaced, which would hide the
+ * very faults this store must record.
  */
 export class SyncStore {
 	constructor(urls, sk, channels, opts = {}) {
-		this.urls = Array.isArray(urls) ? urls : [urls];
-		this.node = opts.node ?? 0;
-		this.sk = toSecretBytes(sk);
+		this.client = new CombClient({
+			urls: Array.isArray(urls) ? urls : [urls], node: opts.node ?? 0, secretKey: sk, WebSocket,
+		});
 		this.channels = channels;
 		this.extra = opts.extra ?? {};
 		this.name = opts.name ?? `sync ${channels.map((h) => h.slice(0, 8)).join(',')}`;
@@ -349,8 +398,13 @@ export class SyncStore {
 		this.violations = [];
 	}
 
+	/** The node the next connection goes to (an index in urls). */
+	get node() {
+		return this.client.node;
+	}
+
 	get url() {
-		return this.urls[this.node % this.urls.length];
+		return this.client.url;
 	}
 
 	filter() {
@@ -399,27 +453,23 @@ export class SyncStore {
 			return;
 		this.setState('connecting');
 		this.stats.connects++;
-		const url = this.url;
-		let ws;
-		const failed = () => {
+		this.socketUrl = this.client.wsUrl;
+		const ws = this.client.openSocket();
+		this.ws = ws;
+		ws.on('message', (data) => this.onMessage(ws, data));
+		ws.on('close', () => {
 			if (this.ws !== ws)
 				return;
 			this.ws = null;
 			if (this.closing)
 				return;
 			this.stats.drops++;
-			this.node++;
+			this.client.failOver();
 			this.setState('connecting');
 			clearTimeout(this.reconnectTimer);
 			this.reconnectTimer = setTimeout(() => this.connect(), 100 + Math.floor(Math.random() * 400));
-		};
-		openSocket(url, { onSocket: (s) => {
-			ws = s;
-			this.ws = s;
-			s.on('message', (data) => this.onMessage(s, data));
-			s.on('close', failed);
-			s.on('error', () => {});
-		} }).catch(failed);
+		});
+		ws.on('error', () => {});
 	}
 
 	sendReq() {
@@ -447,13 +497,14 @@ export class SyncStore {
 		if (!Array.isArray(msg))
 			return;
 		switch (msg[0]) {
-		case 'AUTH': {
-			const host = new URL(this.url).host;
-			const ev = finalizeEvent(makeAuthEvent(`ws://${host}`, msg[1]), this.sk);
-			this.authId = ev.id;
-			this.send(['AUTH', ev]);
+		case 'AUTH':
+			Promise.resolve(this.client.authEvent(msg[1], this.socketUrl)).then((ev) => {
+				if (ws !== this.ws)
+					return;
+				this.authId = ev.id;
+				this.send(['AUTH', ev]);
+			});
 			return;
-		}
 		case 'OK':
 			if (msg[1] === this.authId) {
 				if (msg[2] !== true) {
@@ -591,21 +642,51 @@ export class SyncStore {
 
 /**
  * A local store kept by one resumable sync (PROTOCOL.md section 7.1):
- * every CHANGES frame applied with its cursor as it comes, reopened from
- * the last cursor after a `resync:` or `error:` close and a dropped
+ * every CHANGES frame checked and applied with its cursor by comb-client's
+ * IncrementalReader over a MemoryStore, in the order received, reopened
+ * from the last cursor after a `resync:` or `error:` close and a dropped
  * connection, started again without a cursor on `incremental_reset`.
  * scope: {'#h': [...], '#type': [...]} or {} for every readable channel.
+ *
+ * When to reopen stays here: the checker needs a sync that reports its
+ * state (live, failed) and reopens at once on the next node, where the
+ * library's ArtifactView backs off and falls back to polling over HTTP,
+ * which would hide whether the resumable sync itself converged.
  */
 export class ResumeStore extends SyncStore {
 	constructor(urls, sk, scope = {}, opts = {}) {
 		super(urls, sk, scope['#h'] ?? [], { ...opts, name: opts.name ?? 'resume' });
 		this.scope = scope;
-		this.cursor = undefined;
+		const memory = new MemoryStore();
+		memory.items = this.items;
+		this.incremental = this.client.incremental({
+			...readerScope(scope),
+			store: memory,
+			onViolation: (message) => this.violations.push(`${this.name}: ${message}`),
+		});
+		// frames, EOSE, CLOSED and REQs one after another, as received
+		this.turns = Promise.resolve();
 		Object.assign(this.stats, { changes: 0, removals: {}, resets: 0 });
 	}
 
+	/** Where the next REQ starts (undefined: the whole set). */
+	get cursor() {
+		return this.incremental.cursor;
+	}
+
 	filter() {
-		return { artifact: 'changes', ...this.scope, ...(this.cursor ? { cursor: this.cursor } : {}) };
+		return { artifact: 'changes', ...this.incremental.scope, ...(this.cursor ? { cursor: this.cursor } : {}) };
+	}
+
+	// Runs fn after everything received before it has been handled.
+	inTurn(fn) {
+		this.turns = this.turns.then(fn).catch((err) => {
+			this.violations.push(`${this.name}: ${err.stack ?? err.message}`);
+		});
+	}
+
+	sendReq() {
+		this.inTurn(() => super.sendReq());
 	}
 
 	onMessage(ws, data) {
@@ -624,7 +705,12 @@ export class ResumeStore extends SyncStore {
 				if (this.state !== 'opening')
 					this.violations.push(`${this.name}: EOSE in state ${this.state}`);
 				this.stats.eoses++;
-				this.setState('live');
+				this.inTurn(() => this.setState('live'));
+				return;
+			}
+			if (msg[0] === 'CLOSED') {
+				const reason = String(msg[2] ?? '');
+				this.inTurn(() => this.onClosed(reason));
 				return;
 			}
 			if (msg[0] === 'EVENT') {
@@ -641,16 +727,14 @@ export class ResumeStore extends SyncStore {
 			return;
 		}
 		this.stats.frames++;
+		if (!this.incremental.wellFormed(body, { frame: true }))
+			return;
 		for (const c of body.changes) {
 			this.stats.changes++;
-			if (c.op === 'upsert') {
-				this.items.set(tagOf(c.event, 'd'), c.event);
-			} else {
+			if (c.op === 'remove')
 				this.stats.removals[c.reason] = (this.stats.removals[c.reason] ?? 0) + 1;
-				this.items.delete(c.d);
-			}
 		}
-		this.cursor = body.cursor;
+		this.inTurn(() => this.incremental.apply(body.changes, body.cursor));
 	}
 
 	onClosed(reason) {
@@ -661,8 +745,8 @@ export class ResumeStore extends SyncStore {
 				this.sendReq();
 		} else if (reason.startsWith('incremental_reset:')) {
 			this.stats.resets++;
-			this.cursor = undefined;
-			this.items = new Map();
+			this.incremental.startOver();
+			this.items.clear();
 			if (!this.closing)
 				this.sendReq();
 		} else if (reason.startsWith('error:') || reason.startsWith('incremental_busy:')) {
