@@ -3,7 +3,7 @@
 // and its cursor, checks each answer against the protocol, writes the
 // changes of a page to a store before it moves its cursor past them, and
 // pages until the relay says there is no more. Resumable syncs (section
-// 7.3) send the same answers as CHANGES frames: apply() takes those too.
+// 7.1) send the same answers as CHANGES frames: apply() takes those too.
 //
 // What breaks the protocol (an answer without changes or cursor, a change
 // that is neither an upsert of an artifact revision nor a removal with a

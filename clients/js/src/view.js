@@ -3,7 +3,7 @@
 //
 // How it stays current, when the relay offers a resumable sync (NIP-11
 // `artifacts.sync.modes` lists "changes") and a WebSocket is at hand (the
-// transport "changes", PROTOCOL.md section 7.3):
+// transport "changes", PROTOCOL.md section 7.1):
 //   1. a REQ `"artifact":"changes"` from the stored cursor (none: the whole
 //      set); its catch-up arrives as CHANGES frames, then EOSE, which
 //      resolves `ready`, then every change as a CHANGES frame. Each frame's
@@ -687,7 +687,7 @@ export class ArtifactView {
 		this.setStatus('live');
 	}
 
-	// PROTOCOL.md section 7.3, "CLOSED reasons": every retry starts from
+	// PROTOCOL.md section 7.1, "CLOSED reasons": every retry starts from
 	// the last cursor stored (frames before the CLOSED are applied).
 	onChangesClosed(sub, reason) {
 		sub.state = 'closed';
