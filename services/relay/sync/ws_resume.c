@@ -79,7 +79,7 @@ struct resume_sub {
 	/* guarded by session->mu */
 	bool started;                   /* past the trust check */
 	bool live;                      /* EOSE decided: CLOSED goes out now */
-	char dead_reason[160];          /* the CLOSED owed while not live */
+	char dead_reason[300];          /* the CLOSED owed while not live */
 
 	/* guarded by pool.mu */
 	struct resume_sub *bucket_next; /* the registry */

@@ -166,26 +166,21 @@ static int call_write(struct writer *w, const struct comb_event *ev,
 	char write_keys[ACCESS_ACTION_KEYS_LITERAL];
 	char delete_keys[ACCESS_ACTION_KEYS_LITERAL];
 	bool deletes = env->op == ARTIFACT_DELETE || env->op == ARTIFACT_RESTORE;
-	char created_at[24];
-	char *tags = NULL;
-	struct comb_buf raw;
+	struct event_params p;
 	PGresult *res;
 	int rc = 0;
 
-	comb_buf_init(&raw, 4 * (size_t)w->relay->cfg.max_message_length + 4096);
-	tags = json_dumps(ev->tags, JSON_COMPACT);
-	if (!tags || comb_event_to_json(ev, &raw)) {
+	if (write_event_params(w, ev, &p)) {
 		rc = COMB_ENOMEM;
 		goto out;
 	}
-	snprintf(created_at, sizeof(created_at), "%lld", (long long)ev->created_at);
 	access_action_keys_literal(w->relay, ev->pubkey, COMB_ACT_WRITE, write_keys);
 	if (deletes)
 		access_action_keys_literal(w->relay, ev->pubkey,
 					   COMB_ACT_DELETE_ARTIFACT, delete_keys);
 	res = comb_db_exec_stmt(w->relay->db, w->db, &write,
 		(const char *const[]){w->community->id_text, ev->id, ev->pubkey,
-				      created_at, raw.data, tags, env->d, env->h,
+				      p.created_at, p.raw.data, p.tags, env->d, env->h,
 				      env->type, artifact_op_name(env->op),
 				      env->prev, env->root,
 				      write_is_fresh(w, ev) ? "t" : "f",
@@ -202,8 +197,7 @@ static int call_write(struct writer *w, const struct comb_event *ev,
 	}
 	PQclear(res);
 out:
-	free(tags);
-	comb_buf_release(&raw);
+	write_event_params_release(&p);
 	return rc;
 }
 

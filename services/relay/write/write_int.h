@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "comb/buf.h"
 #include "comb/event.h"
 #include "write.h"
 
@@ -29,6 +30,20 @@ bool write_exec(struct writer *w, const char *sql);
  */
 int write_store_event(struct writer *w, const struct comb_event *ev,
 		      const char *channel_id, bool *inserted);
+
+/* What the database functions take of an event besides its id, pubkey
+ * and kind: its JSON as received, its tags as JSON, its created_at. */
+struct event_params {
+	struct comb_buf raw;
+	char *tags;
+	char created_at[24];
+};
+
+/* Fills p from ev; returns 0 or COMB_ENOMEM. Release p with
+ * write_event_params_release either way. */
+int write_event_params(const struct writer *w, const struct comb_event *ev,
+		       struct event_params *p);
+void write_event_params_release(struct event_params *p);
 
 /* The checks before any kind's writer (events.c): the author is the
  * authenticated user and the rate limit allows one more write. Returns

@@ -68,31 +68,43 @@ bool write_exec(struct writer *w, const char *sql)
 	return ok;
 }
 
+int write_event_params(const struct writer *w, const struct comb_event *ev,
+		       struct event_params *p)
+{
+	comb_buf_init(&p->raw, 4 * (size_t)w->relay->cfg.max_message_length + 4096);
+	p->tags = json_dumps(ev->tags, JSON_COMPACT);
+	snprintf(p->created_at, sizeof(p->created_at), "%lld", (long long)ev->created_at);
+	return p->tags && comb_event_to_json(ev, &p->raw) == 0 ? 0 : COMB_ENOMEM;
+}
+
+void write_event_params_release(struct event_params *p)
+{
+	free(p->tags);
+	p->tags = NULL;
+	comb_buf_release(&p->raw);
+}
+
 int write_store_event(struct writer *w, const struct comb_event *ev,
 		      const char *channel_id, bool *inserted)
 {
 	static struct comb_db_stmt store = COMB_DB_STMT(
 		"SELECT seq, inserted FROM comb_store_event($1, $2, $3, $4, $5,"
 		" $6::uuid, $7, $8::json)", 8);
-	char created_at[24], kind[16];
-	char *tags = NULL;
-	struct comb_buf raw;
+	struct event_params p;
+	char kind[16];
 	PGresult *res;
 	int rc = 0;
 
 	*inserted = false;
-	comb_buf_init(&raw, 4 * (size_t)w->relay->cfg.max_message_length + 4096);
-	tags = json_dumps(ev->tags, JSON_COMPACT);
-	if (!tags || comb_event_to_json(ev, &raw)) {
+	if (write_event_params(w, ev, &p)) {
 		rc = COMB_ENOMEM;
 		goto out;
 	}
-	snprintf(created_at, sizeof(created_at), "%lld", (long long)ev->created_at);
 	snprintf(kind, sizeof(kind), "%d", ev->kind);
 	res = comb_db_exec_stmt(w->relay->db, w->db, &store,
 		(const char *const[]){w->community->id_text, ev->id, ev->pubkey,
-				      created_at, kind, channel_id, raw.data,
-				      tags});
+				      p.created_at, kind, channel_id, p.raw.data,
+				      p.tags});
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		comb_warn("storing event failed: %s", PQresultErrorMessage(res));
 		rc = COMB_EUNAVAIL;
@@ -103,7 +115,6 @@ int write_store_event(struct writer *w, const struct comb_event *ev,
 	if (rc == 0 && *inserted)
 		ws_live_local_stored(w->community, ev, channel_id);
 out:
-	free(tags);
-	comb_buf_release(&raw);
+	write_event_params_release(&p);
 	return rc;
 }
