@@ -10,6 +10,8 @@
 #define COMB_READ_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "comb/buf.h"
 #include "proto/proto.h"
@@ -53,5 +55,24 @@ void handle_query(struct request *req, bool count);
  */
 void incremental_read_for_sync(struct request *req, json_t *filter,
 			       bool admission);
+
+/* Takes one stored event's bytes (raw, len: borrowed for the call);
+ * returns 0 to go on, or a negative COMB_E* (with a CLOSED message in
+ * why, unless COMB_EIO) to stop. */
+typedef int (*event_bytes_fn)(void *ctx, const char *raw, size_t len,
+			      char *why, size_t whylen);
+
+/*
+ * Hands the bytes of the stored events seqs[0..n) to emit, in that order,
+ * fetching them a batch at a time (revision cache first) with no database
+ * connection held while emit runs (event_bytes.c). With cache, what
+ * PostgreSQL had to give is kept in the revision cache (for revisions,
+ * which syncs read again). For answers decided in one snapshot and sent
+ * as the client reads. Returns 0, what emit returned, or a negative
+ * COMB_E* with the CLOSED message in why.
+ */
+int read_events_by_seq(struct relay *relay, const int64_t *seqs, size_t n,
+		       bool cache, event_bytes_fn emit, void *ctx, char *why,
+		       size_t whylen);
 
 #endif

@@ -35,7 +35,7 @@
 #include "feed/feed.h"
 #include "metrics.h"
 #include "proto/proto.h"
-#include "revcache.h"
+#include "read/read.h"
 #include "ws_sync_int.h"
 
 #define BUCKETS 4096
@@ -465,33 +465,17 @@ static PGresult *run(PGconn *db, const char *sql, const char *const *params,
 /*
  * The snapshot on its way out. The snapshot itself only decides which
  * revision of each artifact the client gets: (d, accepted_seq) ordered by
- * d, in the same transaction as the access checks. A revision's bytes
- * never change once written, so they are fetched afterwards, one batch at
- * a time (from the revision cache, and with one statement for the batch's
- * misses), and pushed before the next batch is fetched: the client reads
- * the first frames while later ones are still in PostgreSQL, memory stays
- * bounded by one batch (about BATCH_BYTES, at least BATCH_MIN revisions)
+ * d, in the same transaction as the access checks. Their bytes are
+ * fetched afterwards and pushed as the client makes room
+ * (read_events_by_seq, read/read.h): memory stays bounded by one batch
  * plus the outbox whatever the set's size, and no database connection is
  * held while the client reads.
  */
-#define BATCH_MIN 16
-#define BATCH_MAX 1024
-#define BATCH_BYTES (1024 * 1024)
-
-/* A revision of the batch whose bytes the cache did not have. */
-struct miss {
-	int64_t seq;
-	size_t at;                 /* in the batch */
-};
-
 struct stream {
 	struct sync_sub *sub;
 	int64_t *seqs;             /* the set's revisions, in d order */
 	size_t n;
 	size_t sent;
-	struct comb_buf raws;      /* the batch's revisions, back to back */
-	size_t offs[BATCH_MAX], lens[BATCH_MAX];
-	struct miss misses[BATCH_MAX];
 	struct comb_buf frame;
 };
 
@@ -499,7 +483,6 @@ static void stream_release(struct stream *st)
 {
 	free(st->seqs);
 	st->seqs = NULL;
-	comb_buf_release(&st->raws);
 	comb_buf_release(&st->frame);
 }
 
@@ -537,131 +520,26 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 	return 0;
 }
 
-static int miss_cmp(const void *a, const void *b)
-{
-	const struct miss *x = a, *y = b;
-
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Reads the bytes of the batch's misses (sorted by seq) with one
- * statement, appends them to raws and keeps them in the cache. */
-static int fetch_misses(struct relay *relay, struct stream *st, size_t nmiss,
-			char *why, size_t whylen)
-{
-	struct comb_buf list;
-	const char *params[1];
-	PGresult *res = NULL;
-	PGconn *db;
-	size_t i;
-	int rc = 0, row;
-
-	comb_buf_init(&list, nmiss * 21 + 2);
-	for (i = 0; i < nmiss && rc == 0; i++)
-		rc = comb_buf_printf(&list, "%c%" PRId64, i ? ',' : '{',
-				     st->misses[i].seq);
-	if (rc || comb_buf_putc(&list, '}')) {
-		snprintf(why, whylen, "error: out of memory");
-		rc = COMB_ENOMEM;
-		goto out;
-	}
-	params[0] = list.data;
-	db = comb_db_acquire(relay->db, 2000);
-	if (!db) {
-		snprintf(why, whylen, "error: database unavailable");
-		rc = COMB_EUNAVAIL;
-		goto out;
-	}
-	res = PQexecParams(db, "SELECT seq, raw FROM events WHERE seq = ANY ($1::bigint[])"
-			   " ORDER BY seq", 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		set_failure(res, why, whylen);
-		rc = COMB_EUNAVAIL;
-	}
-	comb_db_release(relay->db, db, rc && comb_db_conn_lost(db));
-	if (rc)
-		goto out;
-	/* Every revision named exists: events are never deleted. */
-	if ((size_t)PQntuples(res) != nmiss) {
-		comb_warn("sync snapshot: %d of %zu revisions found", PQntuples(res), nmiss);
-		snprintf(why, whylen, "error: database unavailable");
-		rc = COMB_EUNAVAIL;
-		goto out;
-	}
-	for (row = 0; row < PQntuples(res); row++) {
-		const char *raw = PQgetvalue(res, row, 1);
-		size_t len = (size_t)PQgetlength(res, row, 1), at = st->misses[row].at;
-
-		st->offs[at] = st->raws.len;
-		st->lens[at] = len;
-		if (comb_buf_append(&st->raws, raw, len)) {
-			snprintf(why, whylen, "error: out of memory");
-			rc = COMB_ENOMEM;
-			goto out;
-		}
-		revcache_put(relay->revisions, st->misses[row].seq, raw, len);
-	}
-out:
-	PQclear(res);
-	comb_buf_release(&list);
-	return rc;
-}
-
-/*
- * Phase two, after the snapshot: the bytes of every planned revision, a
- * batch at a time, each frame pushed as the client makes room (the
- * connection's own thread may wait). Returns 0, COMB_EIO when the
- * connection is closing, or another COMB_E* with the CLOSED message in
- * why.
- */
-static int stream_send(struct relay *relay, struct stream *st, char *why,
+/* Pushes one revision of the snapshot, waiting for room (the emit of
+ * read_events_by_seq). Returns 0, COMB_EIO when the connection is
+ * closing, or COMB_ENOMEM with the CLOSED message in why. */
+static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
 		       size_t whylen)
 {
-	struct ws_outbox *ob = st->sub->session->outbox;
-	size_t batch = BATCH_MIN, k, j, nmiss, avg;
+	struct stream *st = ctx;
 	int rc;
 
-	while (st->sent < st->n) {
-		k = st->n - st->sent < batch ? st->n - st->sent : batch;
-		comb_buf_reset(&st->raws);
-		nmiss = 0;
-		for (j = 0; j < k; j++) {
-			st->offs[j] = st->raws.len;
-			rc = revcache_get(relay->revisions, st->seqs[st->sent + j], &st->raws);
-			if (rc == COMB_ENOTFOUND)
-				st->misses[nmiss++] = (struct miss){st->seqs[st->sent + j], j};
-			else if (rc)
-				goto nomem;
-			st->lens[j] = st->raws.len - st->offs[j];
-		}
-		if (nmiss) {
-			qsort(st->misses, nmiss, sizeof(st->misses[0]), miss_cmp);
-			rc = fetch_misses(relay, st, nmiss, why, whylen);
-			if (rc)
-				return rc;
-		}
-		for (j = 0; j < k; j++) {
-			comb_buf_reset(&st->frame);
-			if (ws_format_event(&st->frame, st->sub->base.id,
-					    st->raws.data + st->offs[j], st->lens[j]))
-				goto nomem;
-			rc = ws_outbox_push(ob, WS_OP_TEXT, st->frame.data,
-					    st->frame.len, WS_PUSH_WAIT);
-			if (rc == COMB_EIO)
-				return rc;
-			if (rc)
-				goto nomem;
-		}
-		st->sent += k;
-		/* Size the next batch to about BATCH_BYTES of these revisions. */
-		avg = st->raws.len / k + 1;
-		batch = BATCH_BYTES / avg;
-		batch = batch < BATCH_MIN ? BATCH_MIN : batch > BATCH_MAX ? BATCH_MAX : batch;
-	}
+	comb_buf_reset(&st->frame);
+	if (ws_format_event(&st->frame, st->sub->base.id, raw, len))
+		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	rc = ws_outbox_push(st->sub->session->outbox, WS_OP_TEXT, st->frame.data,
+			    st->frame.len, WS_PUSH_WAIT);
+	if (rc == COMB_EIO)
+		return rc;
+	if (rc)
+		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	st->sent++;
 	return 0;
-nomem:
-	snprintf(why, whylen, "error: out of memory");
-	return COMB_ENOMEM;
 }
 
 /*
@@ -855,12 +733,12 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	pthread_mutex_unlock(&s->mu);
 	t1 = ms_now();
 	comb_buf_init(&st.frame, MAX_FRAME);
-	comb_buf_init(&st.raws, (size_t)BATCH_MAX * MAX_FRAME);
 	st.sub = sub;
 	rc = snapshot(sub, &st, why, sizeof(why));
 	t2 = ms_now();
 	if (rc == 0)
-		rc = stream_send(s->relay, &st, why, sizeof(why));
+		rc = read_events_by_seq(s->relay, st.seqs, st.n, true, stream_emit, &st,
+					why, sizeof(why));
 	comb_debug("sync %s: %zu of %zu artifacts sent; feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
 		   sub->base.id, st.sent, st.n, t1 - t0, t2 - t1, ms_now() - t2);
 	stream_release(&st);

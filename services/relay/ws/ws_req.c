@@ -358,9 +358,10 @@ static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
 	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
 }
 
-/* Runs the stored query of filter i into *result, borrowing a database
- * connection for the statement only. Returns 0, or a negative COMB_E*
- * with the CLOSED message in why. */
+/* Runs the stored query of filter i into *result (each event's id and
+ * seq, in the filter's order), borrowing a database connection for the
+ * statement only. Returns 0, or a negative COMB_E* with the CLOSED
+ * message in why. */
 static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 			size_t i, PGresult **result, char *why, size_t whylen)
 {
@@ -375,7 +376,7 @@ static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 	comb_buf_init(&sql, 16384);
 	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
 	if (filter_named_channels(&sub->filters[i], &named) ||
-	    query_plain_sql(&sub->filters[i], "e.id, e.raw", true, &sql, &params)) {
+	    query_plain_sql(&sub->filters[i], "e.id, e.seq", true, &sql, &params)) {
 		snprintf(why, whylen, "error: out of memory");
 		rc = COMB_ENOMEM;
 		goto out;
@@ -426,16 +427,38 @@ static bool repeated_filter(const struct plain_sub *sub, size_t i)
 	return false;
 }
 
+/* Where the stored events of a REQ go (send_event, the emit of
+ * read_events_by_seq). */
+struct stored_out {
+	struct ws_session *s;
+	const char *sub_id;
+};
+
+static int send_event(void *ctx, const char *raw, size_t len, char *why,
+		      size_t whylen)
+{
+	struct stored_out *out = ctx;
+
+	if (ws_send_event(out->s, out->sub_id, raw, len, WS_PUSH_WAIT))
+		return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
+	return 0;
+}
+
 /*
  * Sends the stored events (each once) with waiting pushes, one filter at
- * a time: at most one filter's result is held (max_limit events) beside
- * the outbox, and no database connection while the client reads.
+ * a time: the filter's query lists its events' ids and seqs, then their
+ * bytes are fetched a batch at a time as the client reads
+ * (read_events_by_seq), so the first event goes out before the last is
+ * read, at most one filter's list and one batch are held beside the
+ * outbox, and no database connection while the client reads.
  */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
 {
+	struct stored_out out = {s, sub->base.id};
 	PGresult *result;
-	size_t i, most = 0;
+	int64_t *seqs;
+	size_t i, n, most = 0;
 	int rc = 0, row;
 
 	for (i = 0; i < sub->nfilters; i++)
@@ -449,16 +472,18 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		if (repeated_filter(sub, i))
 			continue;
 		rc = query_stored(s, sub, i, &result, why, whylen);
-		for (row = 0; rc == 0 && row < PQntuples(result); row++) {
-			if (!idset_add(sent, PQgetvalue(result, row, 0)))
-				continue;
-			rc = ws_send_event(s, sub->base.id, PQgetvalue(result, row, 1),
-					   (size_t)PQgetlength(result, row, 1),
-					   WS_PUSH_WAIT);
-			if (rc)
-				snprintf(why, whylen, "error: connection closing");
+		seqs = rc ? NULL : malloc(((size_t)PQntuples(result) + 1) * sizeof(*seqs));
+		if (rc == 0 && !seqs)
+			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+		for (row = 0, n = 0; rc == 0 && row < PQntuples(result); row++) {
+			if (idset_add(sent, PQgetvalue(result, row, 0)))
+				seqs[n++] = strtoll(PQgetvalue(result, row, 1), NULL, 10);
 		}
 		PQclear(result);
+		if (rc == 0)
+			rc = read_events_by_seq(s->relay, seqs, n, false, send_event,
+						&out, why, whylen);
+		free(seqs);
 	}
 	return rc;
 }

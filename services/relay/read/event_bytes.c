@@ -1,0 +1,157 @@
+/*
+ * Stored events' bytes by events.seq, for WebSocket answers that first
+ * decide in one snapshot which events to send (sync snapshots, plain
+ * REQs) and then send them as the client reads (see read.h). An event's
+ * bytes never change once written and events are never deleted, so
+ * fetching them after the snapshot sends exactly what it decided. They
+ * come a batch at a time, from the revision cache (revcache.h) and with
+ * one statement for the batch's misses, each batch handed out before the
+ * next is fetched: the client gets the first events while later ones are
+ * still in PostgreSQL, memory stays bounded by one batch (about
+ * BATCH_BYTES, at least BATCH_MIN events) whatever the set's size, and no
+ * database connection is held while the client reads.
+ */
+#include "read.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "comb/error.h"
+#include "comb/log.h"
+#include "relay.h"
+#include "revcache.h"
+
+#define BATCH_MIN 16
+#define BATCH_MAX 1024
+#define BATCH_BYTES (1024 * 1024)
+/* The largest stored event. */
+#define EVENT_MAX_BYTES (16 * 1024 * 1024 + 4096)
+
+/* An event of the batch whose bytes the cache did not have. */
+struct miss {
+	int64_t seq;
+	size_t at;                 /* in the batch */
+};
+
+struct batch {
+	struct comb_buf hits;      /* the bytes the cache had, back to back */
+	size_t offs[BATCH_MAX], lens[BATCH_MAX];
+	const char *ptrs[BATCH_MAX]; /* each event's bytes, once all are in */
+	struct miss misses[BATCH_MAX];
+};
+
+static int miss_cmp(const void *a, const void *b)
+{
+	const struct miss *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Reads the bytes of b's nmiss misses (sorted by seq) with one statement
+ * into *res (the caller clears it), points b's events at them and, when
+ * cache is set, keeps them in the revision cache. */
+static int fetch_misses(struct relay *relay, struct batch *b, size_t nmiss,
+			bool cache, PGresult **res, char *why, size_t whylen)
+{
+	struct comb_buf list;
+	const char *params[1];
+	PGconn *db;
+	size_t i;
+	int rc = 0, row;
+
+	comb_buf_init(&list, nmiss * 21 + 2);
+	for (i = 0; i < nmiss && rc == 0; i++)
+		rc = comb_buf_printf(&list, "%c%" PRId64, i ? ',' : '{', b->misses[i].seq);
+	if (rc || comb_buf_putc(&list, '}')) {
+		rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+		goto out;
+	}
+	params[0] = list.data;
+	db = comb_db_acquire(relay->db, 2000);
+	if (!db) {
+		rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
+		goto out;
+	}
+	*res = PQexecParams(db, "SELECT seq, raw FROM events WHERE seq = ANY ($1::bigint[])"
+			    " ORDER BY seq", 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(*res) != PGRES_TUPLES_OK) {
+		if (comb_db_is_error(*res, "57014")) {
+			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: query budget exceeded");
+		} else {
+			comb_warn("reading stored events failed: %s", PQresultErrorMessage(*res));
+			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
+		}
+	}
+	comb_db_release(relay->db, db, rc && comb_db_conn_lost(db));
+	if (rc)
+		goto out;
+	if ((size_t)PQntuples(*res) != nmiss) {
+		comb_warn("reading stored events: %d of %zu found", PQntuples(*res), nmiss);
+		rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
+		goto out;
+	}
+	for (row = 0; row < PQntuples(*res); row++) {
+		size_t at = b->misses[row].at;
+
+		b->ptrs[at] = PQgetvalue(*res, row, 1);
+		b->lens[at] = (size_t)PQgetlength(*res, row, 1);
+		if (cache)
+			revcache_put(relay->revisions, b->misses[row].seq, b->ptrs[at],
+				     b->lens[at]);
+	}
+out:
+	comb_buf_release(&list);
+	return rc;
+}
+
+int read_events_by_seq(struct relay *relay, const int64_t *seqs, size_t n,
+		       bool cache, event_bytes_fn emit, void *ctx, char *why,
+		       size_t whylen)
+{
+	size_t sent = 0, size = BATCH_MIN, k, j, nmiss, bytes;
+	struct batch *b = malloc(sizeof(*b));
+	int rc = 0;
+
+	if (!b)
+		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	comb_buf_init(&b->hits, (size_t)BATCH_MAX * EVENT_MAX_BYTES);
+	while (sent < n && rc == 0) {
+		PGresult *res = NULL;
+
+		k = n - sent < size ? n - sent : size;
+		comb_buf_reset(&b->hits);
+		nmiss = 0;
+		for (j = 0; j < k && rc == 0; j++) {
+			b->offs[j] = b->hits.len;
+			b->ptrs[j] = NULL;
+			rc = revcache_get(relay->revisions, seqs[sent + j], &b->hits);
+			if (rc == COMB_ENOTFOUND) {
+				b->misses[nmiss++] = (struct miss){seqs[sent + j], j};
+				rc = 0;
+			}
+			b->lens[j] = b->hits.len - b->offs[j];
+		}
+		if (rc)
+			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+		if (rc == 0 && nmiss) {
+			qsort(b->misses, nmiss, sizeof(b->misses[0]), miss_cmp);
+			rc = fetch_misses(relay, b, nmiss, cache, &res, why, whylen);
+		}
+		for (j = 0, bytes = 0; j < k && rc == 0; j++) {
+			if (!b->ptrs[j])
+				b->ptrs[j] = b->hits.data + b->offs[j];
+			rc = emit(ctx, b->ptrs[j], b->lens[j], why, whylen);
+			bytes += b->lens[j];
+		}
+		PQclear(res);
+		sent += k;
+		/* Size the next batch to about BATCH_BYTES of these events. */
+		size = BATCH_BYTES / (bytes / k + 1);
+		size = size < BATCH_MIN ? BATCH_MIN : size > BATCH_MAX ? BATCH_MAX : size;
+	}
+	comb_buf_release(&b->hits);
+	free(b);
+	return rc;
+}
