@@ -167,6 +167,9 @@ void ws_outbox_free(struct ws_outbox *ob)
 	ob->stopping = true;
 	discard_locked(ob);
 	pthread_cond_broadcast(&ob->work);
+	/* a write in progress, by the writer or a pusher, ends first */
+	while (ob->writing)
+		pthread_cond_wait(&ob->room, &ob->mu);
 	pthread_mutex_unlock(&ob->mu);
 	if (ob->thread_started)
 		pthread_join(ob->thread, NULL);

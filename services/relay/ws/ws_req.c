@@ -358,10 +358,20 @@ static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
 	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
 }
 
-/* Runs the stored query of filter i into *result (each event's id and
- * seq, in the filter's order), borrowing a database connection for the
- * statement only. Returns 0, or a negative COMB_E* with the CLOSED
- * message in why. */
+/* A filter limited to this many events at most gets their bytes with
+ * its query: they are few, and a second statement would cost more. */
+#define SMALL_FILTER 16
+
+/* True when filter f's query brings its events' bytes (see SMALL_FILTER). */
+static bool small_filter(const struct plain_filter *f)
+{
+	return f->limit > 0 && f->limit <= SMALL_FILTER;
+}
+
+/* Runs the stored query of filter i into *result (each event's id, seq
+ * and, for a small filter, bytes, in the filter's order), borrowing a
+ * database connection for the statement only. Returns 0, or a negative
+ * COMB_E* with the CLOSED message in why. */
 static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 			size_t i, PGresult **result, char *why, size_t whylen)
 {
@@ -376,7 +386,9 @@ static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 	comb_buf_init(&sql, 16384);
 	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
 	if (filter_named_channels(&sub->filters[i], &named) ||
-	    query_plain_sql(&sub->filters[i], "e.id, e.seq", true, &sql, &params)) {
+	    query_plain_sql(&sub->filters[i],
+			    small_filter(&sub->filters[i]) ? "e.id, e.seq, e.raw" : "e.id, e.seq",
+			    true, &sql, &params)) {
 		snprintf(why, whylen, "error: out of memory");
 		rc = COMB_ENOMEM;
 		goto out;
@@ -450,7 +462,8 @@ static int send_event(void *ctx, const char *raw, size_t len, char *why,
  * bytes are fetched a batch at a time as the client reads
  * (read_events_by_seq), so the first event goes out before the last is
  * read, at most one filter's list and one batch are held beside the
- * outbox, and no database connection while the client reads.
+ * outbox, and no database connection while the client reads. A small
+ * filter's few events come with its query.
  */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
@@ -476,11 +489,16 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		if (rc == 0 && !seqs)
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 		for (row = 0, n = 0; rc == 0 && row < PQntuples(result); row++) {
-			if (idset_add(sent, PQgetvalue(result, row, 0)))
+			if (!idset_add(sent, PQgetvalue(result, row, 0)))
+				continue;
+			if (small_filter(&sub->filters[i]))
+				rc = send_event(&out, PQgetvalue(result, row, 2),
+						(size_t)PQgetlength(result, row, 2), why, whylen);
+			else
 				seqs[n++] = strtoll(PQgetvalue(result, row, 1), NULL, 10);
 		}
 		PQclear(result);
-		if (rc == 0)
+		if (rc == 0 && n > 0)
 			rc = read_events_by_seq(s->relay, seqs, n, false, send_event,
 						&out, why, whylen);
 		free(seqs);
