@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "comb/buf.h"
+#include "comb/error.h"
 #include "comb/random.h"
 #include "request.h"
 
@@ -82,6 +83,31 @@ void http_send_timeout(struct request *req)
 		  "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
 		  "Content-Length: %zu\r\nConnection: close\r\n"
 		  "Access-Control-Allow-Origin: *\r\n\r\n%s", sizeof(body) - 1, body);
+}
+
+void http_stream_begin(struct request *req)
+{
+	http_release_db(req);
+	req->status = 200;
+	mg_printf(req->conn,
+		  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+		  "Transfer-Encoding: chunked\r\n"
+		  "Access-Control-Allow-Origin: *\r\n\r\n");
+}
+
+int http_stream_write(struct request *req, const char *data, size_t len)
+{
+	if (len == 0)
+		return 0;  /* an empty chunk would end the answer */
+	return mg_send_chunk(req->conn, data, (unsigned int)len) < 0 ? COMB_EIO : 0;
+}
+
+void http_stream_end(struct request *req, bool complete)
+{
+	if (complete)
+		mg_send_chunk(req->conn, "", 0);
+	else
+		mg_close_after_response(req->conn);
 }
 
 void http_release_db(struct request *req)

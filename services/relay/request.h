@@ -72,4 +72,17 @@ void http_release_db(struct request *req);
  * time. */
 void http_send_timeout(struct request *req);
 
+/*
+ * A 200 JSON answer sent as it is produced (chunked transfer encoding),
+ * for answers too large to hold: begin sends the headers (giving req->db
+ * back first), write sends part of the body (it returns 0, or COMB_EIO
+ * once the client is gone), end finishes the answer, or, when complete is
+ * false (the rest could not be produced), closes the connection without
+ * the last chunk so that the client sees the answer cut short. Not for
+ * captured answers.
+ */
+void http_stream_begin(struct request *req);
+int http_stream_write(struct request *req, const char *data, size_t len);
+void http_stream_end(struct request *req, bool complete);
+
 #endif

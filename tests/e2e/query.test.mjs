@@ -137,6 +137,13 @@ describe('plain filters', () => {
 		const page = await read(carol.sk, { authors: [carol.pk] });
 		assert.equal(page[0].created_at, t + 104);
 		assert.equal(page[99].created_at, t + 5);
+		// A larger answer is sent as it is read (chunked); one of 16 events
+		// or fewer comes whole, with its length. Both read alike.
+		const big = await post(stack.url, '/query', [{ authors: [carol.pk], limit: 1000 }], carol.sk, authOpts());
+		assert.equal(big.headers['transfer-encoding'], 'chunked');
+		const small = await post(stack.url, '/query', [{ authors: [carol.pk], limit: 5 }], carol.sk, authOpts());
+		assert.equal(small.headers['content-length'], String(Buffer.byteLength(small.body)));
+		assert.deepEqual(JSON.parse(small.body), JSON.parse(big.body).slice(0, 5));
 	});
 });
 

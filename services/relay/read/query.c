@@ -3,9 +3,14 @@
  * array holding exactly one filter. Artifact filters go to
  * artifact_query(); plain NIP-01 filters are answered here over the stored
  * events the caller can read, with access applied inside the SQL before
- * LIMIT so a page is never filtered afterwards.
+ * LIMIT so a page is never filtered afterwards. A large answer is sent as
+ * it is read: the query lists the events' seqs, and their bytes follow a
+ * batch at a time (read_events_by_seq) in a chunked answer, so neither
+ * the whole result nor a database connection is held while the client
+ * reads.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "access.h"
@@ -45,8 +50,14 @@ int query_plain_sql(const struct plain_filter *f, const char *columns,
 	return rc;
 }
 
+/* A filter limited to this many events at most gets their bytes with
+ * its query and one answer with a length: they are few. */
+#define SMALL_FILTER 16
+/* Bytes of a streamed answer gathered before they go out as a chunk. */
+#define CHUNK_BYTES (64 * 1024)
+
 /* Sends the rows of res as a bare JSON array of their raw events. */
-static void send_events(struct request *req, const PGresult *res, int limit)
+static void send_rows(struct request *req, const PGresult *res, int limit)
 {
 	struct comb_buf out;
 	int i, n = PQntuples(res), rc;
@@ -68,6 +79,71 @@ static void send_events(struct request *req, const PGresult *res, int limit)
 	else
 		http_send_json(req, 200, out.data, "");
 	comb_buf_release(&out);
+}
+
+/* A streamed answer on its way (see send_streamed). */
+struct stream_out {
+	struct request *req;
+	struct comb_buf buf;       /* not sent yet */
+	size_t events;
+};
+
+/* Appends one event to the answer, sending a chunk when enough gathered
+ * (the emit of read_events_by_seq). */
+static int stream_event(void *ctx, const char *raw, size_t len, char *why,
+			size_t whylen)
+{
+	struct stream_out *o = ctx;
+
+	if ((o->events++ && comb_buf_putc(&o->buf, ',')) ||
+	    comb_buf_append(&o->buf, raw, len))
+		return comb_fail(why, whylen, COMB_ENOMEM, "out of memory");
+	if (o->buf.len < CHUNK_BYTES)
+		return 0;
+	if (http_stream_write(o->req, o->buf.data, o->buf.len))
+		return comb_fail(why, whylen, COMB_EIO, "the client left");
+	comb_buf_reset(&o->buf);
+	return 0;
+}
+
+/* Sends the events seqs[0..n) as a bare JSON array, as they are read. */
+static void send_streamed(struct request *req, const int64_t *seqs, size_t n)
+{
+	struct stream_out o = {.req = req};
+	char why[160] = "out of memory";
+	int rc;
+
+	comb_buf_init(&o.buf, CHUNK_BYTES +
+		      4 * (size_t)req->relay->cfg.max_message_length + 4096);
+	http_stream_begin(req);
+	rc = comb_buf_putc(&o.buf, '[') ? COMB_ENOMEM : 0;
+	if (rc == 0)
+		rc = read_events_by_seq(req->relay, seqs, n, false, stream_event, &o,
+					why, sizeof(why));
+	if (rc == 0)
+		rc = comb_buf_putc(&o.buf, ']') ? COMB_ENOMEM : 0;
+	if (rc == 0)
+		rc = http_stream_write(req, o.buf.data, o.buf.len);
+	if (rc && rc != COMB_EIO)
+		comb_warn("a /query answer was cut short: %s", why);
+	http_stream_end(req, rc == 0);
+	comb_buf_release(&o.buf);
+}
+
+/* Sends the events res lists by seq, streamed. */
+static void send_listed(struct request *req, const PGresult *res)
+{
+	size_t i, n = (size_t)PQntuples(res);
+	int64_t *seqs = malloc((n + 1) * sizeof(*seqs));
+
+	if (!seqs) {
+		http_send_error(req, 503, "error: out of memory");
+		return;
+	}
+	for (i = 0; i < n; i++)
+		seqs[i] = strtoll(PQgetvalue(res, (int)i, 0), NULL, 10);
+	send_streamed(req, seqs, n);
+	free(seqs);
 }
 
 static void plain_query(struct request *req, const json_t *obj, bool count)
@@ -95,7 +171,8 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	}
 	access_read_keys_literal(req->relay, &actor, keys);
 	if (filter_named_channels(&f, &named) ||
-	    query_plain_sql(&f, count ? "count(*)" : "e.raw", !count, &sql, &params)) {
+	    query_plain_sql(&f, count ? "count(*)" : f.limit <= SMALL_FILTER ? "e.raw" : "e.seq",
+			    !count, &sql, &params)) {
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}
@@ -120,8 +197,10 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	if (count) {
 		snprintf(msg, sizeof(msg), "{\"count\":%s}", PQgetvalue(res, 0, 0));
 		http_send_json(req, 200, msg, "");
+	} else if (f.limit <= SMALL_FILTER) {
+		send_rows(req, res, f.limit);
 	} else {
-		send_events(req, res, f.limit);
+		send_listed(req, res);
 	}
 out:
 	PQclear(res);
