@@ -48,9 +48,11 @@
 
 #define RESUME_WORKERS 2
 #define BUCKETS 1024
-/* Items per CHANGES frame: the catch-up's (pushed waiting for the client)
- * and the live ones (pushed without waiting into an outbox of 1 MiB). */
-#define CATCHUP_PAGE 100
+/* Items per CHANGES frame: the catch-up's, as many as one HTTP read may
+ * ask for (each page runs the change query again, so fewer pages cost
+ * less; pushed waiting for the client), and the live ones (pushed
+ * without waiting into an outbox of 1 MiB). */
+#define CATCHUP_PAGE 1000
 #define LIVE_PAGE 50
 /* Backoff of a read again while the horizon is below a signalled change. */
 #define RETRY_FIRST_MS 5
