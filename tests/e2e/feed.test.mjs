@@ -20,7 +20,7 @@ import { connectWs, get, newKey, signEvent, startRelay } from './lib/harness.mjs
 import {
 	accept, addMember, assertAccepted, chat, createChannel, publish, removeMember, tagValue, uuid,
 } from './lib/artifacts.mjs';
-import { FakeCapture } from './lib/fakecapture.mjs';
+import { FakeCapture, communityOf } from './lib/fakecapture.mjs';
 
 const HEARTBEAT_MS = 200;
 const WINDOW_MS = 3 * HEARTBEAT_MS + 500;
@@ -42,9 +42,9 @@ before(async () => {
 	await fake.listen();
 	// Like capture: a subscription to "<community>:" is answered by a mark.
 	fake.onSubscribe = (prefix) => {
-		const m = /^([0-9]+):$/.exec(prefix.toString());
-		if (m && autoMark && fake.beatTimer)
-			fake.mark(epoch, Number(m[1]), seqs.get(Number(m[1])) ?? 0);
+		const c = communityOf(prefix);
+		if (c !== null && autoMark && fake.beatTimer)
+			fake.mark(epoch, c, seqs.get(c) ?? 0);
 	};
 	stack = await startRelay({
 		capture: false,

@@ -19,7 +19,7 @@ import { after, before, test } from 'node:test';
 
 import { connectWs, get, startRelay } from './lib/harness.mjs';
 import { createChannel } from './lib/artifacts.mjs';
-import { FakeCapture } from './lib/fakecapture.mjs';
+import { FakeCapture, communityOf } from './lib/fakecapture.mjs';
 
 // The relay counts three missed intervals (6 s) from the last heartbeat.
 const HEARTBEAT_MS = 2000;
@@ -37,9 +37,9 @@ before(async () => {
 	await fake.listen();
 	// Like capture: a subscription to "<community>:" is answered by a mark.
 	fake.onSubscribe = (prefix) => {
-		const m = /^([0-9]+):$/.exec(prefix.toString());
-		if (m)
-			fake.mark(epoch, Number(m[1]), 0);
+		const c = communityOf(prefix);
+		if (c !== null)
+			fake.mark(epoch, c, 0);
 	};
 	stack = await startRelay({
 		capture: false,

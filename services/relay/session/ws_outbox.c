@@ -248,6 +248,31 @@ static void append_locked(struct ws_outbox *ob, struct frame *f)
 	ob->queued += frame_cost(f->len);
 }
 
+/*
+ * Sends f, which it takes: written at once when it can be (write_now),
+ * else queued in its place for the writer thread. Returns 0, or COMB_EIO
+ * when the queue failed or stopped meanwhile. The caller holds mu.
+ */
+static int send_locked(struct ws_outbox *ob, struct frame *f)
+{
+	switch (write_now_locked(ob, f)) {
+	case WRITTEN:
+		free(f);
+		return ob->failed ? COMB_EIO : 0;
+	case NOT_WRITTEN:
+		if (ob->failed || ob->stopping) {
+			free(f);
+			return COMB_EIO;
+		}
+		prepend_locked(ob, f);
+		break;
+	case NOT_TRIED:
+		append_locked(ob, f);
+		break;
+	}
+	return ensure_writer_locked(ob);
+}
+
 int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		   size_t len, unsigned flags)
 {
@@ -273,23 +298,8 @@ int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		}
 		pthread_cond_wait(&ob->room, &ob->mu);
 	}
-	switch (write_now_locked(ob, f)) {
-	case WRITTEN:
-		rc = ob->failed ? COMB_EIO : 0;
-		goto out;
-	case NOT_WRITTEN:
-		if (ob->failed || ob->stopping) {
-			rc = COMB_EIO;
-			goto out;
-		}
-		prepend_locked(ob, f);
-		break;
-	case NOT_TRIED:
-		append_locked(ob, f);
-		break;
-	}
+	rc = send_locked(ob, f);
 	f = NULL;
-	rc = ensure_writer_locked(ob);
 out:
 	pthread_mutex_unlock(&ob->mu);
 	free(f);
@@ -322,20 +332,8 @@ int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason)
 		goto out;
 	ob->closing = true;
 	pthread_cond_broadcast(&ob->room);
-	switch (write_now_locked(ob, f)) {
-	case WRITTEN:
-		goto out;
-	case NOT_WRITTEN:
-		if (ob->failed || ob->stopping)
-			goto out;
-		prepend_locked(ob, f);
-		break;
-	case NOT_TRIED:
-		append_locked(ob, f);
-		break;
-	}
+	send_locked(ob, f);
 	f = NULL;
-	ensure_writer_locked(ob);
 out:
 	pthread_mutex_unlock(&ob->mu);
 	free(f);

@@ -73,6 +73,13 @@ function mpBin(bytes) {
 	return Buffer.concat([head, body]);
 }
 
+/** The community a subscription prefix ("<community>:") names, or null
+ * for any other prefix ("hb", a channel's topic). */
+export function communityOf(prefix) {
+	const m = /^([0-9]+):$/.exec(prefix.toString());
+	return m ? Number(m[1]) : null;
+}
+
 /** The msgpack map of a signal (fields as in comb/signal.h). */
 export function encodeSignal(s) {
 	const parts = [];
