@@ -159,9 +159,9 @@ export class CombClient {
 		let res, answer;
 		// Up to two more attempts after a network failure (kept-alive
 		// connections the relay had just closed: the relay ends idle ones
-		// after half a second, and a client may hold several): every
-		// request here may be repeated, an event by its id, a read as it
-		// is; the token is new each time.
+		// after half a second, and a client may hold several), none after
+		// the timeout: every request here may be repeated, an event by
+		// its id, a read as it is; the token is new each time.
 		for (let attempt = 0; ; attempt++) {
 			const authorization = await this.authorization(url, 'POST', body);
 			try {
@@ -173,7 +173,7 @@ export class CombClient {
 				answer = await res.text();
 				break;
 			} catch (err) {
-				if (attempt >= 2) {
+				if (attempt >= 2 || err?.name === 'TimeoutError') {
 					this.failOver();
 					throw new CombError(`network: ${err.message}`, { code: 'network', cause: err });
 				}

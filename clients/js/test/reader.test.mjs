@@ -146,6 +146,7 @@ test('apply stores a frame\'s changes and its cursor', async () => {
 test('a client with urls moves to the next node after no answer or a 5xx one', async () => {
 	const { fetch, requests } = fakeFetch([
 		new TypeError('connection refused'), new TypeError('connection refused'),
+		new TypeError('connection refused'),
 		{ status: 503, body: { error: 'error: database unavailable' } },
 		{ changes: [], cursor: 'c1', more: false },
 	]);
@@ -154,7 +155,7 @@ test('a client with urls moves to the next node after no answer or a 5xx one', a
 	assert.equal(c.url, 'http://b.test:81');
 	assert.equal(c.wsUrl, 'ws://b.test:81');
 	const reader = c.incremental();
-	// no answer: tried once more on the same node, then the client moves on
+	// no answer: tried twice more on the same node, then the client moves on
 	await assert.rejects(reader.read(), (err) => err.code === 'network');
 	assert.equal(c.node, 0);
 	await assert.rejects(reader.read(), (err) => err.status === 503);
@@ -164,7 +165,7 @@ test('a client with urls moves to the next node after no answer or a 5xx one', a
 	await reader.read();
 	assert.deepEqual(pages, ['http://b.test:81']);
 	assert.deepEqual(requests.map((r) => new URL(r.url).host),
-		['b.test:81', 'b.test:81', 'a.test', 'b.test:81']);
+		['b.test:81', 'b.test:81', 'b.test:81', 'a.test', 'b.test:81']);
 	assert.equal(c.failOver(), 'http://a.test');
 	assert.equal(new CombClient({ url: 'https://one.test', secretKey: SK, fetch }).failOver(), 'https://one.test');
 });
