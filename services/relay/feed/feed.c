@@ -19,9 +19,10 @@
  * snapshot of any sync opened afterwards. A new epoch or three missed
  * heartbeats interrupt every community and leave each untrusted until its
  * next mark; the three intervals start over with a new epoch's first
- * message, so a failover is one interruption, not two; capture answers every (repeated) subscription with a mark, so
- * the thread subscribes again, once per heartbeat interval, to each
- * community still untrusted while capture is alive.
+ * message, so a failover is one interruption, not two. Capture answers
+ * every (repeated) subscription with a mark, so the thread subscribes
+ * again, once per heartbeat interval, to each community still untrusted
+ * while capture is alive.
  */
 #include "feed.h"
 

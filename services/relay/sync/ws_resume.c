@@ -20,9 +20,9 @@
  * horizon, never causes a miss. Subs waiting to be read with the same
  * cursor (which binds the reader and the scope) are read together: one
  * read answers all of them, as it would answer each, so a change seen by
- * many readers of one scope costs one read, not one per reader. A quiet sub is read every
- * COMB_SYNC_QUIET_MS (30 s) and sent an empty CHANGES when its cursor
- * moved. A full outbox postpones a frame (the cursor stays where it was)
+ * many readers of one scope costs one read, not one per reader. A quiet
+ * sub is read every COMB_SYNC_QUIET_MS (30 s) and sent an empty CHANGES
+ * when its cursor moved. A full outbox postpones a frame (the cursor stays where it was)
  * and closes the sub with `resync: slow consumer` only when it stays full.
  *
  * Locks: the pool's mu (registry, scheduling) may be taken before a
