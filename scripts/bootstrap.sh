@@ -99,9 +99,18 @@ if out=$("$admin" "${args[@]}" 2>"$state/community.err"); then
 	echo "bootstrap: created dev community $id on ${hosts[*]}, owner $owner"
 elif grep -qi 'already bound\|taken' "$state/community.err"; then
 	# An earlier run whose state was lost created it: that community keeps
-	# serving these hosts.
+	# serving these hosts, and this state's owner key becomes one of its
+	# admins, so that what make run does as the owner still works.
 	echo "bootstrap: $(cat "$state/community.err")" >&2
-	echo "bootstrap: keeping the community that holds ${hosts[*]}" >&2
+	echo "bootstrap: keeping the community that holds ${hosts[*]}; adding $owner as its admin" >&2
+	rm -f "$state/community.err"
+	if ! "$admin" community add-admin --host "${hosts[0]}" "$owner" >/dev/null 2>"$state/community.err" &&
+		! grep -qi 'already' "$state/community.err"; then
+		echo "bootstrap: adding the admin failed:" >&2
+		cat "$state/community.err" >&2
+		rm -f "$state/community.err"
+		exit 1
+	fi
 	rm -f "$state/community.err"
 else
 	echo "bootstrap: creating the dev community failed:" >&2
