@@ -5,7 +5,9 @@
 // SIGTERM is sent to its whole process group three times (make passes each
 // on to run.sh, which must not die half way through stopping). A third
 // stack started beside the second with only another COMB_LISTEN keeps its
-// state in var/<port> and its servers on ports of its own. State goes to a
+// state in var/<port> and its servers on ports of its own. A run whose
+// dev owner key was lost, while its database was not, makes the new key an
+// admin of the dev community it finds. State goes to a
 // temporary COMB_VAR_DIR so ./var is untouched; that folder keeps mode 0700,
 // so when the test runs as root the postgres user cannot reach it and
 // run.sh must keep the data elsewhere rather than change any folder's mode.
@@ -191,6 +193,23 @@ test('make run: NIP-11, a kind-9 from the dev owner, clean stop, data kept', asy
 		assert.equal(leftovers(), '', `processes left behind after SIGTERM to the group:\n${run.output()}`);
 		assert.ok(stopped.code !== null || stopped.signal === 'SIGTERM', JSON.stringify(stopped));
 		assert.match(run.output(), /run: stopping PostgreSQL\n(.*\n)*run: stopped\n/);
+	}
+
+	// The dev owner's key and the record of its community are lost, the
+	// database is not: the community keeps its hosts, and the new owner
+	// key is made its admin, so make run (the board's channel) still works.
+	for (const name of ['dev-owner.key', 'dev-owner.pub', 'dev-community'])
+		fs.rmSync(path.join(varDir, name), { force: true });
+	run = await startRun(port);
+	try {
+		assert.match(run.output(), /keeping the community that holds .*; adding [0-9a-f]{64} as its admin/);
+		const sk = Buffer.from(fs.readFileSync(path.join(varDir, 'dev-owner.key'), 'utf8').trim(), 'hex');
+		const create = signEvent(sk, { kind: 9007, tags: [['h', crypto.randomUUID()], ['name', 'after']] });
+		const r = await post(base, '/events', create, sk);
+		assert.deepEqual(JSON.parse(r.body), { id: create.id, accepted: true, message: '' });
+	} finally {
+		await stopRun(run);
+		assert.equal(leftovers(), '', `processes left behind:\n${run.output()}`);
 	}
 
 	// run.sh changed no folder's mode.
