@@ -35,6 +35,7 @@
 #include "comb/random.h"
 #include "metrics.h"
 #include "proto/proto.h"
+#include "read.h"
 #include "read_int.h"
 #include "request.h"
 
@@ -56,6 +57,7 @@ struct read_ctx {
 	int epoch;
 	struct comb_buf out;    /* the "changes" array being written */
 	int items;
+	struct incremental_page *page; /* told what a 200 answer holds, or NULL */
 };
 
 static void send_inc_error(struct request *req, int status, const char *code,
@@ -540,12 +542,18 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 		http_send_error(rc->req, 503, "error: out of memory");
 		return;
 	}
+	if (rc->page) {
+		memcpy(rc->page->cursor, text, sizeof(rc->page->cursor));
+		rc->page->more = more;
+		rc->page->items = rc->items;
+	}
 	http_send_json(rc->req, 200, rc->out.data, "");
 }
 
-static void incremental_run(struct request *req, json_t *filter, bool admission)
+static void incremental_run(struct request *req, json_t *filter, bool admission,
+			    struct incremental_page *page)
 {
-	struct read_ctx rc = {.req = req};
+	struct read_ctx rc = {.req = req, .page = page};
 	unsigned char key[32];
 	struct actor actor;
 	char err[256], token[ADMISSION_TOKEN_LEN];
@@ -606,11 +614,11 @@ out:
 
 void incremental_read(struct request *req, json_t *filter)
 {
-	incremental_run(req, filter, true);
+	incremental_run(req, filter, true, NULL);
 }
 
 void incremental_read_for_sync(struct request *req, json_t *filter,
-			       bool admission)
+			       bool admission, struct incremental_page *page)
 {
-	incremental_run(req, filter, admission);
+	incremental_run(req, filter, admission, page);
 }

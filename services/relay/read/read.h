@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "comb/buf.h"
+#include "comb/cursor.h"
 #include "proto/proto.h"
 #include "request.h"
 
@@ -43,18 +44,27 @@ int query_plain_sql(const struct plain_filter *f, const char *columns,
  * authenticated request req; sends exactly one answer. */
 void handle_query(struct request *req, bool count);
 
+/* What an incremental read answered besides its body: its cursor, more,
+ * and how many items its changes hold. */
+struct incremental_page {
+	char cursor[COMB_CURSOR_MAX_TEXT];
+	bool more;
+	int items;
+};
+
 /*
  * One incremental read (PROTOCOL.md section 8) for filter (borrowed, an
- * "incremental" filter) as req->pubkey, answered exactly as POST /query
- * answers it, into req->capture with its status in req->status. The
- * caller fills relay, community, pubkey, capture and db (borrowed from
- * the pool; the answer gives it back). Admission control applies only
- * when admission is true. The resumable sync (sync/ws_resume.c) reads its
- * catch-up pages and live frames with it, so its cursors are the HTTP
- * ones.
+ * "incremental" filter without #d) as req->pubkey, answered exactly as
+ * POST /query answers it, into req->capture with its status in
+ * req->status; when that is 200, *page says what the answer holds, so
+ * that the caller need not parse it. The caller fills relay, community,
+ * pubkey, capture and db (borrowed from the pool; the answer gives it
+ * back). Admission control applies only when admission is true. The
+ * resumable sync (sync/ws_resume.c) reads its catch-up pages and live
+ * frames with it, so its cursors are the HTTP ones.
  */
 void incremental_read_for_sync(struct request *req, json_t *filter,
-			       bool admission);
+			       bool admission, struct incremental_page *page);
 
 /* Takes one stored event's bytes (raw, len: borrowed for the call);
  * returns 0 to go on, or a negative COMB_E* (with a CLOSED message in

@@ -326,7 +326,6 @@ static void resume_interrupt(int64_t community_id, const char *reason)
 /* What one read answered. */
 struct page {
 	struct comb_buf answer;         /* the incremental answer object */
-	json_t *parsed;                 /* owned, when status is 200 */
 	char cursor[COMB_CURSOR_MAX_TEXT];
 	bool more;
 	size_t items;
@@ -346,9 +345,11 @@ static int read_page(struct resume_sub *sub, PGconn *db, int limit,
 		.relay = s->relay, .db = db, .community = s->community,
 		.capture = &pg->answer,
 	};
+	struct incremental_page page = {0};
 	struct comb_cursor decoded;
 	const char *code, *message;
-	json_t *cursor;
+	json_t *error;
+	int rc;
 
 	snprintf(req.pubkey, sizeof(req.pubkey), "%s", s->pubkey);
 	if (json_object_set_new(sub->filter, "limit", json_integer(limit)) ||
@@ -357,39 +358,38 @@ static int read_page(struct resume_sub *sub, PGconn *db, int limit,
 		http_release_db(&req);
 		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 	}
-	incremental_read_for_sync(&req, sub->filter, admission);
+	incremental_read_for_sync(&req, sub->filter, admission, &page);
 	http_release_db(&req);
-	pg->parsed = pg->answer.data ? json_loadb(pg->answer.data, pg->answer.len, 0, NULL)
-				     : NULL;
-	if (!pg->parsed)
-		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 	if (req.status != 200) {
-		code = json_string_value(json_object_get(pg->parsed, "error"));
-		message = json_string_value(json_object_get(pg->parsed, "message"));
+		/* an error answer: small, read for its code and message */
+		error = pg->answer.data ? json_loadb(pg->answer.data, pg->answer.len, 0, NULL)
+					: NULL;
+		if (!error)
+			return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+		code = json_string_value(json_object_get(error, "error"));
+		message = json_string_value(json_object_get(error, "message"));
 		if (code && !strncmp(code, "incremental_bad_request", 23))
-			return comb_fail(why, whylen, COMB_EINVAL, "invalid: %s",
-					 message ? message : "bad request");
-		if (code && message)
-			return comb_fail(why, whylen, COMB_EINVAL, "%s: %s", code, message);
-		return comb_fail(why, whylen, COMB_EUNAVAIL, "%s",
-				 code ? code : "error: database unavailable");
+			rc = comb_fail(why, whylen, COMB_EINVAL, "invalid: %s",
+				       message ? message : "bad request");
+		else if (code && message)
+			rc = comb_fail(why, whylen, COMB_EINVAL, "%s: %s", code, message);
+		else
+			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "%s",
+				       code ? code : "error: database unavailable");
+		json_decref(error);
+		return rc;
 	}
-	cursor = json_object_get(pg->parsed, "cursor");
-	if (!json_is_string(cursor) ||
-	    json_string_length(cursor) >= sizeof(pg->cursor) ||
-	    comb_cursor_decode(json_string_value(cursor), pool.cursor_key, &decoded))
+	if (comb_cursor_decode(page.cursor, pool.cursor_key, &decoded))
 		return comb_fail(why, whylen, COMB_EINVAL, "error: bad incremental answer");
-	snprintf(pg->cursor, sizeof(pg->cursor), "%s", json_string_value(cursor));
-	pg->more = json_is_true(json_object_get(pg->parsed, "more"));
-	pg->items = json_array_size(json_object_get(pg->parsed, "changes"));
+	memcpy(pg->cursor, page.cursor, sizeof(pg->cursor));
+	pg->more = page.more;
+	pg->items = (size_t)page.items;
 	pg->after_xid = decoded.phase == COMB_CURSOR_CHANGES ? decoded.after.xid : 0;
 	return 0;
 }
 
 static void page_release(struct page *pg)
 {
-	json_decref(pg->parsed);
-	pg->parsed = NULL;
 	comb_buf_release(&pg->answer);
 }
 
