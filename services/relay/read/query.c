@@ -50,11 +50,13 @@ int query_plain_sql(const struct plain_filter *f, const char *columns,
 	return rc;
 }
 
-/* A filter limited to this many events at most gets their bytes with
- * its query and one answer with a length: they are few. */
-#define SMALL_FILTER 16
 /* Bytes of a streamed answer gathered before they go out as a chunk. */
 #define CHUNK_BYTES (64 * 1024)
+
+bool query_small_filter(const struct plain_filter *f)
+{
+	return f->limit > 0 && f->limit <= 16;
+}
 
 /* Sends the rows of res as a bare JSON array of their raw events. */
 static void send_rows(struct request *req, const PGresult *res, int limit)
@@ -171,7 +173,7 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	}
 	access_read_keys_literal(req->relay, &actor, keys);
 	if (filter_named_channels(&f, &named) ||
-	    query_plain_sql(&f, count ? "count(*)" : f.limit <= SMALL_FILTER ? "e.raw" : "e.seq",
+	    query_plain_sql(&f, count ? "count(*)" : query_small_filter(&f) ? "e.raw" : "e.seq",
 			    !count, &sql, &params)) {
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
@@ -197,7 +199,7 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	if (count) {
 		snprintf(msg, sizeof(msg), "{\"count\":%s}", PQgetvalue(res, 0, 0));
 		http_send_json(req, 200, msg, "");
-	} else if (f.limit <= SMALL_FILTER) {
+	} else if (query_small_filter(&f)) {
 		send_rows(req, res, f.limit);
 	} else {
 		send_listed(req, res);

@@ -40,6 +40,11 @@ int query_plain_sql(const struct plain_filter *f, const char *columns,
 		    bool ordered, struct comb_buf *sql,
 		    struct filter_params *params);
 
+/* True when filter f asks for so few events (16 at most) that their bytes
+ * come with its query and the answer is sent whole: a second statement
+ * would cost more than streaming saves (POST /query, WebSocket REQ). */
+bool query_small_filter(const struct plain_filter *f);
+
 /* Answers POST /query (count false) or POST /count (count true) for the
  * authenticated request req; sends exactly one answer. */
 void handle_query(struct request *req, bool count);

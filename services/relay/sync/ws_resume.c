@@ -45,6 +45,7 @@
 #include "feed/feed.h"
 #include "metrics.h"
 #include "read/read.h"
+#include "ws_sync_int.h"
 
 #define RESUME_WORKERS 2
 #define BUCKETS 1024
@@ -80,8 +81,7 @@ struct resume_sub {
 
 	/* guarded by session->mu */
 	bool started;                   /* past the trust check */
-	bool live;                      /* EOSE decided: CLOSED goes out now */
-	char dead_reason[300];          /* the CLOSED owed while not live */
+	struct sync_closing closing;
 
 	/* guarded by pool.mu */
 	struct resume_sub *bucket_next; /* the registry */
@@ -143,13 +143,7 @@ static bool in_scope(const struct resume_sub *sub, const char *channel)
  * live the CLOSED is pushed at once; before, the opener sends it. */
 static void kill_locked(struct resume_sub *sub, const char *reason)
 {
-	if (sub->base.dead)
-		return;
-	sub->base.dead = true;
-	if (sub->live)
-		ws_send_closed(sub->session, sub->base.id, reason, WS_PUSH_RESERVED);
-	else
-		snprintf(sub->dead_reason, sizeof(sub->dead_reason), "%s", reason);
+	sync_close_locked(sub->session, &sub->base, &sub->closing, reason);
 }
 
 static void kill_sub(struct resume_sub *sub, const char *reason)
@@ -754,17 +748,6 @@ fail:
 	return NULL;
 }
 
-/* Drops sub and answers CLOSED message (copied first: sub is freed). */
-static void refuse(struct ws_session *s, struct resume_sub *sub, const char *message)
-{
-	char text[300], id[WS_SUB_ID_MAX + 1];
-
-	snprintf(text, sizeof(text), "%s", message);
-	snprintf(id, sizeof(id), "%s", sub->base.id);
-	ws_session_drop_sub(s, &sub->base);
-	ws_send_closed(s, id, text, WS_PUSH_WAIT);
-}
-
 /* The database's next transaction id: every transaction that committed
  * before now lies below it. Returns 0 or COMB_EUNAVAIL. */
 static int next_xid(PGconn *db, uint64_t *out)
@@ -844,33 +827,10 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
  * workers take over. */
 static void finish(struct ws_session *s, struct resume_sub *sub, uint64_t generation)
 {
-	char reason[sizeof(sub->dead_reason)];
-	bool dead;
-
 	if (!feed_still_trusted(sub->community, generation))
 		kill_sub(sub, FEED_INTERRUPTED);
-	pthread_mutex_lock(&s->mu);
-	dead = sub->base.dead;
-	memcpy(reason, sub->dead_reason, sizeof(reason));
-	pthread_mutex_unlock(&s->mu);
-	if (dead) {
-		refuse(s, sub, reason);
+	if (!sync_open_end(s, &sub->base, &sub->closing))
 		return;
-	}
-	if (ws_send_eose(s, sub->base.id, WS_PUSH_WAIT)) {
-		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
-		return;
-	}
-	pthread_mutex_lock(&s->mu);
-	sub->live = true;
-	dead = sub->base.dead;
-	memcpy(reason, sub->dead_reason, sizeof(reason));
-	pthread_mutex_unlock(&s->mu);
-	if (dead) {
-		/* Killed while EOSE was on its way: what follows is not exact. */
-		ws_send_closed(s, sub->base.id, reason, WS_PUSH_WAIT);
-		return;
-	}
 	pthread_mutex_lock(&pool.mu);
 	sub->runnable = true;
 	sub->quiet_at = sub->sent_ms + s->relay->cfg.sync_quiet_ms;
@@ -907,7 +867,7 @@ void ws_resume_open(struct ws_session *s, const char *sub_id,
 	reg_add(sub);
 	if (feed_wait_trusted(sub->community, feed_trust_wait_ms(&s->relay->cfg),
 			      &generation)) {
-		refuse(s, sub, "error: change feed unavailable");
+		sync_refuse(s, &sub->base, "error: change feed unavailable");
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -919,7 +879,7 @@ void ws_resume_open(struct ws_session *s, const char *sub_id,
 		return;
 	}
 	if (rc) {
-		refuse(s, sub, why);
+		sync_refuse(s, &sub->base, why);
 		return;
 	}
 	finish(s, sub, generation);

@@ -643,51 +643,15 @@ out_nodb:
 	return rc;
 }
 
-/* Drops sub and answers CLOSED message (copied first: sub is freed). */
-static void refuse(struct ws_session *s, struct sync_sub *sub, const char *message)
-{
-	char text[300], id[WS_SUB_ID_MAX + 1];
-
-	snprintf(text, sizeof(text), "%s", message);
-	snprintf(id, sizeof(id), "%s", sub->base.id);
-	ws_session_drop_sub(s, &sub->base);
-	ws_send_closed(s, id, text, WS_PUSH_WAIT);
-}
-
 /* After the rows: EOSE when the set is still exact, else CLOSED. */
 static void finish(struct ws_session *s, struct sync_sub *sub, uint64_t generation)
 {
-	char reason[sizeof(sub->dead_reason)];
-	bool dead;
-
 	if (!feed_still_trusted(sub->community, generation))
 		sync_kill(sub, FEED_INTERRUPTED);
 	if (sync_overflowed(sub))
 		sync_kill(sub, "resync: too many held changes");
-	pthread_mutex_lock(&s->mu);
-	dead = sub->base.dead;
-	memcpy(reason, sub->dead_reason, sizeof(reason));
-	pthread_mutex_unlock(&s->mu);
-	if (dead) {
-		refuse(s, sub, reason);
-		return;
-	}
-	if (ws_send_eose(s, sub->base.id, WS_PUSH_WAIT)) {
-		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
-		return;
-	}
-	pthread_mutex_lock(&s->mu);
-	sub->live = true;
-	dead = sub->base.dead;
-	memcpy(reason, sub->dead_reason, sizeof(reason));
-	pthread_mutex_unlock(&s->mu);
-	if (dead) {
-		/* Killed while EOSE was on its way: the snapshot was exact,
-		 * what follows is not. */
-		ws_send_closed(s, sub->base.id, reason, WS_PUSH_WAIT);
-		return;
-	}
-	sync_make_runnable(sub);
+	if (sync_open_end(s, &sub->base, &sub->closing))
+		sync_make_runnable(sub);
 }
 
 static double ms_now(void)
@@ -719,13 +683,13 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	}
 	ws_session_add_sub(s, &sub->base);
 	if (reg_add(sub)) {
-		refuse(s, sub, "error: out of memory");
+		sync_refuse(s, &sub->base, "error: out of memory");
 		return;
 	}
 	/* Registered first: from here every change of the channels is held. */
 	if (feed_wait_trusted(sub->community, feed_trust_wait_ms(&s->relay->cfg),
 			      &generation)) {
-		refuse(s, sub, "error: change feed unavailable");
+		sync_refuse(s, &sub->base, "error: change feed unavailable");
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -747,7 +711,7 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 		return;
 	}
 	if (rc) {
-		refuse(s, sub, why);
+		sync_refuse(s, &sub->base, why);
 		return;
 	}
 	finish(s, sub, generation);

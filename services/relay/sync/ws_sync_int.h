@@ -62,6 +62,35 @@ int sync_uuid_parse(const char *text, uint8_t out[16]);
 void sync_uuid_format(const uint8_t d[16], char out[37]);
 
 /* ------------------------------------------------------------------ */
+/* who sends the CLOSED of a sync of either kind (ws_sync_sub.c) */
+
+/* Guarded by the session's mu. */
+struct sync_closing {
+	bool live;                      /* EOSE decided: CLOSED goes out now */
+	char dead_reason[300];          /* the CLOSED owed while not live */
+};
+
+/*
+ * Closes base (a sync of session s) from the relay's side with reason;
+ * the caller holds s->mu. Once live the CLOSED is pushed at once (using
+ * the outbox's reserve); before, the opener sends it instead of EOSE.
+ */
+void sync_close_locked(struct ws_session *s, struct ws_sub *base,
+		       struct sync_closing *c, const char *reason);
+
+/* Drops base from s and sends CLOSED with message (the connection's
+ * thread, while opening). */
+void sync_refuse(struct ws_session *s, struct ws_sub *base, const char *message);
+
+/*
+ * The end of an opening: unless base was closed meanwhile, sends EOSE
+ * and makes it live. One closed before is refused instead; one closed
+ * while EOSE was on its way gets its CLOSED right after EOSE. Returns true
+ * when base is live and its live phase is the caller's to start.
+ */
+bool sync_open_end(struct ws_session *s, struct ws_sub *base, struct sync_closing *c);
+
+/* ------------------------------------------------------------------ */
 /* one sync */
 
 struct sync_sub {
@@ -81,8 +110,7 @@ struct sync_sub {
 
 	/* guarded by session->mu */
 	bool started;                   /* past the trust check */
-	bool live;                      /* EOSE decided: CLOSED goes out now */
-	char dead_reason[96];           /* the CLOSED owed while not live */
+	struct sync_closing closing;
 
 	/* guarded by the pool's mu (ws_sync_apply.c) */
 	struct dmap pending;            /* changed d's not applied yet */

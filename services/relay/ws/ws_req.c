@@ -358,16 +358,6 @@ static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
 	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
 }
 
-/* A filter limited to this many events at most gets their bytes with
- * its query: they are few, and a second statement would cost more. */
-#define SMALL_FILTER 16
-
-/* True when filter f's query brings its events' bytes (see SMALL_FILTER). */
-static bool small_filter(const struct plain_filter *f)
-{
-	return f->limit > 0 && f->limit <= SMALL_FILTER;
-}
-
 /* Runs the stored query of filter i into *result (each event's id, seq
  * and, for a small filter, bytes, in the filter's order), borrowing a
  * database connection for the statement only. Returns 0, or a negative
@@ -387,7 +377,7 @@ static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
 	if (filter_named_channels(&sub->filters[i], &named) ||
 	    query_plain_sql(&sub->filters[i],
-			    small_filter(&sub->filters[i]) ? "e.id, e.seq, e.raw" : "e.id, e.seq",
+			    query_small_filter(&sub->filters[i]) ? "e.id, e.seq, e.raw" : "e.id, e.seq",
 			    true, &sql, &params)) {
 		snprintf(why, whylen, "error: out of memory");
 		rc = COMB_ENOMEM;
@@ -491,7 +481,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		for (row = 0, n = 0; rc == 0 && row < PQntuples(result); row++) {
 			if (!idset_add(sent, PQgetvalue(result, row, 0)))
 				continue;
-			if (small_filter(&sub->filters[i]))
+			if (query_small_filter(&sub->filters[i]))
 				rc = send_event(&out, PQgetvalue(result, row, 2),
 						(size_t)PQgetlength(result, row, 2), why, whylen);
 			else
