@@ -278,15 +278,15 @@ int metrics_render(struct relay *relay, const struct metrics_state *state,
 			      db.size, db.open, db.in_use, db.waits, db.failures);
 	revcache_get_stats(relay->revisions, &rev);
 	rc |= comb_buf_printf(out,
-			      "# HELP comb_revision_cache_hits_total Revisions whose bytes came from the cache.\n"
+			      "# HELP comb_revision_cache_hits_total Stored events whose bytes came from the cache.\n"
 			      "# TYPE comb_revision_cache_hits_total counter\ncomb_revision_cache_hits_total %lu\n"
-			      "# HELP comb_revision_cache_misses_total Revisions whose bytes were read from PostgreSQL.\n"
+			      "# HELP comb_revision_cache_misses_total Stored events whose bytes were read from PostgreSQL.\n"
 			      "# TYPE comb_revision_cache_misses_total counter\ncomb_revision_cache_misses_total %lu\n"
-			      "# HELP comb_revision_cache_evictions_total Revisions evicted to stay within the bound.\n"
+			      "# HELP comb_revision_cache_evictions_total Events evicted to stay within the bound.\n"
 			      "# TYPE comb_revision_cache_evictions_total counter\ncomb_revision_cache_evictions_total %lu\n"
 			      "# HELP comb_revision_cache_bytes Bytes the cache holds, bookkeeping included.\n"
 			      "# TYPE comb_revision_cache_bytes gauge\ncomb_revision_cache_bytes %zu\n"
-			      "# HELP comb_revision_cache_entries Revisions the cache holds.\n"
+			      "# HELP comb_revision_cache_entries Events the cache holds.\n"
 			      "# TYPE comb_revision_cache_entries gauge\ncomb_revision_cache_entries %zu\n"
 			      "# HELP comb_revision_cache_max_bytes The cache's bound (COMB_REVISION_CACHE_MB).\n"
 			      "# TYPE comb_revision_cache_max_bytes gauge\ncomb_revision_cache_max_bytes %zu\n",

@@ -1,9 +1,10 @@
 /*
- * The revision cache: serialized bytes of accepted events, keyed by
- * events.seq. A revision never changes once written (redaction and
- * deletion only flag the row), so whatever the cache holds for a seq is
- * what PostgreSQL holds; which seq to send is always decided by a query
- * in the reader's own snapshot, the cache only supplies the bytes.
+ * The revision cache: serialized bytes of stored events (artifact
+ * revisions, messages), keyed by events.seq. A stored event never changes
+ * once written (redaction and deletion only flag the row), so whatever
+ * the cache holds for a seq is what PostgreSQL holds; which seq to send is
+ * always decided by a query in the reader's own snapshot, the cache only
+ * supplies the bytes.
  *
  * Bounded in bytes (COMB_REVISION_CACHE_MB; each entry costs its length
  * plus REVCACHE_ENTRY_COST), evicted by CLOCK (second chance), split into

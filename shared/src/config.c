@@ -92,7 +92,7 @@ static const struct setting settings[] = {
 	INT(sync_quiet_ms, "COMB_SYNC_QUIET_MS", "30000", 100, 3600000,
 	    "quiet time after which a resumable sync sends an empty CHANGES with a newer cursor, in milliseconds (the protocol's 30 s; lower only in tests)"),
 	INT(revision_cache_mb, "COMB_REVISION_CACHE_MB", "256", 0, 1048576,
-	    "bytes of accepted revisions each relay node keeps in memory, in MiB (0: no cache)"),
+	    "bytes of stored events (artifact revisions, messages) each relay node keeps in memory for reads, in MiB (0: no cache)"),
 	INT(incremental_max_concurrent, "COMB_INCREMENTAL_MAX_CONCURRENT", "32",
 	    1, 100000, "incremental reads running at once across all relay nodes"),
 	INT(write_rate, "COMB_WRITE_RATE", "600", 0, 6000000,

@@ -24,8 +24,10 @@ let stack;
 let admin;
 
 before(async () => {
-	// a pool of two connections: easy to exhaust, as an attacker would try
-	stack = await startRelay({ env: { COMB_DB_POOL_SIZE: '2' } });
+	// a pool of two connections: easy to exhaust, as an attacker would try;
+	// no revision cache, so that RSS shows what a request itself holds (the
+	// cache keeps what was read within its own bound, for every reader)
+	stack = await startRelay({ env: { COMB_DB_POOL_SIZE: '2', COMB_REVISION_CACHE_MB: '0' } });
 	admin = stack.admins[0];
 });
 

@@ -1,12 +1,12 @@
 /*
- * Stored events' bytes by events.seq, for WebSocket answers that first
- * decide in one snapshot which events to send (sync snapshots, plain
- * REQs) and then send them as the client reads (see read.h). An event's
+ * Stored events' bytes by events.seq, for answers that first decide in
+ * one statement which events to send (sync snapshots, plain REQs,
+ * /query, incremental pages) and then send them (see read.h). An event's
  * bytes never change once written and events are never deleted, so
  * fetching them after the snapshot sends exactly what it decided. They
  * come a batch at a time, from the revision cache (revcache.h) and with
- * one statement for the batch's misses, each batch handed out before the
- * next is fetched: the client gets the first events while later ones are
+ * one statement for the batch's misses (which the cache then keeps), each
+ * batch handed out before the next is fetched: the client gets the first events while later ones are
  * still in PostgreSQL, memory stays bounded by one batch (about
  * BATCH_BYTES, at least BATCH_MIN events) whatever the set's size, and no
  * database connection is held while the client reads.
@@ -50,14 +50,15 @@ static int miss_cmp(const void *a, const void *b)
 }
 
 /* Reads the bytes of b's nmiss misses (sorted by seq) with one statement
- * into *res (the caller clears it), points b's events at them and, when
- * cache is set, keeps them in the revision cache. */
-static int fetch_misses(struct relay *relay, struct batch *b, size_t nmiss,
-			bool cache, PGresult **res, char *why, size_t whylen)
+ * into *res (the caller clears it) on held, or else on a pooled
+ * connection given back at once, points b's events at them and keeps
+ * them in the revision cache. */
+static int fetch_misses(struct relay *relay, PGconn *held, struct batch *b,
+			size_t nmiss, PGresult **res, char *why, size_t whylen)
 {
 	struct comb_buf list;
 	const char *params[1];
-	PGconn *db;
+	PGconn *db = held;
 	size_t i;
 	int rc = 0, row;
 
@@ -69,7 +70,8 @@ static int fetch_misses(struct relay *relay, struct batch *b, size_t nmiss,
 		goto out;
 	}
 	params[0] = list.data;
-	db = comb_db_acquire(relay->db, 2000);
+	if (!held)
+		db = comb_db_acquire(relay->db, 2000);
 	if (!db) {
 		rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
 		goto out;
@@ -84,7 +86,8 @@ static int fetch_misses(struct relay *relay, struct batch *b, size_t nmiss,
 			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
 		}
 	}
-	comb_db_release(relay->db, db, rc && comb_db_conn_lost(db));
+	if (!held)
+		comb_db_release(relay->db, db, rc && comb_db_conn_lost(db));
 	if (rc)
 		goto out;
 	if ((size_t)PQntuples(*res) != nmiss) {
@@ -97,17 +100,16 @@ static int fetch_misses(struct relay *relay, struct batch *b, size_t nmiss,
 
 		b->ptrs[at] = PQgetvalue(*res, row, 1);
 		b->lens[at] = (size_t)PQgetlength(*res, row, 1);
-		if (cache)
-			revcache_put(relay->revisions, b->misses[row].seq, b->ptrs[at],
-				     b->lens[at]);
+		revcache_put(relay->revisions, b->misses[row].seq, b->ptrs[at],
+			     b->lens[at]);
 	}
 out:
 	comb_buf_release(&list);
 	return rc;
 }
 
-int read_events_by_seq(struct relay *relay, const int64_t *seqs, size_t n,
-		       bool cache, event_bytes_fn emit, void *ctx, char *why,
+int read_events_by_seq(struct relay *relay, PGconn *held,
+		       const int64_t *seqs, size_t n, event_bytes_fn emit, void *ctx, char *why,
 		       size_t whylen)
 {
 	size_t sent = 0, size = BATCH_MIN, k, j, nmiss, bytes;
@@ -137,7 +139,7 @@ int read_events_by_seq(struct relay *relay, const int64_t *seqs, size_t n,
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 		if (rc == 0 && nmiss) {
 			qsort(b->misses, nmiss, sizeof(b->misses[0]), miss_cmp);
-			rc = fetch_misses(relay, b, nmiss, cache, &res, why, whylen);
+			rc = fetch_misses(relay, held, b, nmiss, &res, why, whylen);
 		}
 		for (j = 0, bytes = 0; j < k && rc == 0; j++) {
 			if (!b->ptrs[j])

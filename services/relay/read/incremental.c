@@ -165,6 +165,87 @@ static int put_remove(struct read_ctx *rc, const char *d, const char *h,
 	return err ? err : comb_buf_printf(&rc->out, ",\"reason\":\"%s\"}", reason);
 }
 
+/* One item of an answer: an upsert of the stored event seq, or a removal
+ * (d, channel, reason). */
+struct item {
+	int64_t seq;               /* an upsert; 0 for a removal */
+	const char *d, *channel, *reason;
+};
+
+/* The answer's items being written, in order, as their bytes arrive. */
+struct item_writer {
+	struct read_ctx *rc;
+	const struct item *items;
+	int n, next;
+};
+
+/* Writes the removals from w->next up to the next upsert or the end. */
+static int put_removals(struct item_writer *w)
+{
+	int err = 0;
+
+	for (; w->next < w->n && !w->items[w->next].seq && !err; w->next++) {
+		const struct item *it = &w->items[w->next];
+
+		err = put_remove(w->rc, it->d, it->channel, it->reason);
+	}
+	return err;
+}
+
+/* event_bytes_fn: the bytes of the next upsert, after the removals
+ * before it. */
+static int put_next_upsert(void *ctx, const char *raw, size_t len,
+			   char *why, size_t whylen)
+{
+	struct item_writer *w = ctx;
+	int err = put_removals(w);
+
+	if (!err) {
+		err = put_upsert(w->rc, raw, len);
+		w->next++;
+	}
+	return err ? comb_fail(why, whylen, err, "error: out of memory") : 0;
+}
+
+/*
+ * Appends items[0..n) to the answer in order, the upserts' bytes from the
+ * revision cache or, for what it lacks, from one statement per batch on
+ * the request's connection (stored bytes never change, so reading them
+ * after the statement that chose the items sends exactly what it chose).
+ * Returns 0, or -1 after sending an error.
+ */
+static int put_items(struct read_ctx *rc, const struct item *items, int n)
+{
+	struct item_writer w = {.rc = rc, .items = items, .n = n};
+	int64_t *seqs = calloc((size_t)n + 1, sizeof(*seqs));
+	char why[128] = "";
+	int i, k = 0, err;
+
+	if (!seqs) {
+		http_send_error(rc->req, 503, "error: out of memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		if (items[i].seq)
+			seqs[k++] = items[i].seq;
+	err = read_events_by_seq(rc->req->relay, rc->req->db, seqs, (size_t)k,
+				 put_next_upsert, &w, why, sizeof(why));
+	if (!err)
+		err = put_removals(&w);
+	free(seqs);
+	if (!err)
+		return 0;
+	if (err == COMB_ENOMEM) {
+		http_send_error(rc->req, 503, "error: out of memory");
+	} else if (!strcmp(why, "error: query budget exceeded")) {
+		send_inc_error(rc->req, 503, "incremental_busy", "query budget exceeded");
+	} else {
+		rc->req->db_broken = comb_db_conn_lost(rc->req->db);
+		http_send_unavailable(rc->req, "database");
+	}
+	return -1;
+}
+
 /* Reads the horizon, the database identity and the community's cursor
  * epoch from the first three columns of row 0 of res. */
 static void read_horizon(struct read_ctx *rc, const PGresult *res)
@@ -257,13 +338,12 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 {
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
 		SNAPSHOT_CTE
-		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.raw"
+		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.accepted_seq"
 		" FROM s LEFT JOIN LATERAL ("
-		"  SELECT h.d, e.raw FROM artifact_heads h"
+		"  SELECT h.d, h.accepted_seq FROM artifact_heads h"
 		"  JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id"
 		"  LEFT JOIN members m ON m.community_id = c.community_id"
 		"   AND m.channel_id = c.id AND m.pubkey = $2 AND m.active"
-		"  JOIN events e ON e.community_id = h.community_id AND e.id = h.revision_id"
 		"  WHERE h.community_id = $1 AND h.d > $7::uuid"
 		"   AND NOT h.deleted AND NOT h.redacted AND c.ttl IS NULL"
 		"   AND (NOT $5::boolean OR c.id = ANY($4::uuid[]))"
@@ -272,10 +352,11 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 		"    m.role, c.id = ANY($4::uuid[])) = ANY($3::int[])"
 		"  ORDER BY h.d LIMIT $8::int) l ON true"
 		" ORDER BY l.d", 8);
+	struct item *items = NULL;
 	const char *p[8];
 	char lim[16];
 	PGresult *res;
-	int i, n, err = 0;
+	int i, n;
 
 	common_params(rc, p);
 	p[6] = after;
@@ -290,16 +371,20 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	read_horizon(rc, res);
 	/* One row with a NULL d when nothing is listed. */
 	n = PQgetisnull(res, 0, 3) ? 0 : PQntuples(res);
-	for (i = 0; i < n && i < limit && !err; i++) {
-		err = put_upsert(rc, PQgetvalue(res, i, 4),
-				 (size_t)PQgetlength(res, i, 4));
-		snprintf(last, 37, "%s", PQgetvalue(res, i, 3));
-	}
-	PQclear(res);
-	if (err) {
+	items = calloc((size_t)n + 1, sizeof(*items));
+	if (!items) {
+		PQclear(res);
 		http_send_error(rc->req, 503, "error: out of memory");
 		return -1;
 	}
+	for (i = 0; i < n && i < limit; i++) {
+		items[i].seq = strtoll(PQgetvalue(res, i, 4), NULL, 10);
+		snprintf(last, 37, "%s", PQgetvalue(res, i, 3));
+	}
+	if (put_items(rc, items, i))
+		n = -1;
+	free(items);
+	PQclear(res);
 	return n;
 }
 
@@ -346,19 +431,19 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
 		SNAPSHOT_CTE
 		" SELECT s.horizon::text, s.sysid::text, s.epoch, true,"
-		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, e.raw"
+		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, h.accepted_seq"
 		" FROM s LEFT JOIN LATERAL comb_incremental_changes($1, $2, $3::int[],"
 		"  $4::uuid[], $5::boolean, $6::text[], $7::xid8, $8::int, $9::uuid,"
 		"  s.horizon, $10::int) c ON true"
 		" LEFT JOIN artifact_heads h ON c.what = 'upsert'"
 		"  AND h.community_id = $1 AND h.d = c.d"
-		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
 		" ORDER BY c.xid, c.src, c.d", 10);
 	char after_xid[24], after_src[8], lim[16];
 	struct change *items = NULL, *sorted = NULL;
+	struct item *out = NULL;
 	const char *p[10];
 	PGresult *res;
-	int i, n, err = 0;
+	int i, n, nout = 0, err = 0;
 
 	common_params(rc, p);
 	snprintf(after_xid, sizeof(after_xid), "%llu", (unsigned long long)pos->xid);
@@ -391,7 +476,8 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	n = PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
 	items = calloc((size_t)n + 1, sizeof(*items));
 	sorted = calloc((size_t)n + 1, sizeof(*sorted));
-	if (!items || !sorted) {
+	out = calloc((size_t)n + 1, sizeof(*out));
+	if (!items || !sorted || !out) {
 		err = COMB_ENOMEM;
 		goto out;
 	}
@@ -411,7 +497,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	for (int j = 0; j + 1 < i; j++)
 		if (!strcmp(sorted[j].d, sorted[j + 1].d))
 			items[sorted[j].row].superseded = true;
-	for (int j = 0; j < i && !err; j++) {
+	for (int j = 0; j < i; j++) {
 		const struct change *c = &items[j];
 
 		pos->xid = c->xid;
@@ -427,15 +513,26 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		if (!strcmp(c->what, "moved"))
 			continue;
 #endif
+		if (!strcmp(c->what, "upsert") && PQgetisnull(res, c->row, 9)) {
+			/* Heads are never deleted: a change without one is a
+			 * broken database, not an answer. */
+			comb_warn("incremental read: an upsert of %s has no head", c->d);
+			http_send_unavailable(rc->req, "database");
+			n = -1;
+			goto out;
+		}
 		if (!strcmp(c->what, "upsert"))
-			err = put_upsert(rc, PQgetvalue(res, c->row, 9),
-					 (size_t)PQgetlength(res, c->row, 9));
+			out[nout++].seq = strtoll(PQgetvalue(res, c->row, 9), NULL, 10);
 		else
-			err = put_remove(rc, c->d, c->channel, c->what);
+			out[nout++] = (struct item){
+				.d = c->d, .channel = c->channel, .reason = c->what};
 	}
+	if (put_items(rc, out, nout))
+		n = -1;
 out:
 	free(items);
 	free(sorted);
+	free(out);
 	PQclear(res);
 	if (err) {
 		http_send_error(rc->req, 503, "error: out of memory");

@@ -120,7 +120,7 @@ static void send_streamed(struct request *req, const int64_t *seqs, size_t n)
 	http_stream_begin(req);
 	rc = comb_buf_putc(&o.buf, '[') ? COMB_ENOMEM : 0;
 	if (rc == 0)
-		rc = read_events_by_seq(req->relay, seqs, n, false, stream_event, &o,
+		rc = read_events_by_seq(req->relay, NULL, seqs, n, stream_event, &o,
 					why, sizeof(why));
 	if (rc == 0)
 		rc = comb_buf_putc(&o.buf, ']') ? COMB_ENOMEM : 0;
@@ -184,8 +184,8 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	values[QUERY_P_KEYS - 1] = keys;
 	for (i = 0; i < params.count; i++)
 		values[QUERY_P_FIRST_FILTER - 1 + i] = params.values[i];
-	res = PQexecParams(req->db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
-			   NULL, values, NULL, NULL, 0);
+	res = comb_db_exec_text(req->relay->db, req->db, sql.data,
+				QUERY_P_FIRST_FILTER - 1 + params.count, values);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(res, "57014")) {
 			http_send_error(req, 503, "error: query budget exceeded");

@@ -79,15 +79,18 @@ typedef int (*event_bytes_fn)(void *ctx, const char *raw, size_t len,
 
 /*
  * Hands the bytes of the stored events seqs[0..n) to emit, in that order,
- * fetching them a batch at a time (revision cache first) with no database
- * connection held while emit runs (event_bytes.c). With cache, what
- * PostgreSQL had to give is kept in the revision cache (for revisions,
- * which syncs read again). For answers decided in one snapshot and sent
- * as the client reads. Returns 0, what emit returned, or a negative
- * COMB_E* with the CLOSED message in why.
+ * fetching them a batch at a time from the revision cache (revcache.h)
+ * and, for a batch's misses, with one statement whose answers the cache
+ * then keeps (event_bytes.c). With held NULL the misses are read on a
+ * pooled connection given back before emit runs, so none is held while a
+ * client reads; a caller that holds a connection anyway (an HTTP read
+ * building its answer) passes it as held. For answers decided in one
+ * statement and sent afterwards: stored bytes never change. Returns 0,
+ * what emit returned, or a negative COMB_E* with the CLOSED message in
+ * why.
  */
-int read_events_by_seq(struct relay *relay, const int64_t *seqs, size_t n,
-		       bool cache, event_bytes_fn emit, void *ctx, char *why,
-		       size_t whylen);
+int read_events_by_seq(struct relay *relay, PGconn *held,
+		       const int64_t *seqs, size_t n, event_bytes_fn emit,
+		       void *ctx, char *why, size_t whylen);
 
 #endif

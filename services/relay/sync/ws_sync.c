@@ -701,7 +701,7 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	rc = snapshot(sub, &st, why, sizeof(why));
 	t2 = ms_now();
 	if (rc == 0)
-		rc = read_events_by_seq(s->relay, st.seqs, st.n, true, stream_emit, &st,
+		rc = read_events_by_seq(s->relay, NULL, st.seqs, st.n, stream_emit, &st,
 					why, sizeof(why));
 	comb_debug("sync %s: %zu of %zu artifacts sent; feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
 		   sub->base.id, st.sent, st.n, t1 - t0, t2 - t1, ms_now() - t2);

@@ -358,12 +358,12 @@ static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
 	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
 }
 
-/* Runs the stored query of filter i into *result (each event's id, seq
- * and, for a small filter, bytes, in the filter's order), borrowing a
+/* Runs the stored query of filter f into *result (each event's id, seq
+ * and, with bytes, its bytes, in the filter's order), borrowing a
  * database connection for the statement only. Returns 0, or a negative
  * COMB_E* with the CLOSED message in why. */
-static int query_stored(struct ws_session *s, const struct plain_sub *sub,
-			size_t i, PGresult **result, char *why, size_t whylen)
+static int query_stored(struct ws_session *s, const struct plain_filter *f,
+			bool bytes, PGresult **result, char *why, size_t whylen)
 {
 	char keys[ACCESS_KEYS_LITERAL];
 	const char *values[QUERY_P_MAX];
@@ -375,10 +375,9 @@ static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 	*result = NULL;
 	comb_buf_init(&sql, 16384);
 	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
-	if (filter_named_channels(&sub->filters[i], &named) ||
-	    query_plain_sql(&sub->filters[i],
-			    query_small_filter(&sub->filters[i]) ? "e.id, e.seq, e.raw" : "e.id, e.seq",
-			    true, &sql, &params)) {
+	if (filter_named_channels(f, &named) ||
+	    query_plain_sql(f, bytes ? "e.id, e.seq, e.raw" : "e.id, e.seq", true,
+			    &sql, &params)) {
 		snprintf(why, whylen, "error: out of memory");
 		rc = COMB_ENOMEM;
 		goto out;
@@ -396,8 +395,8 @@ static int query_stored(struct ws_session *s, const struct plain_sub *sub,
 	values[QUERY_P_KEYS - 1] = keys;
 	for (p = 0; p < params.count; p++)
 		values[QUERY_P_FIRST_FILTER - 1 + p] = params.values[p];
-	*result = PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
-			       NULL, values, NULL, NULL, 0);
+	*result = comb_db_exec_text(s->relay->db, db, sql.data,
+				    QUERY_P_FIRST_FILTER - 1 + params.count, values);
 	if (PQresultStatus(*result) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(*result, "57014")) {
 			snprintf(why, whylen, "error: query budget exceeded");
@@ -446,23 +445,70 @@ static int send_event(void *ctx, const char *raw, size_t len, char *why,
 	return 0;
 }
 
+/* The newest events of a large filter sent before it is listed. */
+#define FIRST_EVENTS 16
+
+/*
+ * Sends the newest FIRST_EVENTS events of filter f (each not sent yet),
+ * listed by one small query, so that the client has them while the rest
+ * is listed; their ids go to first[0..*nfirst).
+ */
+static int send_first(struct ws_session *s, struct stored_out *out,
+		      const struct plain_filter *f, struct idset *sent,
+		      char first[FIRST_EVENTS][65], int *nfirst, char *why,
+		      size_t whylen)
+{
+	struct plain_filter head = *f;
+	int64_t seqs[FIRST_EVENTS];
+	PGresult *result;
+	int rc, row;
+	size_t n = 0;
+
+	head.limit = FIRST_EVENTS;
+	rc = query_stored(s, &head, false, &result, why, whylen);
+	for (row = 0; rc == 0 && row < PQntuples(result) && row < FIRST_EVENTS; row++) {
+		snprintf(first[(*nfirst)++], 65, "%s", PQgetvalue(result, row, 0));
+		if (idset_add(sent, PQgetvalue(result, row, 0)))
+			seqs[n++] = strtoll(PQgetvalue(result, row, 1), NULL, 10);
+	}
+	PQclear(result);
+	if (rc == 0 && n > 0)
+		rc = read_events_by_seq(s->relay, NULL, seqs, n, send_event, out,
+					why, whylen);
+	return rc;
+}
+
+/* True when id is one of first[0..n). */
+static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(first[i], id))
+			return true;
+	return false;
+}
+
 /*
  * Sends the stored events (each once) with waiting pushes, one filter at
- * a time: the filter's query lists its events' ids and seqs, then their
- * bytes are fetched a batch at a time as the client reads
- * (read_events_by_seq), so the first event goes out before the last is
- * read, at most one filter's list and one batch are held beside the
- * outbox, and no database connection while the client reads. A small
- * filter's few events come with its query.
+ * a time. A small filter's few events come with its query. A larger one
+ * first sends its newest few (send_first), then its query lists its
+ * events' ids and seqs and their bytes are fetched a batch at a time as
+ * the client reads (read_events_by_seq, revision cache first): the first
+ * events go out before the rest is listed, at most one filter's list and
+ * one batch are held beside the outbox, and no database connection while
+ * the client reads. The listing may see events newer than the first
+ * query did; the filter still yields at most its limit.
  */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
 {
 	struct stored_out out = {s, sub->base.id};
+	char first[FIRST_EVENTS][65];
 	PGresult *result;
 	int64_t *seqs;
-	size_t i, n, most = 0;
-	int rc = 0, row;
+	size_t i, n, most = 0, want, taken;
+	int rc = 0, row, nfirst;
 
 	for (i = 0; i < sub->nfilters; i++)
 		most += (size_t)(sub->filters[i].limit > 0 ? sub->filters[i].limit
@@ -472,16 +518,31 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		return COMB_ENOMEM;
 	}
 	for (i = 0; i < sub->nfilters && rc == 0; i++) {
+		const struct plain_filter *f = &sub->filters[i];
+		bool small = query_small_filter(f);
+
 		if (repeated_filter(sub, i))
 			continue;
-		rc = query_stored(s, sub, i, &result, why, whylen);
+		want = (size_t)(f->limit > 0 ? f->limit : s->relay->cfg.max_limit);
+		nfirst = 0;
+		if (!small)
+			rc = send_first(s, &out, f, sent, first, &nfirst, why, whylen);
+		taken = (size_t)nfirst;
+		if (rc == 0)
+			rc = query_stored(s, f, small, &result, why, whylen);
 		seqs = rc ? NULL : malloc(((size_t)PQntuples(result) + 1) * sizeof(*seqs));
 		if (rc == 0 && !seqs)
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 		for (row = 0, n = 0; rc == 0 && row < PQntuples(result); row++) {
-			if (!idset_add(sent, PQgetvalue(result, row, 0)))
+			const char *id = PQgetvalue(result, row, 0);
+
+			if (among(first, nfirst, id))
 				continue;
-			if (query_small_filter(&sub->filters[i]))
+			if (taken++ == want)
+				break;
+			if (!idset_add(sent, id))
+				continue;
+			if (small)
 				rc = send_event(&out, PQgetvalue(result, row, 2),
 						(size_t)PQgetlength(result, row, 2), why, whylen);
 			else
@@ -489,7 +550,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		}
 		PQclear(result);
 		if (rc == 0 && n > 0)
-			rc = read_events_by_seq(s->relay, seqs, n, false, send_event,
+			rc = read_events_by_seq(s->relay, NULL, seqs, n, send_event,
 						&out, why, whylen);
 		free(seqs);
 	}
