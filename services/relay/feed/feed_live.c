@@ -23,6 +23,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed_int.h"
+#include "revcache.h"
 
 /* Signals waiting for the loader beyond which live delivery of the
  * community is interrupted instead of queued. */
@@ -178,7 +179,7 @@ static int load(struct litem *batch, size_t n, PGresult **res)
 		goto out;
 	}
 	*res = PQexecParams(db,
-		"SELECT q.i, e.raw"
+		"SELECT q.i, e.raw, e.seq"
 		" FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY"
 		"  AS q(cid, id, what, i)"
 		" LEFT JOIN artifact_moves mv ON q.what = 2"
@@ -203,6 +204,11 @@ static int load(struct litem *batch, size_t n, PGresult **res)
 			index[i - 1]->json = PQgetvalue(*res, row, 1);
 			index[i - 1]->len = (size_t)PQgetlength(*res, row, 1);
 		}
+		/* The new event's bytes, for the reads that follow. */
+		revcache_put(loader.relay->revisions,
+			     strtoll(PQgetvalue(*res, row, 2), NULL, 10),
+			     PQgetvalue(*res, row, 1),
+			     (size_t)PQgetlength(*res, row, 1));
 	}
 out:
 	if (db)

@@ -36,6 +36,8 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/policy_set.h"
+#include "relay.h"
+#include "revcache.h"
 #include "sync.h"
 #include "ws_sync_int.h"
 
@@ -613,6 +615,13 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 
 			if (o >= 1 && (size_t)o <= b->nkeys)
 				b->keys[index[o - 1]].row = row;
+			/* The new revision's bytes, for the reads that follow. */
+			if (PQgetvalue(b->heads, row, 4)[0] != 't' &&
+			    !PQgetisnull(b->heads, row, 6))
+				revcache_put(pool.relay->revisions,
+					     strtoll(PQgetvalue(b->heads, row, 2), NULL, 10),
+					     PQgetvalue(b->heads, row, 6),
+					     (size_t)PQgetlength(b->heads, row, 6));
 		}
 	}
 	if (ok && mark_moves(b)) {
