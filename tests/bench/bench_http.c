@@ -1,7 +1,8 @@
 /*
  * A minimal HTTP/1.1 client for comb-bench: one keep-alive TCP connection,
- * requests written in one go, answers read by Content-Length (which every
- * comb-relay answer carries). NIP-98 tokens are signed here with libcomb,
+ * requests written in one go, answers read by Content-Length or, for
+ * comb-relay's streamed answers (large /query answers and incremental
+ * pages), chunked transfer encoding. NIP-98 tokens are signed here with libcomb,
  * each with a random nonce tag because the relay accepts a token once.
  */
 #include <errno.h>
@@ -93,11 +94,38 @@ static int fill(struct bench_http *c)
 	return comb_buf_append(&c->in, tmp, (size_t)n);
 }
 
+/* Reads a chunked body whose first bytes are at c->in[at] into resp
+ * (comb-relay sends no trailers). */
+static int read_chunked(struct bench_http *c, size_t at, struct comb_buf *resp)
+{
+	const char *eol;
+	size_t size;
+	int rc = 0;
+
+	for (;;) {
+		while (!(eol = memmem(c->in.data + at, c->in.len - at, "\r\n", 2)))
+			if ((rc = fill(c)))
+				return rc;
+		size = (size_t)strtoul(c->in.data + at, NULL, 16);
+		at = (size_t)(eol - c->in.data) + 2;
+		while (c->in.len - at < size + 2)
+			if ((rc = fill(c)))
+				return rc;
+		if (size == 0)
+			return 0;
+		rc = comb_buf_append(resp, c->in.data + at, size);
+		if (rc)
+			return rc;
+		at += size + 2;
+	}
+}
+
 /* Reads one answer; leaves nothing else in c->in. */
 static int read_answer(struct bench_http *c, int *status, struct comb_buf *resp)
 {
 	char *end = NULL, *cl;
 	size_t head, body_len = 0;
+	bool chunked;
 	int rc;
 
 	comb_buf_reset(&c->in);
@@ -113,9 +141,16 @@ static int read_answer(struct bench_http *c, int *status, struct comb_buf *resp)
 	cl = strcasestr(c->in.data, "\r\ncontent-length:");
 	if (cl)
 		body_len = (size_t)strtoul(cl + 17, NULL, 10);
+	chunked = strcasestr(c->in.data, "\r\ntransfer-encoding: chunked") != NULL;
 	*end = '\r';
-	/* Bulk reads straight into resp once the head is known. */
 	comb_buf_reset(resp);
+	if (chunked) {
+		rc = read_chunked(c, head, resp);
+		if (rc == 0 && !resp->data)
+			rc = comb_buf_append(resp, "", 0);
+		return rc;
+	}
+	/* Bulk reads straight into resp once the head is known. */
 	rc = comb_buf_append(resp, c->in.data + head,
 			     c->in.len - head < body_len ? c->in.len - head : body_len);
 	while (rc == 0 && resp->len < body_len) {

@@ -182,6 +182,14 @@ describe('first read and paging', () => {
 		const second = await readOk(reader.sk, { '#h': [h], limit: 100, cursor: first.cursor });
 		assert.equal(second.changes.length, 3);
 		assert.equal(second.more, false);
+		// a page of more than 16 items is sent as it is written (chunked);
+		// one of 16 or fewer comes whole, with its length; both read alike
+		const big = await read(reader.sk, { '#h': [h], limit: 100 });
+		assert.equal(big.headers['transfer-encoding'], 'chunked');
+		assert.deepEqual(big.body.changes, first.changes);
+		const small = await read(reader.sk, { '#h': [h], limit: 16 });
+		assert.equal(small.headers['content-length'], String(Buffer.byteLength(small.raw)));
+		assert.deepEqual(small.body.changes, first.changes.slice(0, 16));
 		await store.apply(first.changes);
 		await store.apply(second.changes);
 		assert.ok([...first.changes, ...second.changes].every((c) => c.op === 'upsert'));

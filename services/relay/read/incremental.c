@@ -55,8 +55,13 @@ struct read_ctx {
 	uint64_t horizon;
 	uint64_t system_id;
 	int epoch;
-	struct comb_buf out;    /* the "changes" array being written */
-	int items;
+	struct comb_buf out;    /* the answer being written (a chunk of it when
+				 * streaming) */
+	int items;              /* items written */
+	struct item *list;      /* a cursor read's page: its items, in order */
+	int nlist, caplist;
+	int next;               /* the first item of list not written yet */
+	bool streaming;         /* the answer goes out in chunks */
 	struct incremental_page *page; /* told what a 200 answer holds, or NULL */
 };
 
@@ -165,29 +170,60 @@ static int put_remove(struct read_ctx *rc, const char *d, const char *h,
 	return err ? err : comb_buf_printf(&rc->out, ",\"reason\":\"%s\"}", reason);
 }
 
-/* One item of an answer: an upsert of the stored event seq, or a removal
- * (d, channel, reason). */
+/* One item of a page: an upsert of the stored event seq, or a removal. */
 struct item {
 	int64_t seq;               /* an upsert; 0 for a removal */
-	const char *d, *channel, *reason;
+	char d[37], channel[37], reason[16];
 };
 
-/* The answer's items being written, in order, as their bytes arrive. */
-struct item_writer {
-	struct read_ctx *rc;
-	const struct item *items;
-	int n, next;
-};
+/* Adds an item to the page; 0 or COMB_ENOMEM. */
+static int add_item(struct read_ctx *rc, int64_t seq, const char *d,
+		    const char *channel, const char *reason)
+{
+	struct item *it;
 
-/* Writes the removals from w->next up to the next upsert or the end. */
-static int put_removals(struct item_writer *w)
+	if (rc->nlist == rc->caplist) {
+		int cap = rc->caplist ? 2 * rc->caplist : 128;
+		struct item *grown = realloc(rc->list, (size_t)cap * sizeof(*grown));
+
+		if (!grown)
+			return COMB_ENOMEM;
+		rc->list = grown;
+		rc->caplist = cap;
+	}
+	it = &rc->list[rc->nlist++];
+	*it = (struct item){.seq = seq};
+	if (!seq) {
+		snprintf(it->d, sizeof(it->d), "%s", d);
+		snprintf(it->channel, sizeof(it->channel), "%s", channel);
+		snprintf(it->reason, sizeof(it->reason), "%s", reason);
+	}
+	return 0;
+}
+
+/* When the answer is streamed, sends what rc->out holds once it is a
+ * chunk's worth (or, with all, whatever it holds). */
+static int flush_out(struct read_ctx *rc, bool all)
+{
+	int err;
+
+	if (!rc->streaming || (!all && rc->out.len < READ_CHUNK_BYTES))
+		return 0;
+	err = http_stream_write(rc->req, rc->out.data, rc->out.len);
+	comb_buf_reset(&rc->out);
+	return err;
+}
+
+/* Writes the removals from rc->next up to the next upsert or the end. */
+static int put_removals(struct read_ctx *rc)
 {
 	int err = 0;
 
-	for (; w->next < w->n && !w->items[w->next].seq && !err; w->next++) {
-		const struct item *it = &w->items[w->next];
+	for (; rc->next < rc->nlist && !rc->list[rc->next].seq && !err; rc->next++) {
+		const struct item *it = &rc->list[rc->next];
 
-		err = put_remove(w->rc, it->d, it->channel, it->reason);
+		err = put_remove(rc, it->d, it->channel, it->reason);
+		err = err ? err : flush_out(rc, false);
 	}
 	return err;
 }
@@ -197,45 +233,63 @@ static int put_removals(struct item_writer *w)
 static int put_next_upsert(void *ctx, const char *raw, size_t len,
 			   char *why, size_t whylen)
 {
-	struct item_writer *w = ctx;
-	int err = put_removals(w);
+	struct read_ctx *rc = ctx;
+	int err = put_removals(rc);
 
 	if (!err) {
-		err = put_upsert(w->rc, raw, len);
-		w->next++;
+		err = put_upsert(rc, raw, len);
+		rc->next++;
 	}
-	return err ? comb_fail(why, whylen, err, "error: out of memory") : 0;
+	err = err ? err : flush_out(rc, false);
+	return err ? comb_fail(why, whylen, err, err == COMB_EIO ?
+			       "error: client gone" : "error: out of memory") : 0;
 }
 
 /*
- * Appends items[0..n) to the answer in order, the upserts' bytes from the
- * revision cache or, for what it lacks, from one statement per batch on
- * the request's connection (stored bytes never change, so reading them
- * after the statement that chose the items sends exactly what it chose).
- * Returns 0, or -1 after sending an error.
+ * Sends the page: its items in order, then the cursor and more. The
+ * upserts' bytes come from the revision cache or, for what it lacks, one
+ * statement per batch (stored bytes never change, so reading them after
+ * the statements that chose the items sends exactly what they chose). A
+ * page of more than READ_SMALL_ANSWER items goes out in chunks as it is
+ * written (the database connection given back first, misses then read on
+ * pooled connections a batch at a time), so a read holds one batch and
+ * one chunk rather than its whole answer; should the bytes fail after the
+ * answer began, it is cut short. Smaller pages, and captured answers,
+ * come whole.
  */
-static int put_items(struct read_ctx *rc, const struct item *items, int n)
+static void send_page(struct read_ctx *rc, const char *cursor, bool more)
 {
-	struct item_writer w = {.rc = rc, .items = items, .n = n};
-	int64_t *seqs = calloc((size_t)n + 1, sizeof(*seqs));
+	int64_t *seqs = calloc((size_t)rc->nlist + 1, sizeof(*seqs));
 	char why[128] = "";
 	int i, k = 0, err;
 
 	if (!seqs) {
 		http_send_error(rc->req, 503, "error: out of memory");
-		return -1;
+		return;
 	}
-	for (i = 0; i < n; i++)
-		if (items[i].seq)
-			seqs[k++] = items[i].seq;
+	for (i = 0; i < rc->nlist; i++)
+		if (rc->list[i].seq)
+			seqs[k++] = rc->list[i].seq;
+	rc->streaming = !rc->req->capture && rc->nlist > READ_SMALL_ANSWER;
+	if (rc->streaming)
+		http_stream_begin(rc->req);
 	err = read_events_by_seq(rc->req->relay, rc->req->db, seqs, (size_t)k,
-				 put_next_upsert, &w, why, sizeof(why));
-	if (!err)
-		err = put_removals(&w);
+				 put_next_upsert, rc, why, sizeof(why));
 	free(seqs);
 	if (!err)
-		return 0;
-	if (err == COMB_ENOMEM) {
+		err = put_removals(rc);
+	if (!err)
+		err = comb_buf_printf(&rc->out, "],\"cursor\":\"%s\",\"more\":%s}",
+				      cursor, more ? "true" : "false");
+	if (rc->streaming) {
+		if (!err)
+			err = flush_out(rc, true);
+		if (err && err != COMB_EIO)
+			comb_warn("incremental read cut short: %s", why);
+		http_stream_end(rc->req, !err);
+	} else if (!err) {
+		http_send_json(rc->req, 200, rc->out.data, "");
+	} else if (err == COMB_ENOMEM) {
 		http_send_error(rc->req, 503, "error: out of memory");
 	} else if (!strcmp(why, "error: query budget exceeded")) {
 		send_inc_error(rc->req, 503, "incremental_busy", "query budget exceeded");
@@ -243,7 +297,6 @@ static int put_items(struct read_ctx *rc, const struct item *items, int n)
 		rc->req->db_broken = comb_db_conn_lost(rc->req->db);
 		http_send_unavailable(rc->req, "database");
 	}
-	return -1;
 }
 
 /* Reads the horizon, the database identity and the community's cursor
@@ -352,11 +405,10 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 		"    m.role, c.id = ANY($4::uuid[])) = ANY($3::int[])"
 		"  ORDER BY h.d LIMIT $8::int) l ON true"
 		" ORDER BY l.d", 8);
-	struct item *items = NULL;
 	const char *p[8];
 	char lim[16];
 	PGresult *res;
-	int i, n;
+	int i, n, err = 0;
 
 	common_params(rc, p);
 	p[6] = after;
@@ -371,20 +423,16 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	read_horizon(rc, res);
 	/* One row with a NULL d when nothing is listed. */
 	n = PQgetisnull(res, 0, 3) ? 0 : PQntuples(res);
-	items = calloc((size_t)n + 1, sizeof(*items));
-	if (!items) {
-		PQclear(res);
+	for (i = 0; i < n && i < limit && !err; i++) {
+		err = add_item(rc, strtoll(PQgetvalue(res, i, 4), NULL, 10), NULL,
+			       NULL, NULL);
+		snprintf(last, 37, "%s", PQgetvalue(res, i, 3));
+	}
+	PQclear(res);
+	if (err) {
 		http_send_error(rc->req, 503, "error: out of memory");
 		return -1;
 	}
-	for (i = 0; i < n && i < limit; i++) {
-		items[i].seq = strtoll(PQgetvalue(res, i, 4), NULL, 10);
-		snprintf(last, 37, "%s", PQgetvalue(res, i, 3));
-	}
-	if (put_items(rc, items, i))
-		n = -1;
-	free(items);
-	PQclear(res);
 	return n;
 }
 
@@ -440,10 +488,9 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		" ORDER BY c.xid, c.src, c.d", 10);
 	char after_xid[24], after_src[8], lim[16];
 	struct change *items = NULL, *sorted = NULL;
-	struct item *out = NULL;
 	const char *p[10];
 	PGresult *res;
-	int i, n, nout = 0, err = 0;
+	int i, n, err = 0;
 
 	common_params(rc, p);
 	snprintf(after_xid, sizeof(after_xid), "%llu", (unsigned long long)pos->xid);
@@ -476,8 +523,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	n = PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
 	items = calloc((size_t)n + 1, sizeof(*items));
 	sorted = calloc((size_t)n + 1, sizeof(*sorted));
-	out = calloc((size_t)n + 1, sizeof(*out));
-	if (!items || !sorted || !out) {
+	if (!items || !sorted) {
 		err = COMB_ENOMEM;
 		goto out;
 	}
@@ -497,7 +543,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	for (int j = 0; j + 1 < i; j++)
 		if (!strcmp(sorted[j].d, sorted[j + 1].d))
 			items[sorted[j].row].superseded = true;
-	for (int j = 0; j < i; j++) {
+	for (int j = 0; j < i && !err; j++) {
 		const struct change *c = &items[j];
 
 		pos->xid = c->xid;
@@ -522,17 +568,14 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 			goto out;
 		}
 		if (!strcmp(c->what, "upsert"))
-			out[nout++].seq = strtoll(PQgetvalue(res, c->row, 9), NULL, 10);
+			err = add_item(rc, strtoll(PQgetvalue(res, c->row, 9), NULL, 10),
+				       NULL, NULL, NULL);
 		else
-			out[nout++] = (struct item){
-				.d = c->d, .channel = c->channel, .reason = c->what};
+			err = add_item(rc, 0, c->d, c->channel, c->what);
 	}
-	if (put_items(rc, out, nout))
-		n = -1;
 out:
 	free(items);
 	free(sorted);
-	free(out);
 	PQclear(res);
 	if (err) {
 		http_send_error(rc->req, 503, "error: out of memory");
@@ -633,18 +676,16 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 				cur.after = (struct comb_position){.xid = rc->horizon};
 		}
 	}
-	if (comb_cursor_encode(&cur, key, text, sizeof(text)) ||
-	    comb_buf_printf(&rc->out, "],\"cursor\":\"%s\",\"more\":%s}", text,
-			    more ? "true" : "false")) {
+	if (comb_cursor_encode(&cur, key, text, sizeof(text))) {
 		http_send_error(rc->req, 503, "error: out of memory");
 		return;
 	}
 	if (rc->page) {
 		memcpy(rc->page->cursor, text, sizeof(rc->page->cursor));
 		rc->page->more = more;
-		rc->page->items = rc->items;
+		rc->page->items = rc->nlist;
 	}
-	http_send_json(rc->req, 200, rc->out.data, "");
+	send_page(rc, text, more);
 }
 
 static void incremental_run(struct request *req, json_t *filter, bool admission,
@@ -707,6 +748,7 @@ out:
 	comb_buf_release(&rc.named);
 	comb_buf_release(&rc.types);
 	comb_buf_release(&rc.out);
+	free(rc.list);
 }
 
 void incremental_read(struct request *req, json_t *filter)

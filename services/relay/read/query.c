@@ -50,12 +50,9 @@ int query_plain_sql(const struct plain_filter *f, const char *columns,
 	return rc;
 }
 
-/* Bytes of a streamed answer gathered before they go out as a chunk. */
-#define CHUNK_BYTES (64 * 1024)
-
 bool query_small_filter(const struct plain_filter *f)
 {
-	return f->limit > 0 && f->limit <= 16;
+	return f->limit > 0 && f->limit <= READ_SMALL_ANSWER;
 }
 
 /* Sends the rows of res as a bare JSON array of their raw events. */
@@ -100,7 +97,7 @@ static int stream_event(void *ctx, const char *raw, size_t len, char *why,
 	if ((o->events++ && comb_buf_putc(&o->buf, ',')) ||
 	    comb_buf_append(&o->buf, raw, len))
 		return comb_fail(why, whylen, COMB_ENOMEM, "out of memory");
-	if (o->buf.len < CHUNK_BYTES)
+	if (o->buf.len < READ_CHUNK_BYTES)
 		return 0;
 	if (http_stream_write(o->req, o->buf.data, o->buf.len))
 		return comb_fail(why, whylen, COMB_EIO, "the client left");
@@ -115,7 +112,7 @@ static void send_streamed(struct request *req, const int64_t *seqs, size_t n)
 	char why[160] = "out of memory";
 	int rc;
 
-	comb_buf_init(&o.buf, CHUNK_BYTES +
+	comb_buf_init(&o.buf, READ_CHUNK_BYTES +
 		      4 * (size_t)req->relay->cfg.max_message_length + 4096);
 	http_stream_begin(req);
 	rc = comb_buf_putc(&o.buf, '[') ? COMB_ENOMEM : 0;

@@ -8,6 +8,13 @@
 
 #include "request.h"
 
+/* HTTP answers of at most READ_SMALL_ANSWER events come whole, with a
+ * length; larger ones are streamed (chunked) in chunks of about
+ * READ_CHUNK_BYTES, so a read holds one chunk and one batch of bytes
+ * rather than its whole answer. */
+#define READ_SMALL_ANSWER 16
+#define READ_CHUNK_BYTES (64 * 1024)
+
 /*
  * Answers POST /query (count false) or POST /count (count true) for a
  * filter object that has an "artifact" key (borrowed); sends exactly one
