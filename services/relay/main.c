@@ -32,6 +32,7 @@
 #include "feed/feed.h"
 #include "http/http.h"
 #include "protocol_limits.h"
+#include "read/read.h"
 #include "revcache.h"
 #include "sync/sync.h"
 #include "write/write.h"
@@ -312,7 +313,8 @@ int main(void)
 	relay.redis = comb_redis_pool_new(relay.cfg.redis_url, relay.cfg.db_pool_size,
 					  1000, err, sizeof(err));
 	relay.revisions = revcache_new((size_t)relay.cfg.revision_cache_mb << 20);
-	if (!relay.db || !relay.redis || !relay.revisions) {
+	if (!relay.db || !relay.redis || !relay.revisions ||
+	    comb_db_pool_warm(relay.db, incremental_warm_sql)) {
 		comb_error("cannot set up connection pools: %s",
 			   relay.redis ? "out of memory" : err);
 		goto out;

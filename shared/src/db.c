@@ -50,6 +50,7 @@ struct comb_db_pool {
 	pthread_cond_t freed;
 	char *conninfo;
 	char options[64];
+	char *warm_sql;     /* run on each new connection, or NULL */
 	int size;
 	struct slot *slots;
 	long waits;
@@ -106,7 +107,19 @@ void comb_db_pool_free(struct comb_db_pool *pool)
 	pthread_cond_destroy(&pool->freed);
 	free(pool->slots);
 	free(pool->conninfo);
+	free(pool->warm_sql);
 	free(pool);
+}
+
+int comb_db_pool_warm(struct comb_db_pool *pool, const char *sql)
+{
+	char *copy = strdup(sql);
+
+	if (!copy)
+		return COMB_ENOMEM;
+	free(pool->warm_sql);
+	pool->warm_sql = copy;
+	return 0;
 }
 
 static PGconn *connect_db(struct comb_db_pool *pool)
@@ -122,6 +135,15 @@ static PGconn *connect_db(struct comb_db_pool *pool)
 			  conn ? PQerrorMessage(conn) : "out of memory");
 		PQfinish(conn);
 		return NULL;
+	}
+	if (pool->warm_sql) {
+		PGresult *res = PQexec(conn, pool->warm_sql);
+
+		if (PQresultStatus(res) != PGRES_TUPLES_OK &&
+		    PQresultStatus(res) != PGRES_COMMAND_OK)
+			comb_debug("database: warming a new connection failed: %s",
+				   PQresultErrorMessage(res));
+		PQclear(res);
 	}
 	return conn;
 }

@@ -93,4 +93,8 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 		       const int64_t *seqs, size_t n, event_bytes_fn emit,
 		       void *ctx, char *why, size_t whylen);
 
+/* A statement for comb_db_pool_warm: it readies a new connection for
+ * incremental reads (incremental.c). */
+extern const char incremental_warm_sql[];
+
 #endif

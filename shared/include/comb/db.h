@@ -30,6 +30,16 @@ struct comb_db_pool *comb_db_pool_new(const char *conninfo, int size,
 void comb_db_pool_free(struct comb_db_pool *pool);
 
 /*
+ * Sets sql (copied) to run on each connection the pool opens from now on,
+ * before its first borrower gets it: a statement that loads and plans
+ * what the first real statements would otherwise pay for (PL/pgSQL
+ * functions are compiled and their queries planned once per connection).
+ * Its failure is logged at debug level and ignored. Call before the pool
+ * is shared. Returns 0 or COMB_ENOMEM.
+ */
+int comb_db_pool_warm(struct comb_db_pool *pool, const char *sql);
+
+/*
  * Lends a live connection (waiting up to wait_ms for a free one). Returns
  * NULL when none is free in time or the database cannot be reached; the
  * caller answers 503. Give it back with comb_db_release.
