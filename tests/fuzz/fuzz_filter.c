@@ -194,6 +194,29 @@ static void check_sql_text(const char *sql, size_t len, int community_param,
 	FUZZ_CHECK(next == first_param + nparams);
 }
 
+/* The parameter of an ids, authors or kinds set: for one value that value
+ * (in sql as "= $n", not "= ANY"), else the array literal. */
+static void check_set(const char *param, const json_t *array, const char *sql)
+{
+	const json_t *one = json_array_get(array, 0);
+	char kind[16];
+
+	if (json_array_size(array) != 1) {
+		if (json_is_integer(one))
+			check_kinds_literal(param, array);
+		else
+			check_literal(param, array);
+		return;
+	}
+	if (json_is_integer(one)) {
+		snprintf(kind, sizeof(kind), "%lld", (long long)json_integer_value(one));
+		FUZZ_CHECK(strcmp(param, kind) == 0);
+	} else {
+		FUZZ_CHECK(strcmp(param, json_string_value(one)) == 0);
+	}
+	FUZZ_CHECK(sql != NULL && strstr(sql, " = $") != NULL);
+}
+
 static void check_sql(const struct plain_filter *f)
 {
 	const int community_param = 1, first_param = 2;
@@ -210,13 +233,14 @@ static void check_sql(const struct plain_filter *f)
 	FUZZ_CHECK(params.count <= FILTER_MAX_PARAMS);
 	check_sql_text(sql.data ? sql.data : "", sql.len, community_param,
 		       first_param, params.count);
-	/* parameters come in the order filter_append_sql documents */
+	/* parameters come in the order filter_append_sql documents; one id,
+	 * author or kind is the value itself, compared with = */
 	if (f->ids)
-		check_literal(params.values[k++], f->ids);
+		check_set(params.values[k++], f->ids, sql.data);
 	if (f->authors)
-		check_literal(params.values[k++], f->authors);
+		check_set(params.values[k++], f->authors, sql.data);
 	if (f->kinds)
-		check_kinds_literal(params.values[k++], f->kinds);
+		check_set(params.values[k++], f->kinds, sql.data);
 	if (f->has_since)
 		FUZZ_CHECK(strtoll(params.values[k++], NULL, 10) == f->since);
 	if (f->has_until)

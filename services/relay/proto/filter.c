@@ -219,6 +219,36 @@ static int push_param(struct filter_params *p, struct comb_buf *b)
 	return 0;
 }
 
+/*
+ * Appends " AND column = ANY($n::type[])" for the values of array, or,
+ * for exactly one value, " AND column = $n::type", which lets PostgreSQL
+ * walk an index on (community, column, created_at) in the answer's order;
+ * the value or literal goes to the next parameter (v is scratch). Moves
+ * *n on.
+ */
+static int match_set(const json_t *array, const char *column, const char *type,
+		     struct comb_buf *v, struct comb_buf *sql,
+		     struct filter_params *params, int *n)
+{
+	bool one = json_array_size(array) == 1;
+	const json_t *first = json_array_get(array, 0);
+	int rc;
+
+	if (!one)
+		rc = json_is_integer(first) ? kinds_literal(array, v)
+					    : filter_array_literal(array, v);
+	else if (json_is_integer(first))
+		rc = comb_buf_printf(v, "%lld", (long long)json_integer_value(first));
+	else
+		rc = comb_buf_puts(v, json_string_value(first));
+	if (rc == 0)
+		rc = push_param(params, v);
+	if (rc == 0)
+		rc = comb_buf_printf(sql, one ? " AND %s = $%d::%s" : " AND %s = ANY($%d::%s[])",
+				     column, (*n)++, type);
+	return rc;
+}
+
 int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
 		      int community_param, int first_param,
 		      struct filter_params *params)
@@ -228,27 +258,12 @@ int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
 
 	/* A literal of 256 quoted values of 4096 escaped bytes at most. */
 	comb_buf_init(&v, (size_t)COMB_MAX_VALUES * (2 * COMB_MAX_TAG_VALUE_BYTES + 4) + 16);
-	if (f->ids) {
-		rc = filter_array_literal(f->ids, &v);
-		if (rc == 0)
-			rc = push_param(params, &v);
-		if (rc == 0)
-			rc = comb_buf_printf(sql, " AND e.id = ANY($%d::text[])", n++);
-	}
-	if (rc == 0 && f->authors) {
-		rc = filter_array_literal(f->authors, &v);
-		if (rc == 0)
-			rc = push_param(params, &v);
-		if (rc == 0)
-			rc = comb_buf_printf(sql, " AND e.pubkey = ANY($%d::text[])", n++);
-	}
-	if (rc == 0 && f->kinds) {
-		rc = kinds_literal(f->kinds, &v);
-		if (rc == 0)
-			rc = push_param(params, &v);
-		if (rc == 0)
-			rc = comb_buf_printf(sql, " AND e.kind = ANY($%d::int[])", n++);
-	}
+	if (f->ids)
+		rc = match_set(f->ids, "e.id", "text", &v, sql, params, &n);
+	if (rc == 0 && f->authors)
+		rc = match_set(f->authors, "e.pubkey", "text", &v, sql, params, &n);
+	if (rc == 0 && f->kinds)
+		rc = match_set(f->kinds, "e.kind", "int", &v, sql, params, &n);
 	if (rc == 0 && f->has_since) {
 		rc = comb_buf_printf(&v, "%lld", (long long)f->since);
 		if (rc == 0)
