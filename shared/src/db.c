@@ -3,9 +3,7 @@
  * condition variable. Connections are opened lazily and checked on
  * release; a connection whose socket is gone is closed and reopened by the
  * next borrower. Each slot also remembers which comb_db_stmt statements
- * its connection has prepared, one bit per statement number, and which
- * statement texts comb_db_exec_text prepared there (only the borrower
- * touches those, or the pool when nobody holds the slot).
+ * its connection has prepared, one bit per statement number.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,24 +19,10 @@
 #include "comb/error.h"
 #include "comb/log.h"
 
-/* A statement text comb_db_exec_text prepared on a slot's connection,
- * as comb_text_<n>. */
-struct text_stmt {
-	uint64_t hash;      /* of sql; 0 when the entry is free */
-	char *sql;
-	unsigned n;
-	unsigned long used; /* the slot's clock at its last run */
-};
-
-#define TEXT_STMTS 32
-
 struct slot {
 	PGconn *conn;
 	bool busy;
 	uint64_t prepared;  /* bit n-1: statement n is prepared on conn */
-	struct text_stmt texts[TEXT_STMTS];
-	unsigned long clock;  /* runs of comb_db_exec_text on this slot */
-	unsigned next_n;
 };
 
 /* Statement numbers are handed out once per process, under this lock. */
@@ -56,18 +40,6 @@ struct comb_db_pool {
 	long waits;
 	long failures;
 };
-
-/* Forgets what slot's connection prepared (it is new, or gone). */
-static void forget_prepared(struct slot *slot)
-{
-	int i;
-
-	slot->prepared = 0;
-	for (i = 0; i < TEXT_STMTS; i++) {
-		free(slot->texts[i].sql);
-		slot->texts[i] = (struct text_stmt){0};
-	}
-}
 
 struct comb_db_pool *comb_db_pool_new(const char *conninfo, int size,
 				      int statement_timeout_ms)
@@ -98,11 +70,9 @@ void comb_db_pool_free(struct comb_db_pool *pool)
 
 	if (!pool)
 		return;
-	for (i = 0; i < pool->size; i++) {
+	for (i = 0; i < pool->size; i++)
 		if (pool->slots[i].conn)
 			PQfinish(pool->slots[i].conn);
-		forget_prepared(&pool->slots[i]);
-	}
 	pthread_mutex_destroy(&pool->lock);
 	pthread_cond_destroy(&pool->freed);
 	free(pool->slots);
@@ -200,7 +170,7 @@ PGconn *comb_db_acquire(struct comb_db_pool *pool, int wait_ms)
 	/* A new connection (possibly at the old one's address) has prepared
 	 * nothing yet. */
 	if (fresh)
-		forget_prepared(slot);
+		slot->prepared = 0;
 	slot->conn = conn;
 	if (!conn) {
 		slot->busy = false;
@@ -233,7 +203,7 @@ void comb_db_release(struct comb_db_pool *pool, PGconn *conn, bool broken)
 		if (broken) {
 			PQfinish(conn);
 			pool->slots[i].conn = NULL;
-			forget_prepared(&pool->slots[i]);
+			pool->slots[i].prepared = 0;
 		}
 		pool->slots[i].busy = false;
 		break;
@@ -356,83 +326,4 @@ PGresult *comb_db_exec_stmt(struct comb_db_pool *pool, PGconn *conn,
 		pthread_mutex_unlock(&pool->lock);
 	}
 	return PQexecPrepared(conn, name, stmt->nparams, params, NULL, NULL, 0);
-}
-
-/* FNV-1a of text, never 0 (0 marks a free entry). */
-static uint64_t text_hash(const char *text)
-{
-	uint64_t h = UINT64_C(14695981039346656037);
-
-	for (; *text; text++)
-		h = (h ^ (unsigned char)*text) * UINT64_C(1099511628211);
-	return h ? h : 1;
-}
-
-/* The entry of slot that prepared sql, or NULL. */
-static struct text_stmt *text_find(struct slot *slot, const char *sql,
-				   uint64_t hash)
-{
-	int i;
-
-	for (i = 0; i < TEXT_STMTS; i++)
-		if (slot->texts[i].hash == hash && !strcmp(slot->texts[i].sql, sql))
-			return &slot->texts[i];
-	return NULL;
-}
-
-/* A free entry of slot: a free one, or else the least recently run one,
- * deallocated on conn first. */
-static struct text_stmt *text_room(struct slot *slot, PGconn *conn)
-{
-	struct text_stmt *old = &slot->texts[0];
-	char cmd[48];
-	int i;
-
-	for (i = 0; i < TEXT_STMTS; i++) {
-		if (!slot->texts[i].hash)
-			return &slot->texts[i];
-		if (slot->texts[i].used < old->used)
-			old = &slot->texts[i];
-	}
-	snprintf(cmd, sizeof(cmd), "DEALLOCATE comb_text_%u", old->n);
-	PQclear(PQexec(conn, cmd));
-	free(old->sql);
-	*old = (struct text_stmt){0};
-	return old;
-}
-
-PGresult *comb_db_exec_text(struct comb_db_pool *pool, PGconn *conn,
-			    const char *sql, int nparams,
-			    const char *const *params)
-{
-	uint64_t hash = text_hash(sql);
-	struct text_stmt *t;
-	struct slot *slot;
-	PGresult *res;
-	char name[32];
-
-	pthread_mutex_lock(&pool->lock);
-	slot = slot_of(pool, conn);
-	pthread_mutex_unlock(&pool->lock);
-	if (!slot)
-		return PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-	t = text_find(slot, sql, hash);
-	if (!t) {
-		char *copy = strdup(sql);
-
-		if (!copy)
-			return PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-		t = text_room(slot, conn);
-		snprintf(name, sizeof(name), "comb_text_%u", slot->next_n);
-		res = PQprepare(conn, name, sql, nparams, NULL);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			free(copy);
-			return res;
-		}
-		PQclear(res);
-		*t = (struct text_stmt){.hash = hash, .sql = copy, .n = slot->next_n++};
-	}
-	t->used = ++slot->clock;
-	snprintf(name, sizeof(name), "comb_text_%u", t->n);
-	return PQexecPrepared(conn, name, nparams, params, NULL, NULL, 0);
 }

@@ -292,34 +292,3 @@ describe('execution budget', () => {
 		}
 	});
 });
-
-describe('prepared filter statements', () => {
-	test('more distinct filters than a connection keeps prepared all answer right, twice', async () => {
-		// one pooled connection, so that it runs every statement text below
-		// and must let the oldest go (it keeps 32)
-		const s = await startRelay({ env: { COMB_DB_POOL_SIZE: '1' } });
-		try {
-			const owner = s.admins[0];
-			const h = crypto.randomUUID();
-			await accept(owner, { kind: 9007, tags: [['h', h], ['name', 'prepared']] }, s);
-			const t = now() - 100;
-			const evs = [];
-			for (let i = 0; i < 20; i++)
-				evs.push(await accept(owner, { kind: 9, tags: [['h', h]], created_at: t + i }, s));
-			const newest = ordered(evs).map((e) => e.id);
-			for (let round = 0; round < 2; round++) {
-				// each limit is its own statement text (1..16 carry the bytes
-				// in the query, larger ones list seqs first)
-				for (let limit = 1; limit <= 40; limit++) {
-					const r = await post(s.url, '/query', [{ kinds: [9], '#h': [h], limit }], owner, authOpts());
-					assert.equal(r.status, 200, r.body);
-					assert.deepEqual(r.json().map((e) => e.id), newest.slice(0, limit), `limit ${limit}`);
-				}
-				const c = await post(s.url, '/count', [{ kinds: [9], '#h': [h] }], owner, authOpts());
-				assert.deepEqual(c.json(), { count: 20 });
-			}
-		} finally {
-			await s.stop();
-		}
-	});
-});

@@ -363,8 +363,8 @@ void artifact_query(struct request *req, json_t *filter, bool count)
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}
-	res = comb_db_exec_text(req->relay->db, req->db, st.sql.data, st.n,
-				st.params);
+	res = PQexecParams(req->db, st.sql.data, st.n, NULL, st.params, NULL,
+			   NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		send_failure(req, res);
 	} else if (count) {

@@ -181,8 +181,8 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	values[QUERY_P_KEYS - 1] = keys;
 	for (i = 0; i < params.count; i++)
 		values[QUERY_P_FIRST_FILTER - 1 + i] = params.values[i];
-	res = comb_db_exec_text(req->relay->db, req->db, sql.data,
-				QUERY_P_FIRST_FILTER - 1 + params.count, values);
+	res = PQexecParams(req->db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
+			   NULL, values, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(res, "57014")) {
 			http_send_error(req, 503, "error: query budget exceeded");

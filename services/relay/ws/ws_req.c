@@ -395,8 +395,8 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 	values[QUERY_P_KEYS - 1] = keys;
 	for (p = 0; p < params.count; p++)
 		values[QUERY_P_FIRST_FILTER - 1 + p] = params.values[p];
-	*result = comb_db_exec_text(s->relay->db, db, sql.data,
-				    QUERY_P_FIRST_FILTER - 1 + params.count, values);
+	*result = PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
+			       NULL, values, NULL, NULL, 0);
 	if (PQresultStatus(*result) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(*result, "57014")) {
 			snprintf(why, whylen, "error: query budget exceeded");

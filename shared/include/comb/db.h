@@ -103,19 +103,4 @@ PGresult *comb_db_exec_stmt(struct comb_db_pool *pool, PGconn *conn,
 			    struct comb_db_stmt *stmt,
 			    const char *const *params);
 
-/*
- * Runs sql (nparams text parameters; borrowed) on conn, which the caller
- * borrowed from pool and holds outside a transaction, prepared on that
- * connection the first time it runs this text there, so that statements
- * built at run time (a filter's query) are parsed once per connection and
- * PostgreSQL may settle on a generic plan after a few runs
- * (plan_cache_mode). Each connection keeps the 32 texts it ran last.
- * Returns the result, which the caller PQclear()s; when preparing fails,
- * the failed result of the prepare. A connection the pool does not hold
- * runs sql unprepared.
- */
-PGresult *comb_db_exec_text(struct comb_db_pool *pool, PGconn *conn,
-			    const char *sql, int nparams,
-			    const char *const *params);
-
 #endif
