@@ -118,6 +118,43 @@ test('a client that does not read its answer holds no database connection', asyn
 	}
 });
 
+test('an incremental page streamed to a client that does not read holds no database connection', async () => {
+	const h = await createChannel(stack, admin, { visibility: 'open' });
+	const big = 'x'.repeat(60000);
+	for (let i = 0; i < 40; i += 8) {
+		await Promise.all(Array.from({ length: 8 }, () =>
+			accept(stack, admin, { d: uuid(), h, op: 'create', type: 'demo.task', content: big })));
+	}
+	// four first reads of the 40 x 60 KB page (chunked) that are never read,
+	// on a node with two pooled connections
+	const readers = [];
+	for (let i = 0; i < 4; i++) {
+		const u = new URL(stack.url);
+		const body = JSON.stringify([{ artifact: 'incremental', '#h': [h], limit: 1000 }]);
+		const auth = await nip98Header(admin, `http://${u.host}/query`, 'POST', body,
+			{ extraTags: [['nonce', `incremental-${i}`]] });
+		const socket = net.connect(Number(u.port), '127.0.0.1');
+		await new Promise((r) => socket.once('connect', r));
+		socket.pause();
+		socket.write(`POST /query HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\n` +
+			`Authorization: ${auth}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+		readers.push(socket);
+	}
+	try {
+		await sleep(1000);
+		// other clients are answered meanwhile, by the same two connections
+		for (const filter of [{ artifact: 'incremental', '#h': [h], limit: 1 }, { kinds: [9], limit: 1 }]) {
+			const t0 = Date.now();
+			const r = await post(stack.url, '/query', [filter], admin, { timeoutMs: 2000 });
+			assert.equal(r.status, 200, r.body);
+			assert.ok(Date.now() - t0 < 2000);
+		}
+	} finally {
+		for (const s of readers)
+			s.destroy();
+	}
+});
+
 test('a channel admin cannot grant a role above their own, nor raise their own', async () => {
 	const h = await createChannel(stack, admin, { visibility: 'private' });
 	const chanAdmin = newKey();
