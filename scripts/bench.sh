@@ -20,7 +20,8 @@
 # comb-bench-1), BENCH_OUT (where plans and logs go; default
 # BUILD/bench-out), BENCH_ENFORCE=1 to exit 1 when a target is missed
 # (by default only a wrong answer fails), BENCH_PG_SETTINGS (extra
-# PostgreSQL settings, see below), JOBS.
+# PostgreSQL settings, see below), BENCH_REVISION_CACHE_MB (the relays'
+# COMB_REVISION_CACHE_MB; 0 runs every scenario without the cache), JOBS.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

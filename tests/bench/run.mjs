@@ -188,6 +188,9 @@ async function startRelay(i, extraEnv = {}) {
 		COMB_NUM_THREADS: '640',
 		// every benchmark client comes from 127.0.0.1
 		COMB_MAX_CONNECTIONS_PER_IP: '100000',
+		// BENCH_REVISION_CACHE_MB=0 runs every scenario without the cache
+		...(env.BENCH_REVISION_CACHE_MB !== undefined
+			? { COMB_REVISION_CACHE_MB: env.BENCH_REVISION_CACHE_MB } : {}),
 		...extraEnv,
 	});
 	const deadline = Date.now() + 30000;
