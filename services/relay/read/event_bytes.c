@@ -6,10 +6,11 @@
  * fetching them after the snapshot sends exactly what it decided. They
  * come a batch at a time, from the revision cache (revcache.h) and with
  * one statement for the batch's misses (which the cache then keeps), each
- * batch handed out before the next is fetched: the client gets the first events while later ones are
- * still in PostgreSQL, memory stays bounded by one batch (about
- * BATCH_BYTES, at least BATCH_MIN events) whatever the set's size, and no
- * database connection is held while the client reads.
+ * batch handed out before the next is fetched: the client gets the first
+ * events while later ones are still in PostgreSQL, memory stays bounded
+ * by one batch (about BATCH_BYTES, at least BATCH_MIN events) whatever the
+ * set's size, and no database connection is held while the client reads
+ * (unless the caller holds one anyway and lends it, see read.h).
  */
 #include "read.h"
 
@@ -109,8 +110,8 @@ out:
 }
 
 int read_events_by_seq(struct relay *relay, PGconn *held,
-		       const int64_t *seqs, size_t n, event_bytes_fn emit, void *ctx, char *why,
-		       size_t whylen)
+		       const int64_t *seqs, size_t n, event_bytes_fn emit,
+		       void *ctx, char *why, size_t whylen)
 {
 	size_t sent = 0, size = BATCH_MIN, k, j, nmiss, bytes;
 	struct batch *b = malloc(sizeof(*b));

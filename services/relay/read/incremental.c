@@ -40,6 +40,9 @@
 #include "request.h"
 
 #define NIL_UUID "00000000-0000-0000-0000-000000000000"
+#define ADMISSION_KEY "comb:incremental:active"
+#define ADMISSION_LEASE_MS 30000
+#define ADMISSION_TOKEN_LEN 33   /* 16 random bytes in hex */
 
 /* For comb_db_pool_warm (read.h): calls the change function and the
  * probe for no community, so that a new connection has compiled them and
@@ -49,9 +52,6 @@ const char incremental_warm_sql[] =
 	"SELECT (SELECT count(*) FROM comb_incremental_changes(0, '', '{}', '{}',"
 	" false, NULL, '0', 0, '" NIL_UUID "', '1', 1)),"
 	" comb_incremental_unchanged(0, '', '0', '1')";
-#define ADMISSION_KEY "comb:incremental:active"
-#define ADMISSION_LEASE_MS 30000
-#define ADMISSION_TOKEN_LEN 33   /* 16 random bytes in hex */
 
 /* Everything one read needs, gathered before the first statement. */
 struct read_ctx {
