@@ -173,8 +173,9 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      "# HELP comb_syncs Syncs open, by mode.\n"
 			      "# TYPE comb_syncs gauge\ncomb_syncs{mode=\"current\"} %ld\n"
 			      "comb_syncs{mode=\"resumable\"} %ld\n"
-			      "# HELP comb_resumable_reads_total Live reads for resumable syncs; one read answers every sync waiting with the same cursor.\n"
-			      "# TYPE comb_resumable_reads_total counter\ncomb_resumable_reads_total %ld\n"
+			      "# HELP comb_resumable_reads_total Live reads for resumable syncs, by whether they found changes; one read answers every sync waiting with the same cursor.\n"
+			      "# TYPE comb_resumable_reads_total counter\ncomb_resumable_reads_total{found=\"changes\"} %ld\n"
+			      "comb_resumable_reads_total{found=\"none\"} %ld\n"
 			      "# HELP comb_stopping 1 while the node drains for a stop.\n"
 			      "# TYPE comb_stopping gauge\ncomb_stopping %d\n",
 			      atomic_load(&values[METRIC_WS_CONNECTIONS]),
@@ -184,6 +185,7 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      atomic_load(&values[METRIC_SYNCS]),
 			      atomic_load(&values[METRIC_RESUMABLE_SYNCS]),
 			      atomic_load(&values[METRIC_RESUMABLE_READS]),
+			      atomic_load(&values[METRIC_RESUMABLE_READS_EMPTY]),
 			      state->stopping ? 1 : 0);
 	rc |= render_labelled(out, "comb_resync_closes_total",
 			      "Syncs and subscriptions closed with resync:, by reason.",

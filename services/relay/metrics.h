@@ -23,7 +23,11 @@ enum metric {
 	METRIC_WS_CONNECTIONS,       /* gauge: WebSocket connections open */
 	METRIC_SYNCS,                /* gauge: syncs open ("current") */
 	METRIC_RESUMABLE_SYNCS,      /* gauge: resumable syncs open */
-	METRIC_RESUMABLE_READS,      /* counter: live reads for resumable syncs */
+	METRIC_RESUMABLE_READS,      /* counter: live reads for resumable syncs
+				      * that found changes */
+	METRIC_RESUMABLE_READS_EMPTY, /* counter: those that found none (the
+				      * horizon behind a signalled change, a
+				      * quiet interval, a failure) */
 	METRIC_FEED_SIGNALS,         /* counter: capture messages received */
 	METRIC_FEED_GAPS,            /* counter: a community's gap or mark ahead */
 	METRIC_FEED_LOSSES,          /* counter: heartbeats lost (three intervals) */

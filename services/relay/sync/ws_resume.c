@@ -487,7 +487,8 @@ static void live_read(struct member *group, size_t n)
 		comb_buf_init(&pg.answer, MAX_ANSWER);
 		rc = db ? read_page(reader, db, LIVE_PAGE, false, &pg, why, sizeof(why))
 			: comb_fail(why, sizeof(why), COMB_EUNAVAIL, "error: database unavailable");
-		metrics_add(METRIC_RESUMABLE_READS, 1);
+		metrics_add(rc == 0 && pg.items > 0 ? METRIC_RESUMABLE_READS
+						    : METRIC_RESUMABLE_READS_EMPTY, 1);
 		reading = 0;
 		for (i = 0; i < n; i++) {
 			if (!group[i].reading)
