@@ -177,23 +177,80 @@ static void run_one(struct write_job *job, PGconn *db, bool batched,
 	*broken = w.db_broken;
 }
 
+/* The number of chat messages at the start of batch (n writes). */
+static int chat_run_length(struct write_job **batch, int n)
+{
+	int len = 0;
+
+	while (len < n && batch[len]->ev.kind == 9)
+		len++;
+	return len;
+}
+
+/*
+ * Runs the n >= 2 chat messages at the start of batch together
+ * (write_chat_run) in savepoint "w" of the batch's transaction on db.
+ * Returns false when that failed: the savepoint is then as before and
+ * *broken tells whether the connection was lost.
+ */
+static bool run_chats(struct write_job **batch, int n, PGconn *db,
+		      bool *broken)
+{
+	struct write_chat_item *items = calloc((size_t)n, sizeof(*items));
+	struct writer w = {
+		.relay = wb.relay,
+		.db = db,
+		.batched = true,
+	};
+	int i, rc;
+
+	if (!items)
+		return false;
+	for (i = 0; i < n; i++) {
+		items[i] = (struct write_chat_item){
+			.community = &batch[i]->community,
+			.ev = &batch[i]->ev,
+			.out = &batch[i]->res,
+		};
+	}
+	rc = write_chat_run(&w, items, (size_t)n);
+	for (i = 0; i < n && rc == 0; i++)
+		batch[i]->live = items[i].live;
+	free(items);
+	*broken = w.db_broken;
+	return rc == 0;
+}
+
 /* Runs a batch of n >= 2 writes in one transaction on db; returns false
- * when the connection is to be dropped. */
+ * when the connection is to be dropped. A run of consecutive chat
+ * messages takes one step (run_chats), in arrival order with the writes
+ * around it; when that fails, its messages run one by one. */
 static bool run_batch(struct write_job **batch, int n, PGconn *db)
 {
 	bool broken = false, committed = false, accepted;
-	int i;
+	int i, step, one_by_one_until = 0;
 
 	if (!exec_ok(db, "BEGIN; SAVEPOINT w")) {
 		fail_all(batch, n);
 		return !comb_db_conn_lost(db);
 	}
-	for (i = 0; i < n; i++) {
-		run_one(batch[i], db, true, &broken);
+	for (i = 0; i < n; i += step) {
+		step = i < one_by_one_until ? 1 : chat_run_length(batch + i, n - i);
+		if (step >= 2 && !run_chats(batch + i, step, db, &broken)) {
+			one_by_one_until = i + step;
+			step = 1;
+		}
 		if (broken)
 			break;
-		accepted = batch[i]->res.status == 200;
-		if (i + 1 == n && accepted)
+		if (step < 2) {
+			step = 1;
+			run_one(batch[i], db, true, &broken);
+			if (broken)
+				break;
+		}
+		/* A run keeps what it stored; its refusals stored nothing. */
+		accepted = step > 1 || batch[i]->res.status == 200;
+		if (i + step == n && accepted)
 			break;
 		if (!exec_ok(db, accepted ? "RELEASE SAVEPOINT w; SAVEPOINT w" :
 					    "ROLLBACK TO SAVEPOINT w")) {

@@ -31,6 +31,20 @@ bool write_exec(struct writer *w, const char *sql);
 int write_store_event(struct writer *w, const struct comb_event *ev,
 		      const char *channel_id, bool *inserted);
 
+/*
+ * Inserts the n events evs[i], each in community communities[i] with
+ * channel channels[i] (NULL for none), with one statement inside the
+ * caller's transaction, exactly as n write_store_event calls in this
+ * order would, except that live delivery is not told (the caller tells
+ * ws_live_local_stored of each event it delivers). inserted[i] is false
+ * when the community already had evs[i]'s id, from before or from an
+ * earlier element. Returns 0, or COMB_EUNAVAIL / COMB_ENOMEM, after
+ * which the caller rolls back whatever the statement did.
+ */
+int write_store_events(struct writer *w, const struct comb_event *const *evs,
+		       const struct community *const *communities,
+		       const char *const *channels, size_t n, bool *inserted);
+
 /* What the database functions take of an event besides its id, pubkey
  * and kind: its JSON as received, its tags as JSON, its created_at. */
 struct event_params {
@@ -63,6 +77,33 @@ bool write_runs_alone(const struct comb_event *ev);
 /* Kind handlers, each in its own file. */
 void write_chat(struct writer *w, const struct comb_event *ev,
 		struct write_result *out);        /* kind 9 (chat.c) */
+
+struct ws_live_local;
+
+/* One chat message of a run that write_chat_run applies. */
+struct write_chat_item {
+	const struct community *community;  /* borrowed */
+	const struct comb_event *ev;        /* borrowed; kind 9 */
+	struct write_result *out;           /* borrowed; always set */
+	/* What to deliver once the transaction committed (feed.h); the
+	 * caller's after a success, NULL when nothing. */
+	struct ws_live_local *live;
+};
+
+/*
+ * Applies the n chat messages of items inside the caller's open
+ * transaction (w->batched, in savepoint "w"), with the answers write_chat
+ * would give them one after another, but with one statement loading the
+ * facts of all of them (access_load_writes) and one storing the accepted
+ * ones (write_store_events). Chat messages never change what another
+ * chat message is allowed to do, so deciding them all on the same facts
+ * is the same as deciding them in order. Returns 0 with every item's out
+ * and live set; or, when a statement failed, COMB_EUNAVAIL or
+ * COMB_ENOMEM after rolling back to savepoint "w" (w->db_broken tells
+ * whether the connection was lost), and the caller may run each message
+ * alone (chat.c).
+ */
+int write_chat_run(struct writer *w, struct write_chat_item *items, size_t n);
 void write_deletion(struct writer *w, const struct comb_event *ev,
 		    struct write_result *out);    /* kind 5 (chat.c) */
 void write_moderation(struct writer *w, const struct comb_event *ev,
