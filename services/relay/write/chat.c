@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "access.h"
-#include "comb/db.h"
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"
@@ -140,7 +139,7 @@ static int run_checked_alloc(struct run_checked *r, size_t n)
 	       r->communities && r->hs && r->inserted ? 0 : COMB_ENOMEM;
 }
 
-int write_chat_run(struct writer *w, struct write_chat_item *items, size_t n)
+int write_chat_run(struct writer *w, struct write_item *items, size_t n)
 {
 	struct run_checked r = {0};
 	size_t i, checked = 0, accepted = 0;
@@ -165,7 +164,7 @@ int write_chat_run(struct writer *w, struct write_chat_item *items, size_t n)
 		rc = access_load_writes(w->relay->db, w->db, r.writes, checked,
 					r.actors, r.channels);
 	for (i = 0; i < checked && rc == 0; i++) {
-		struct write_chat_item *it = &items[r.item[i]];
+		struct write_item *it = &items[r.item[i]];
 
 		if (!access_allows(w->relay, &r.actors[i], COMB_ACT_WRITE,
 				   &r.channels[i], NULL)) {
@@ -180,15 +179,10 @@ int write_chat_run(struct writer *w, struct write_chat_item *items, size_t n)
 	if (rc == 0 && accepted > 0)
 		rc = write_store_events(w, r.evs, r.communities, r.hs, accepted,
 					r.inserted);
-	if (rc) {
-		if (comb_db_conn_lost(w->db))
-			w->db_broken = true;
-		else
-			write_exec(w, "ROLLBACK");
+	if (rc)
 		goto out;
-	}
 	for (i = 0; i < accepted; i++) {
-		struct write_chat_item *it = &items[r.item[i]];
+		struct write_item *it = &items[r.item[i]];
 
 		ws_live_local_begin();
 		if (r.inserted[i])

@@ -1,6 +1,6 @@
--- Group commit of chat messages (issue 15, services/relay/write/chat.c):
--- the write path stores a run of accepted messages of one batch with one
--- call instead of one comb_store_event call (and one savepoint) each.
+-- Group commit (issue 15, services/relay/write/batch.c): a run of
+-- consecutive writes of one kind in a batch is stored with one call
+-- instead of one call (and one savepoint round trip) each.
 
 -- Stores the events given element by element in the arrays (all of one
 -- length; p_channel elements may be NULL) exactly as consecutive calls of
@@ -54,4 +54,33 @@ BEGIN
 	       AS i(community_id, id, ord)
 	  JOIN events e ON e.community_id = i.community_id AND e.id = i.id
 	 ORDER BY i.ord;
+END $$;
+
+-- Group commit of artifact writes (services/relay/write/artifact_write.c):
+-- a run of writes that are not moves, one call of comb_artifact_write
+-- each, in array order, in one round trip. Each write sees the ones
+-- before it exactly as if they had been separate statements, and a
+-- refusal stores nothing, so no savepoint is needed between them; an
+-- error fails the whole call and the relay then runs the writes one by
+-- one. The write keys are int[] literals, one text element per write
+-- (p_delete_keys elements NULL when the op is neither delete nor restore).
+-- Returns one row per element, in array order.
+CREATE FUNCTION comb_artifact_write_run(
+	p_community bigint[], p_id text[], p_pubkey text[], p_created_at bigint[],
+	p_raw text[], p_tags json[], p_d uuid[], p_h uuid[], p_type text[],
+	p_op text[], p_prev text[], p_root text[], p_fresh boolean[],
+	p_write_keys text[], p_delete_keys text[])
+RETURNS TABLE (outcome integer, inserted boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1 .. coalesce(array_length(p_id, 1), 0) LOOP
+		SELECT w.outcome, w.inserted INTO outcome, inserted
+		  FROM comb_artifact_write(p_community[i], p_id[i], p_pubkey[i],
+					   p_created_at[i], p_raw[i], p_tags[i],
+					   p_d[i], p_h[i], p_type[i], p_op[i],
+					   p_prev[i], p_root[i], p_fresh[i],
+					   p_write_keys[i]::integer[],
+					   p_delete_keys[i]::integer[]) w;
+		RETURN NEXT;
+	END LOOP;
 END $$;
