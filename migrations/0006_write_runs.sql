@@ -7,8 +7,8 @@
 -- comb_store_event in array order would: each event id a community
 -- already has, whether stored before or earlier in the same arrays, is
 -- left as it is. Returns one row per element, in array order: the stored
--- event's seq and whether this element inserted it. New events take their
--- seq in array order.
+-- event's seq and whether this element inserted it. The insert reads
+-- unnest's rows in array order, so new events take their seq in it.
 CREATE FUNCTION comb_store_events(p_community bigint[], p_id text[],
 				  p_pubkey text[], p_created_at bigint[],
 				  p_kind integer[], p_channel uuid[],
@@ -16,19 +16,14 @@ CREATE FUNCTION comb_store_events(p_community bigint[], p_id text[],
 RETURNS TABLE (seq bigint, inserted boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
-	v_new bigint[];
+	v_key text[];     -- community:id of each event inserted here
+	v_seq bigint[];   -- and its seq
 BEGIN
-	WITH input AS MATERIALIZED (
-		SELECT * FROM unnest(p_community, p_id, p_pubkey, p_created_at,
-				     p_kind, p_channel, p_raw, p_tags)
-		       WITH ORDINALITY AS i(community_id, id, pubkey, created_at,
-					    kind, channel_id, raw, tags, ord)
-	), stored AS (
+	WITH stored AS (
 		INSERT INTO events (community_id, id, pubkey, created_at, kind,
 				    channel_id, raw)
-		SELECT i.community_id, i.id, i.pubkey, i.created_at, i.kind,
-		       i.channel_id, i.raw
-		  FROM input i ORDER BY i.ord
+		SELECT * FROM unnest(p_community, p_id, p_pubkey, p_created_at,
+				     p_kind, p_channel, p_raw)
 		ON CONFLICT (community_id, id) DO NOTHING
 		RETURNING events.community_id, events.id, events.seq
 	), tagged AS (
@@ -36,23 +31,30 @@ BEGIN
 		INSERT INTO event_tags (community_id, event_seq, name, value)
 		SELECT s.community_id, s.seq, t->>0, t->>1
 		  FROM stored s
-		  CROSS JOIN LATERAL (SELECT i.tags FROM input i
-				       WHERE i.community_id = s.community_id
-					 AND i.id = s.id
-				       ORDER BY i.ord LIMIT 1) f
+		  JOIN (SELECT DISTINCT ON (u.community_id, u.id)
+			       u.community_id, u.id, u.tags
+			  FROM unnest(p_community, p_id, p_tags) WITH ORDINALITY
+			       AS u(community_id, id, tags, ord)
+			 ORDER BY u.community_id, u.id, u.ord) f
+		    ON f.community_id = s.community_id AND f.id = s.id
 		  CROSS JOIN LATERAL json_array_elements(f.tags) t
 		 WHERE json_array_length(t) >= 2 AND octet_length(t->>0) = 1
 	)
-	SELECT coalesce(array_agg(s.seq), '{}') INTO v_new FROM stored s;
+	SELECT array_agg(s.community_id || ':' || s.id), array_agg(s.seq)
+	  INTO v_key, v_seq FROM stored s;
 
-	-- A new statement, so that the rows inserted above are visible.
+	-- A new statement, so that events stored before are looked up as
+	-- they are now.
 	RETURN QUERY
-	SELECT e.seq,
-	       e.seq = ANY (v_new)
+	SELECT coalesce(n.seq, (SELECT e.seq FROM events e
+				 WHERE e.community_id = i.community_id
+				   AND e.id = i.id)),
+	       n.seq IS NOT NULL
 	       AND i.ord = min(i.ord) OVER (PARTITION BY i.community_id, i.id)
 	  FROM unnest(p_community, p_id) WITH ORDINALITY
 	       AS i(community_id, id, ord)
-	  JOIN events e ON e.community_id = i.community_id AND e.id = i.id
+	  LEFT JOIN unnest(v_key, v_seq) AS n(key, seq)
+	    ON n.key = i.community_id || ':' || i.id
 	 ORDER BY i.ord;
 END $$;
 
