@@ -15,6 +15,9 @@
 #include "write.h"
 #include "write_int.h"
 
+/* The answer to a message in a channel its author may not write to. */
+static const char not_member[] = "restricted: not a channel member";
+
 /* Refuses a channel tag unless there is exactly one canonical h (or, with
  * optional, none). Returns false when out was set. */
 static bool check_channel_tag(const struct comb_event *ev, bool optional,
@@ -57,7 +60,7 @@ static bool lock_writable(struct writer *w, const struct comb_event *ev,
 	}
 	if (!access_allows(w->relay, &actor, COMB_ACT_WRITE, &channel, NULL)) {
 		write_exec(w, "ROLLBACK");
-		write_refuse(out, 403, "restricted: not a channel member");
+		write_refuse(out, 403, "%s", not_member);
 		return false;
 	}
 	return true;
@@ -168,7 +171,7 @@ int write_chat_run(struct writer *w, struct write_item *items, size_t n)
 
 		if (!access_allows(w->relay, &r.actors[i], COMB_ACT_WRITE,
 				   &r.channels[i], NULL)) {
-			write_refuse(it->out, 403, "restricted: not a channel member");
+			write_refuse(it->out, 403, "%s", not_member);
 			continue;
 		}
 		r.item[accepted] = r.item[i];
@@ -179,9 +182,7 @@ int write_chat_run(struct writer *w, struct write_item *items, size_t n)
 	if (rc == 0 && accepted > 0)
 		rc = write_store_events(w, r.evs, r.communities, r.hs, accepted,
 					r.inserted);
-	if (rc)
-		goto out;
-	for (i = 0; i < accepted; i++) {
+	for (i = 0; i < accepted && rc == 0; i++) {
 		struct write_item *it = &items[r.item[i]];
 
 		ws_live_local_begin();
@@ -189,7 +190,6 @@ int write_chat_run(struct writer *w, struct write_item *items, size_t n)
 			ws_live_local_stored(it->community, it->ev, r.hs[i]);
 		it->live = ws_live_local_take(it->community, it->ev, true);
 	}
-out:
 	run_checked_free(&r);
 	return rc;
 }
