@@ -9,7 +9,8 @@
 // batches commit loses no acknowledged write. Chat messages queued together
 // are decided and stored as one run (services/relay/write/chat.c) with the
 // same answers, each once, and moderation events in the same pipeline take
-// effect for the messages after them.
+// effect for the messages after them; a run of artifact writes is one call
+// with each write answered as if it ran alone in arrival order.
 //
 // Writes are made to queue up deterministically by holding the channel's
 // row FOR UPDATE in a psql session: every artifact write share-locks its
@@ -421,4 +422,34 @@ test('a database failure in a run of chat messages fails only the message it tou
 		await planted.remove();
 		c.ws.terminate();
 	}
+});
+
+test('a run of artifact writes with refusals before and inside the database: each answered as alone', async () => {
+	const h = await createChannel(stack, admin);
+	const user = newKey();
+	const closed = await createChannel(stack, admin, { visibility: 'private' });
+	const c = await connectWs(stack.url, user.sk);
+	const write = (channel, extra = {}) => signEvent(user.sk, {
+		kind: 45010, created_at: now(), content: `content ${uuid()}`,
+		tags: revisionTags({ d: extra.d ?? uuid(), h: channel, op: extra.op ?? 'create', prev: extra.prev,
+			title: extra.title }),
+	});
+	const base = write(h);
+	const d = base.tags.find((t) => t[0] === 'd')[1];
+	const events = [write(h), base, write(h, { title: ' ' }), write(closed),
+		write(h, { d, op: 'update', prev: base.id }), write(h, { d, op: 'update', prev: base.id }), write(h)];
+	const oks = await pipelineBehindLock(c, h, events);
+	assert.equal(oks.length, events.length);
+	const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
+	assert.deepEqual(events.map((ev) => answer.get(ev.id)), [
+		[true, ''], [true, ''], [false, 'invalid: title must not be blank'],
+		[false, 'restricted: not a channel member'], [true, ''],
+		[false, 'conflict: artifact head changed'], [true, ''],
+	]);
+	const accepted = [1, 4, 6].map((i) => events[i].id);
+	const x = await xids(accepted);
+	assert.equal(x.size, 3);
+	assert.equal(new Set(x.values()).size, 1);
+	assert.deepEqual([...await storedIds([2, 3, 5].map((i) => events[i].id))], []);
+	c.ws.terminate();
 });
