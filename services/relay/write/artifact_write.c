@@ -8,7 +8,10 @@
  * the lifecycle rules and the root anchor, and the revision with its
  * head, ledger and tag rows. A move also needs the relay-signed removal
  * marker in the source channel, so it runs in an explicit transaction
- * that stores the marker and the move record after the call.
+ * that stores the marker and the move record after the call. In a
+ * group-commit batch, a run of writes that are not moves is one call of
+ * comb_artifact_write_run (migrations/0006_write_runs.sql), which calls
+ * comb_artifact_write for each in turn (write_artifact_run).
  *
  * Every denial about a non-create's current home is the one answer
  * `conflict: artifact head unavailable`, given before anything else about

@@ -2,7 +2,9 @@
  * Chat messages (kind 9) and deletion requests (kind 5), PROTOCOL.md
  * sections 3 and 10. A message is stored in its channel `h` when the
  * policy lets the author write there; a deletion marks the author's own
- * messages deleted (withheld from every read) and is itself stored.
+ * messages deleted (withheld from every read) and is itself stored. In a
+ * group-commit batch, a run of messages is decided on one load of their
+ * facts and stored with one statement (write_chat_run).
  */
 #include <stdlib.h>
 #include <string.h>
