@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "access.h"
+#include "comb/buf.h"
+#include "comb/db.h"
 #include "comb/error.h"
 
 static int to_int(const char *s)
@@ -24,6 +26,22 @@ int access_load_actor(PGconn *db, const struct community *c,
 	snprintf(out->pubkey, sizeof(out->pubkey), "%s", pubkey);
 	out->community_admin = community_is_admin(db, c, pubkey, &failed);
 	return failed ? COMB_EUNAVAIL : 0;
+}
+
+/* Fills channel from columns col.. of row i: visibility, is_dm, archived,
+ * deleted, ttl, the actor's role (NULL for none). */
+static void channel_from_row(PGresult *res, int i, int col, bool named,
+			     struct channel_row *out)
+{
+	out->exists = true;
+	out->facts.visibility = (enum comb_visibility)to_int(PQgetvalue(res, i, col));
+	out->facts.is_dm = PQgetvalue(res, i, col + 1)[0] == 't';
+	out->facts.archived = PQgetvalue(res, i, col + 2)[0] == 't';
+	out->facts.deleted = PQgetvalue(res, i, col + 3)[0] == 't';
+	out->ttl = to_int(PQgetvalue(res, i, col + 4));
+	out->facts.role = PQgetisnull(res, i, col + 5) ? COMB_ROLE_NONE :
+		(enum comb_role)to_int(PQgetvalue(res, i, col + 5));
+	out->facts.named = named;
 }
 
 int access_load_channel(PGconn *db, const struct community *c,
@@ -56,19 +74,74 @@ int access_load_channel(PGconn *db, const struct community *c,
 		return COMB_EUNAVAIL;
 	}
 	if (PQntuples(res) == 1) {
-		out->exists = true;
-		out->facts.visibility = (enum comb_visibility)to_int(PQgetvalue(res, 0, 0));
-		out->facts.is_dm = PQgetvalue(res, 0, 1)[0] == 't';
-		out->facts.archived = PQgetvalue(res, 0, 2)[0] == 't';
-		out->facts.deleted = PQgetvalue(res, 0, 3)[0] == 't';
-		out->ttl = to_int(PQgetvalue(res, 0, 4));
-		out->facts.role = PQgetisnull(res, 0, 5) ? COMB_ROLE_NONE :
-			(enum comb_role)to_int(PQgetvalue(res, 0, 5));
+		channel_from_row(res, 0, 0, named, out);
 		out->owners = to_int(PQgetvalue(res, 0, 6));
-		out->facts.named = named;
 	}
 	PQclear(res);
 	return 0;
+}
+
+int access_load_writes(struct comb_db_pool *pool, PGconn *db,
+		       const struct access_write *writes, size_t n,
+		       struct actor *actors, struct channel_row *channels)
+{
+	static struct comb_db_stmt load = COMB_DB_STMT(
+		"WITH locked AS MATERIALIZED ("
+		" SELECT c.community_id, c.id, c.visibility, c.is_dm, c.archived,"
+		"  c.deleted, coalesce(c.ttl, 0) AS ttl FROM channels c"
+		" WHERE (c.community_id, c.id) IN"
+		"  (SELECT * FROM unnest($1::bigint[], $3::uuid[]))"
+		" ORDER BY c.community_id, c.id FOR SHARE OF c)"
+		" SELECT EXISTS (SELECT 1 FROM community_admins a"
+		"   WHERE a.community_id = w.community_id AND a.pubkey = w.pubkey),"
+		"  l.id IS NOT NULL, l.visibility, l.is_dm, l.archived, l.deleted, l.ttl,"
+		"  (SELECT m.role FROM members m WHERE m.community_id = w.community_id"
+		"    AND m.channel_id = w.channel_id AND m.pubkey = w.pubkey AND m.active)"
+		" FROM unnest($1::bigint[], $2::text[], $3::uuid[]) WITH ORDINALITY"
+		"  AS w(community_id, pubkey, channel_id, ord)"
+		" LEFT JOIN locked l ON l.community_id = w.community_id"
+		"  AND l.id = w.channel_id"
+		" ORDER BY w.ord", 3);
+	struct comb_buf lit[3];
+	PGresult *res = NULL;
+	size_t i;
+	int rc = 0, k;
+
+	for (k = 0; k < 3; k++) {
+		comb_buf_init(&lit[k], n * 70 + 2);
+		rc = rc ? rc : comb_buf_putc(&lit[k], '{');
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		rc = comb_buf_pg_array_item(&lit[0], writes[i].community->id_text);
+		rc = rc ? rc : comb_buf_pg_array_item(&lit[1], writes[i].pubkey);
+		rc = rc ? rc : comb_buf_pg_array_item(&lit[2], writes[i].channel_id);
+	}
+	for (k = 0; k < 3 && rc == 0; k++)
+		rc = comb_buf_putc(&lit[k], '}');
+	if (rc) {
+		rc = COMB_ENOMEM;
+		goto out;
+	}
+	res = comb_db_exec_stmt(pool, db, &load,
+		(const char *const[]){lit[0].data, lit[1].data, lit[2].data});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != (int)n) {
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		memset(&actors[i], 0, sizeof(actors[i]));
+		snprintf(actors[i].pubkey, sizeof(actors[i].pubkey), "%s", writes[i].pubkey);
+		actors[i].community_admin = PQgetvalue(res, (int)i, 0)[0] == 't';
+		memset(&channels[i], 0, sizeof(channels[i]));
+		snprintf(channels[i].id, sizeof(channels[i].id), "%s", writes[i].channel_id);
+		if (PQgetvalue(res, (int)i, 1)[0] == 't')
+			channel_from_row(res, (int)i, 2, true, &channels[i]);
+	}
+out:
+	PQclear(res);
+	for (k = 0; k < 3; k++)
+		comb_buf_release(&lit[k]);
+	return rc;
 }
 
 bool access_allows(const struct relay *relay, const struct actor *actor,

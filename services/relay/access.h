@@ -62,6 +62,27 @@ int access_load_channel(PGconn *db, const struct community *c,
 			bool named, enum access_lock lock,
 			struct channel_row *out);
 
+/* Who writes where, for access_load_writes; everything borrowed. */
+struct access_write {
+	const struct community *community;
+	const char *pubkey;
+	const char *channel_id;  /* canonical uuid */
+};
+
+/*
+ * Loads the facts of n writes in one statement on db (a connection of
+ * pool, which prepares it once): for each writes[i], the
+ * actor as access_load_actor and the channel named in the request as
+ * access_load_channel with ACCESS_LOCK_SHARE would (actors[i] and
+ * channels[i]; owners is left 0). Every channel row is locked
+ * FOR SHARE in the order of (community, id), so that two such loads never
+ * wait on each other in a cycle. Returns 0 or COMB_EUNAVAIL (COMB_ENOMEM
+ * when the arrays cannot be built).
+ */
+int access_load_writes(struct comb_db_pool *pool, PGconn *db,
+		       const struct access_write *writes, size_t n,
+		       struct actor *actors, struct channel_row *channels);
+
 /* Asks the policy plugins whether actor may do action on channel (NULL for
  * channel creation). A channel that does not exist is never allowed. */
 bool access_allows(const struct relay *relay, const struct actor *actor,

@@ -1,7 +1,7 @@
 /*
  * Growable byte buffers with a hard maximum, and the JSON string writer
  * whose output is byte-identical to JavaScript's JSON.stringify (the event
- * id depends on it). Every append is all-or-nothing: on failure the buffer
+ * id depends on it), and the elements of PostgreSQL array literals. Every append is all-or-nothing: on failure the buffer
  * keeps exactly what it held before.
  */
 #include "comb/buf.h"
@@ -227,6 +227,37 @@ int comb_buf_json_string(struct comb_buf *b, const char *s, size_t len)
 	}
 	rc = comb_buf_putc(b, '"');
 out:
+	if (rc < 0) {
+		b->len = start;
+		if (b->data != NULL)
+			b->data[start] = '\0';
+	}
+	return rc;
+}
+
+int comb_buf_pg_array_item(struct comb_buf *b, const char *s)
+{
+	size_t start = b->len, run;
+	int rc = 0;
+
+	if (b->len > 0 && b->data[b->len - 1] != '{')
+		rc = comb_buf_putc(b, ',');
+	if (rc == 0 && s == NULL)
+		rc = comb_buf_puts(b, "NULL");
+	else if (rc == 0)
+		rc = comb_buf_putc(b, '"');
+	while (rc == 0 && s != NULL && *s) {
+		run = strcspn(s, "\"\\");
+		rc = comb_buf_append(b, s, run);
+		s += run;
+		if (rc == 0 && *s) {
+			char esc[2] = {'\\', *s++};
+
+			rc = comb_buf_append(b, esc, 2);
+		}
+	}
+	if (rc == 0 && s != NULL)
+		rc = comb_buf_putc(b, '"');
 	if (rc < 0) {
 		b->len = start;
 		if (b->data != NULL)

@@ -6,7 +6,11 @@
 // PROTOCOL.md section 5 holding as if they ran one after another: a
 // competing edit of the same d is refused, a refused write and a failing
 // write leave the others accepted. A relay killed with SIGKILL while
-// batches commit loses no acknowledged write.
+// batches commit loses no acknowledged write. Chat messages queued together
+// are decided and stored as one run (services/relay/write/chat.c) with the
+// same answers, each once, and moderation events in the same pipeline take
+// effect for the messages after them; a run of artifact writes is one call
+// with each write answered as if it ran alone in arrival order.
 //
 // Writes are made to queue up deterministically by holding the channel's
 // row FOR UPDATE in a psql session: every artifact write share-locks its
@@ -17,7 +21,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { connectWs, get, newKey, now, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
-import { createChannel, revisionTags, uuid } from './lib/artifacts.mjs';
+import { addMember, createChannel, publishSigned, revisionTags, uuid } from './lib/artifacts.mjs';
 
 const QUIET_MS = 700;
 const PER_CONNECTION = 64;
@@ -70,6 +74,53 @@ async function storedIds(ids) {
 	const rows = await stack.query(`SELECT id FROM events WHERE community_id = ${community}` +
 		` AND id IN (${ids.map((i) => `'${i}'`).join(',')})`);
 	return new Set(rows.map((r) => r[0]));
+}
+
+/** Makes storing any event whose JSON contains marker fail, until remove(). */
+async function plantFailure(marker) {
+	await stack.psql(`CREATE FUNCTION test_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.raw::text LIKE '%${marker}%' THEN RAISE EXCEPTION 'planted failure'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER test_fail BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_fail();`);
+	return {
+		remove: () => stack.psql('DROP TRIGGER test_fail ON events; DROP FUNCTION test_fail();'),
+	};
+}
+
+function message(sk, h, content = `message ${uuid()}`, tags = [['h', h]]) {
+	return signEvent(sk, { kind: 9, created_at: now(), tags, content });
+}
+
+/** The events' xid by id (stored ones only). */
+async function eventXids(ids) {
+	const rows = await stack.query('SELECT id, xid::text FROM events' +
+		` WHERE community_id = ${community} AND id IN (${ids.map((i) => `'${i}'`).join(',')})`);
+	return new Map(rows);
+}
+
+/**
+ * Sends events on c while channel h is locked, so that all but the first
+ * queue up and then run as one batch, and collects every OK that arrives
+ * until quiet: resolves to the list of OKs.
+ */
+async function pipelineBehindLock(c, h, events) {
+	const lock = await lockChannel(h);
+	const isOk = (m) => m[0] === 'OK';
+	try {
+		c.send(['EVENT', events[0]]);
+		await new Promise((r) => setTimeout(r, 200));
+		for (const ev of events.slice(1))
+			c.send(['EVENT', ev]);
+		await new Promise((r) => setTimeout(r, 300));
+		assert.equal(c.queue.filter(isOk).length, 0, 'nothing answered before the lock went');
+	} finally {
+		await lock.release();
+	}
+	const deadline = Date.now() + 15000;
+	while (c.queue.filter(isOk).length < events.length && Date.now() < deadline)
+		await new Promise((r) => setTimeout(r, 50));
+	const oks = c.drain().filter(isOk);
+	await c.none(isOk, QUIET_MS);
+	return oks;
 }
 
 function okFor(client, id, ms = 10000) {
@@ -183,9 +234,7 @@ test('one batch: competing edits of one d, a refused write, accepted ones beside
 
 test('a database failure mid-batch fails only the write it touched, with error:', async () => {
 	const h = await createChannel(stack, admin);
-	await stack.psql(`CREATE FUNCTION test_fail_me() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF NEW.raw::text LIKE '%fail-me%' THEN RAISE EXCEPTION 'planted failure'; END IF; RETURN NEW; END $$;
-		CREATE TRIGGER test_fail_me BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_fail_me();`);
+	const planted = await plantFailure('fail-me');
 	const c = await connectWs(stack.url, admin);
 	const lock = await lockChannel(h);
 	const first = create(h);
@@ -212,7 +261,7 @@ test('a database failure mid-batch fails only the write it touched, with error:'
 		assert.equal(x.get(a.id), x.get(b.id));
 		assert.deepEqual([...await storedIds([a.id, bad.id, b.id])].sort(), [a.id, b.id].sort());
 	} finally {
-		await stack.psql('DROP TRIGGER test_fail_me ON events; DROP FUNCTION test_fail_me();');
+		await planted.remove();
 		c.ws.terminate();
 	}
 });
@@ -247,4 +296,160 @@ test('SIGKILL while batches commit: every acknowledged write is stored', async (
 	const stored = await storedIds(ids);
 	assert.deepEqual(ids.filter((id) => !stored.has(id)), []);
 	await stack.startNode(0);
+});
+
+test('64 pipelined chat messages, accepted and refused, in one batch: each OK once, right answers', async () => {
+	const user = newKey();
+	const open = await createChannel(stack, admin);
+	const closed = await createChannel(stack, admin, { visibility: 'private' });
+	const mine = await createChannel(stack, admin, { visibility: 'private' });
+	await addMember(stack, admin, mine, user.pk);
+	const before = message(user.sk, open, 'stored before the pipeline');
+	assert.equal((await publishSigned(stack, user.sk, before)).status, 200);
+	const c = await connectWs(stack.url, user.sk);
+	const twice = message(user.sk, open, 'sent twice in the batch');
+	const refused = new Map();
+	const events = [message(user.sk, open, 'first, waits for the lock')];
+	for (let i = 1; i < 64; i++) {
+		let ev;
+		switch (i % 8) {
+		case 1:
+			ev = message(user.sk, closed);
+			refused.set(ev.id, 'restricted: not a channel member');
+			break;
+		case 2:
+			ev = message(user.sk, uuid());
+			refused.set(ev.id, 'restricted: not a channel member');
+			break;
+		case 3:
+			ev = message(user.sk, 'not-a-uuid');
+			refused.set(ev.id, 'invalid: h must be a canonical channel uuid');
+			break;
+		case 4:
+			ev = message(user.sk, open, 'two h', [['h', open], ['h', mine]]);
+			refused.set(ev.id, 'invalid: chat messages need exactly one h tag');
+			break;
+		case 5:
+			ev = message(user.sk, mine);
+			break;
+		default:
+			ev = message(user.sk, open);
+		}
+		events.push(ev);
+	}
+	events[20] = twice;
+	events[40] = twice;
+	events[50] = before;
+	const oks = await pipelineBehindLock(c, open, events);
+
+	assert.equal(oks.length, 64);
+	const sent = new Map();
+	for (const ev of events)
+		sent.set(ev.id, (sent.get(ev.id) ?? 0) + 1);
+	const answered = new Map();
+	for (const m of oks) {
+		answered.set(m[1], (answered.get(m[1]) ?? 0) + 1);
+		const want = refused.get(m[1]);
+		assert.deepEqual(m.slice(2), want ? [false, want] : [true, ''], `OK for ${m[1]}`);
+	}
+	assert.deepEqual([...answered].sort(), [...sent].sort());
+
+	const accepted = [...sent.keys()].filter((id) => !refused.has(id));
+	const rows = await stack.query(`SELECT id, count(*) FROM events WHERE community_id = ${community}` +
+		` AND id IN (${[...sent.keys()].map((i) => `'${i}'`).join(',')}) GROUP BY id`);
+	assert.deepEqual(rows.map((r) => r[0]).sort(), accepted.sort());
+	assert.ok(rows.every((r) => Number(r[1]) === 1));
+	// The messages after the first were stored by one transaction.
+	const x = await eventXids(accepted.filter((id) => id !== events[0].id && id !== before.id));
+	assert.equal(new Set(x.values()).size, 1);
+	c.ws.terminate();
+});
+
+test('moderation in a pipeline of chat messages: the messages after it see its effect', async () => {
+	const user = newKey();
+	const h = await createChannel(stack, admin, { visibility: 'private' });
+	await addMember(stack, admin, h, user.pk);
+	const c = await connectWs(stack.url, user.sk);
+	const leave = signEvent(user.sk, { kind: 9022, created_at: now(), tags: [['h', h]], content: 'bye' });
+	const events = [message(user.sk, h), message(user.sk, h), message(user.sk, h), leave,
+		message(user.sk, h), message(user.sk, h)];
+	const oks = await pipelineBehindLock(c, h, events);
+	assert.equal(oks.length, events.length);
+	const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
+	assert.deepEqual(events.map((ev) => answer.get(ev.id)), [
+		[true, ''], [true, ''], [true, ''], [true, ''],
+		[false, 'restricted: not a channel member'], [false, 'restricted: not a channel member'],
+	]);
+
+	// A community admin in a channel that is archived, then unarchived.
+	const open = await createChannel(stack, admin);
+	const a = await connectWs(stack.url, admin);
+	const edit = (archived) => signEvent(admin, {
+		kind: 9002, created_at: now(), tags: [['h', open], ['archived', archived]], content: `archived ${archived}`,
+	});
+	const seq = [message(admin, open), message(admin, open), edit('true'), message(admin, open),
+		message(admin, open), edit('false'), message(admin, open), message(admin, open)];
+	const oks2 = await pipelineBehindLock(a, open, seq);
+	const answer2 = new Map(oks2.map((m) => [m[1], m.slice(2)]));
+	const refusedMsg = [false, 'restricted: not a channel member'];
+	assert.deepEqual(seq.map((ev) => answer2.get(ev.id)), [
+		[true, ''], [true, ''], [true, ''], refusedMsg, refusedMsg, [true, ''], [true, ''], [true, ''],
+	]);
+	c.ws.terminate();
+	a.ws.terminate();
+});
+
+test('a database failure in a run of chat messages fails only the message it touched', async () => {
+	const h = await createChannel(stack, admin);
+	const planted = await plantFailure('fail-chat');
+	const c = await connectWs(stack.url, admin);
+	const events = [message(admin, h), message(admin, h), message(admin, h), message(admin, h, 'fail-chat'),
+		message(admin, h), message(admin, h)];
+	try {
+		const oks = await pipelineBehindLock(c, h, events);
+		assert.equal(oks.length, events.length);
+		const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
+		const bad = events[3].id;
+		assert.equal(answer.get(bad)[0], false);
+		assert.match(answer.get(bad)[1], /^error: /);
+		const good = events.filter((ev) => ev.id !== bad).map((ev) => ev.id);
+		assert.ok(good.every((id) => answer.get(id)[0] === true));
+		const x = await eventXids(good.slice(1));
+		assert.equal(x.size, good.length - 1);
+		assert.equal(new Set(x.values()).size, 1);
+		assert.deepEqual([...await storedIds([bad])], []);
+	} finally {
+		await planted.remove();
+		c.ws.terminate();
+	}
+});
+
+test('a run of artifact writes with refusals before and inside the database: each answered as alone', async () => {
+	const h = await createChannel(stack, admin);
+	const user = newKey();
+	const closed = await createChannel(stack, admin, { visibility: 'private' });
+	const c = await connectWs(stack.url, user.sk);
+	const write = (channel, extra = {}) => signEvent(user.sk, {
+		kind: 45010, created_at: now(), content: `content ${uuid()}`,
+		tags: revisionTags({ d: extra.d ?? uuid(), h: channel, op: extra.op ?? 'create', prev: extra.prev,
+			title: extra.title }),
+	});
+	const base = write(h);
+	const d = base.tags.find((t) => t[0] === 'd')[1];
+	const events = [write(h), base, write(h, { title: ' ' }), write(closed),
+		write(h, { d, op: 'update', prev: base.id }), write(h, { d, op: 'update', prev: base.id }), write(h)];
+	const oks = await pipelineBehindLock(c, h, events);
+	assert.equal(oks.length, events.length);
+	const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
+	assert.deepEqual(events.map((ev) => answer.get(ev.id)), [
+		[true, ''], [true, ''], [false, 'invalid: title must not be blank'],
+		[false, 'restricted: not a channel member'], [true, ''],
+		[false, 'conflict: artifact head changed'], [true, ''],
+	]);
+	const accepted = [1, 4, 6].map((i) => events[i].id);
+	const x = await xids(accepted);
+	assert.equal(x.size, 3);
+	assert.equal(new Set(x.values()).size, 1);
+	assert.deepEqual([...await storedIds([2, 3, 5].map((i) => events[i].id))], []);
+	c.ws.terminate();
 });

@@ -1,7 +1,7 @@
 /*
  * Unit tests for comb_buf: growth up to a hard maximum, all-or-nothing
- * appends, detach semantics, and the JSON string writer checked against
- * the escaping JSON.stringify performs.
+ * appends, detach semantics, the JSON string writer checked against
+ * the escaping JSON.stringify performs, and PostgreSQL array elements.
  */
 #include "test_util.h"
 
@@ -270,6 +270,27 @@ static void test_json_string_roundtrip(void **state)
 	}
 }
 
+static void test_pg_array_items(void **state)
+{
+	static const char want[] = "{\"a\",NULL,\"{\\\"k\\\":\\\"x\\\\\\\\y\\\"}\",\"\"}";
+	struct comb_buf b;
+
+	(void)state;
+	comb_buf_init(&b, 64);
+	assert_int_equal(comb_buf_putc(&b, '{'), 0);
+	assert_int_equal(comb_buf_pg_array_item(&b, "a"), 0);
+	assert_int_equal(comb_buf_pg_array_item(&b, NULL), 0);
+	assert_int_equal(comb_buf_pg_array_item(&b, "{\"k\":\"x\\\\y\"}"), 0);
+	assert_int_equal(comb_buf_pg_array_item(&b, ""), 0);
+	assert_int_equal(comb_buf_putc(&b, '}'), 0);
+	assert_string_equal(b.data, want);
+	/* Too big: nothing of the element is appended. */
+	b.max = b.len + 4;
+	assert_int_equal(comb_buf_pg_array_item(&b, "abcdef"), COMB_ETOOBIG);
+	assert_string_equal(b.data, want);
+	comb_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +302,7 @@ int main(void)
 	    cmocka_unit_test(test_json_string_all_controls),
 	    cmocka_unit_test(test_json_string_invalid_utf8),
 	    cmocka_unit_test(test_json_string_roundtrip),
+	    cmocka_unit_test(test_pg_array_items),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,10 @@
  * the lifecycle rules and the root anchor, and the revision with its
  * head, ledger and tag rows. A move also needs the relay-signed removal
  * marker in the source channel, so it runs in an explicit transaction
- * that stores the marker and the move record after the call.
+ * that stores the marker and the move record after the call. In a
+ * group-commit batch, a run of writes that are not moves is one call of
+ * comb_artifact_write_run (migrations/0006_write_runs.sql), which calls
+ * comb_artifact_write for each in turn (write_artifact_run).
  *
  * Every denial about a non-create's current home is the one answer
  * `conflict: artifact head unavailable`, given before anything else about
@@ -22,6 +25,7 @@
 
 #include "access.h"
 #include "artifact_int.h"
+#include "comb/buf.h"
 #include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
@@ -150,6 +154,42 @@ static int store_move(struct writer *w, const struct comb_event *ev,
 	return rc;
 }
 
+/* The parameters of comb_artifact_write for one write, as text. */
+enum {
+	ARG_COUNT = 15,
+};
+struct write_args {
+	struct event_params p;
+	char write_keys[ACCESS_ACTION_KEYS_LITERAL];
+	char delete_keys[ACCESS_ACTION_KEYS_LITERAL];
+	const char *v[ARG_COUNT];  /* borrowed from ev, env and the above */
+};
+
+/* Fills a for ev with the plugins' keys; returns 0 or COMB_ENOMEM.
+ * Release a with write_event_params_release(&a->p) either way. */
+static int write_args_fill(const struct writer *w, const struct comb_event *ev,
+			   const struct artifact_envelope *env,
+			   struct write_args *a)
+{
+	bool deletes = env->op == ARTIFACT_DELETE || env->op == ARTIFACT_RESTORE;
+
+	if (write_event_params(w, ev, &a->p))
+		return COMB_ENOMEM;
+	access_action_keys_literal(w->relay, ev->pubkey, COMB_ACT_WRITE,
+				   a->write_keys);
+	if (deletes)
+		access_action_keys_literal(w->relay, ev->pubkey,
+					   COMB_ACT_DELETE_ARTIFACT, a->delete_keys);
+	memcpy(a->v, (const char *[ARG_COUNT]){
+		w->community->id_text, ev->id, ev->pubkey, a->p.created_at,
+		a->p.raw.data, a->p.tags, env->d, env->h, env->type,
+		artifact_op_name(env->op), env->prev, env->root,
+		write_is_fresh(w, ev) ? "t" : "f", a->write_keys,
+		deletes ? a->delete_keys : NULL,
+	}, sizeof(a->v));
+	return 0;
+}
+
 /*
  * Calls comb_artifact_write for ev with the plugins' keys and fills wr.
  * Returns 0, COMB_ENOMEM or COMB_EUNAVAIL.
@@ -162,29 +202,14 @@ static int call_write(struct writer *w, const struct comb_event *ev,
 		" coalesce(replaced, '')"
 		" FROM comb_artifact_write($1::bigint, $2, $3, $4::bigint, $5,"
 		" $6::json, $7::uuid, $8::uuid, $9, $10, $11, $12, $13::boolean,"
-		" $14::integer[], $15::integer[])", 15);
-	char write_keys[ACCESS_ACTION_KEYS_LITERAL];
-	char delete_keys[ACCESS_ACTION_KEYS_LITERAL];
-	bool deletes = env->op == ARTIFACT_DELETE || env->op == ARTIFACT_RESTORE;
-	struct event_params p;
+		" $14::integer[], $15::integer[])", ARG_COUNT);
+	struct write_args a;
 	PGresult *res;
-	int rc = 0;
+	int rc = write_args_fill(w, ev, env, &a);
 
-	if (write_event_params(w, ev, &p)) {
-		rc = COMB_ENOMEM;
+	if (rc)
 		goto out;
-	}
-	access_action_keys_literal(w->relay, ev->pubkey, COMB_ACT_WRITE, write_keys);
-	if (deletes)
-		access_action_keys_literal(w->relay, ev->pubkey,
-					   COMB_ACT_DELETE_ARTIFACT, delete_keys);
-	res = comb_db_exec_stmt(w->relay->db, w->db, &write,
-		(const char *const[]){w->community->id_text, ev->id, ev->pubkey,
-				      p.created_at, p.raw.data, p.tags, env->d, env->h,
-				      env->type, artifact_op_name(env->op),
-				      env->prev, env->root,
-				      write_is_fresh(w, ev) ? "t" : "f",
-				      write_keys, deletes ? delete_keys : NULL});
+	res = comb_db_exec_stmt(w->relay->db, w->db, &write, a.v);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		comb_warn("artifact write failed: %s", PQresultErrorMessage(res));
 		rc = COMB_EUNAVAIL;
@@ -197,8 +222,29 @@ static int call_write(struct writer *w, const struct comb_event *ev,
 	}
 	PQclear(res);
 out:
-	write_event_params_release(&p);
+	write_event_params_release(&a.p);
 	return rc;
+}
+
+/*
+ * Sets out from the outcome of a write that is not a move, or from the
+ * end of a move's transaction; false for an outcome comb_artifact_write
+ * does not give.
+ */
+static bool answer(const struct written *wr, struct write_result *out)
+{
+	if (wr->outcome == OUTCOME_STORED ||
+	    wr->outcome == OUTCOME_ACCEPTED_BEFORE ||
+	    wr->outcome == OUTCOME_DUPLICATE)
+		return true;
+	if (wr->outcome < 0 || wr->outcome >= OUTCOME_COUNT ||
+	    !refusals[wr->outcome].message) {
+		comb_warn("artifact write: unknown outcome %d", wr->outcome);
+		return false;
+	}
+	write_refuse(out, refusals[wr->outcome].status, "%s",
+		     refusals[wr->outcome].message);
+	return true;
 }
 
 void write_artifact(struct writer *w, const struct comb_event *ev,
@@ -234,15 +280,107 @@ void write_artifact(struct writer *w, const struct comb_event *ev,
 		write_db_failed(w, out);
 		return;
 	}
-	if (wr.outcome == OUTCOME_ACCEPTED_BEFORE ||
-	    wr.outcome == OUTCOME_DUPLICATE)
-		return;
-	if (wr.outcome < 0 || wr.outcome >= OUTCOME_COUNT ||
-	    !refusals[wr.outcome].message) {
-		comb_warn("artifact write: unknown outcome %d", wr.outcome);
+	if (!answer(&wr, out))
 		write_db_failed(w, out);
-		return;
+}
+
+/* The writes of a run that reach the database: their envelopes, and the
+ * array literals of comb_artifact_write_run's parameters. */
+struct run_args {
+	size_t *item;                     /* index into the run's items */
+	struct artifact_envelope *env;
+	struct comb_buf lit[ARG_COUNT];
+};
+
+/* Runs the call for the n writes in r; fills wr. */
+static int call_write_run(struct writer *w, struct run_args *r, size_t n,
+			  struct written *wr)
+{
+	static struct comb_db_stmt write_run = COMB_DB_STMT(
+		"SELECT outcome, inserted FROM comb_artifact_write_run("
+		"$1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[],"
+		" $6::json[], $7::uuid[], $8::uuid[], $9::text[], $10::text[],"
+		" $11::text[], $12::text[], $13::boolean[], $14::text[],"
+		" $15::text[])", ARG_COUNT);
+	const char *params[ARG_COUNT];
+	PGresult *res;
+	size_t i;
+	int k, rc = 0;
+
+	for (k = 0; k < ARG_COUNT; k++) {
+		rc = rc ? rc : comb_buf_putc(&r->lit[k], '}');
+		params[k] = r->lit[k].data;
 	}
-	write_refuse(out, refusals[wr.outcome].status, "%s",
-		     refusals[wr.outcome].message);
+	if (rc)
+		return COMB_ENOMEM;
+	res = comb_db_exec_stmt(w->relay->db, w->db, &write_run, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != (int)n) {
+		comb_warn("artifact writes failed: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		wr[i].outcome = (int)strtol(PQgetvalue(res, (int)i, 0), NULL, 10);
+		wr[i].inserted = PQgetvalue(res, (int)i, 1)[0] == 't';
+	}
+	PQclear(res);
+	return rc;
+}
+
+int write_artifact_run(struct writer *w, struct write_item *items, size_t n)
+{
+	/* Each raw event and its tags may double when escaped. */
+	size_t max = n * (16 * (size_t)w->relay->cfg.max_message_length + 16384);
+	struct run_args r = {
+		.item = calloc(n, sizeof(*r.item)),
+		.env = calloc(n, sizeof(*r.env)),
+	};
+	struct written *wr = calloc(n, sizeof(*wr));
+	size_t i, called = 0;
+	char err[256];
+	int k, rc = r.item && r.env && wr ? 0 : COMB_ENOMEM;
+
+	for (k = 0; k < ARG_COUNT; k++) {
+		comb_buf_init(&r.lit[k], max);
+		rc = rc ? rc : comb_buf_putc(&r.lit[k], '{');
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		struct writer one = *w;
+		struct write_args a;
+
+		items[i].out->status = 200;
+		items[i].out->message[0] = '\0';
+		items[i].live = NULL;
+		if (artifact_envelope_check(items[i].ev, &r.env[called], err,
+					    sizeof(err))) {
+			write_refuse(items[i].out, 400, "invalid: %s", err);
+			continue;
+		}
+		one.community = items[i].community;
+		rc = write_args_fill(&one, items[i].ev, &r.env[called], &a);
+		for (k = 0; k < ARG_COUNT && rc == 0; k++)
+			rc = comb_buf_pg_array_item(&r.lit[k], a.v[k]);
+		write_event_params_release(&a.p);
+		r.item[called++] = i;
+	}
+	if (rc == 0 && called > 0)
+		rc = call_write_run(w, &r, called, wr);
+	for (i = 0; i < called && rc == 0; i++) {
+		if (!answer(&wr[i], items[r.item[i]].out))
+			rc = COMB_EUNAVAIL;
+	}
+	for (i = 0; i < called && rc == 0; i++) {
+		struct write_item *it = &items[r.item[i]];
+
+		ws_live_local_begin();
+		if (wr[i].outcome == OUTCOME_STORED && wr[i].inserted)
+			ws_live_local_stored(it->community, it->ev, r.env[i].h);
+		it->live = ws_live_local_take(it->community, it->ev,
+					      it->out->status == 200);
+	}
+	for (k = 0; k < ARG_COUNT; k++)
+		comb_buf_release(&r.lit[k]);
+	free(r.item);
+	free(r.env);
+	free(wr);
+	return rc;
 }

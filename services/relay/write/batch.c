@@ -23,6 +23,14 @@
  * when the COMMIT (or the connection) fails every write of the batch
  * answers `error:`. A batch of one write runs as before, in its own
  * transaction.
+ *
+ * Consecutive writes of one kind in a batch (write_joins_run: chat
+ * messages, or artifact writes that are not moves) take one savepoint
+ * together: their kind's run writer (write_run) answers each as if they
+ * ran one after another, in a few statements for the whole run. When one
+ * of those statements fails, the run's savepoint is rolled back and its
+ * writes run one by one as above, so that a database error fails only
+ * the write it touched.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -177,23 +185,81 @@ static void run_one(struct write_job *job, PGconn *db, bool batched,
 	*broken = w.db_broken;
 }
 
+/* The number of writes at the start of batch (n writes) that form a run
+ * (write_joins_run). */
+static int run_length(struct write_job **batch, int n)
+{
+	int len = 1;
+
+	while (len < n && write_joins_run(&batch[0]->ev, &batch[len]->ev))
+		len++;
+	return len;
+}
+
+/*
+ * Runs the n >= 2 writes of a run at the start of batch in one step
+ * (write_run) in savepoint "w" of the batch's transaction on db. Returns
+ * false when that failed: the savepoint is then as before and *broken
+ * tells whether the connection was lost.
+ */
+static bool run_together(struct write_job **batch, int n, PGconn *db,
+			 bool *broken)
+{
+	struct write_item *items = calloc((size_t)n, sizeof(*items));
+	struct writer w = {
+		.relay = wb.relay,
+		.db = db,
+		.batched = true,
+	};
+	int i, rc;
+
+	if (!items)
+		return false;
+	for (i = 0; i < n; i++) {
+		items[i] = (struct write_item){
+			.community = &batch[i]->community,
+			.ev = &batch[i]->ev,
+			.out = &batch[i]->res,
+		};
+	}
+	rc = write_run(&w, items, (size_t)n);
+	for (i = 0; i < n && rc == 0; i++)
+		batch[i]->live = items[i].live;
+	free(items);
+	*broken = w.db_broken;
+	return rc == 0;
+}
+
 /* Runs a batch of n >= 2 writes in one transaction on db; returns false
- * when the connection is to be dropped. */
+ * when the connection is to be dropped. A run of consecutive writes of
+ * one kind takes one step (run_together), in arrival order with the
+ * writes around it; when that fails, its writes run one by one. */
 static bool run_batch(struct write_job **batch, int n, PGconn *db)
 {
 	bool broken = false, committed = false, accepted;
-	int i;
+	int i, step, one_by_one_until = 0;
 
 	if (!exec_ok(db, "BEGIN; SAVEPOINT w")) {
 		fail_all(batch, n);
 		return !comb_db_conn_lost(db);
 	}
-	for (i = 0; i < n; i++) {
-		run_one(batch[i], db, true, &broken);
+	for (i = 0; i < n; i += step) {
+		step = i < one_by_one_until ? 1 : run_length(batch + i, n - i);
+		if (step >= 2 && !run_together(batch + i, step, db, &broken)) {
+			one_by_one_until = i + step;
+			step = 1;
+		}
 		if (broken)
 			break;
-		accepted = batch[i]->res.status == 200;
-		if (i + 1 == n && accepted)
+		if (step < 2) {
+			step = 1;
+			run_one(batch[i], db, true, &broken);
+			if (broken)
+				break;
+		}
+		/* A run keeps what it stored; its refusals stored nothing. */
+		accepted = step > 1 || batch[i]->res.status == 200;
+		if (i + step == n && accepted)
 			break;
 		if (!exec_ok(db, accepted ? "RELEASE SAVEPOINT w; SAVEPOINT w" :
 					    "ROLLBACK TO SAVEPOINT w")) {

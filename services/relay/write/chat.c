@@ -2,16 +2,23 @@
  * Chat messages (kind 9) and deletion requests (kind 5), PROTOCOL.md
  * sections 3 and 10. A message is stored in its channel `h` when the
  * policy lets the author write there; a deletion marks the author's own
- * messages deleted (withheld from every read) and is itself stored.
+ * messages deleted (withheld from every read) and is itself stored. In a
+ * group-commit batch, a run of messages is decided on one load of their
+ * facts and stored with one statement (write_chat_run).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "access.h"
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"
+#include "feed/feed.h"
 #include "write.h"
 #include "write_int.h"
+
+/* The answer to a message in a channel its author may not write to. */
+static const char not_member[] = "restricted: not a channel member";
 
 /* Refuses a channel tag unless there is exactly one canonical h (or, with
  * optional, none). Returns false when out was set. */
@@ -55,7 +62,7 @@ static bool lock_writable(struct writer *w, const struct comb_event *ev,
 	}
 	if (!access_allows(w->relay, &actor, COMB_ACT_WRITE, &channel, NULL)) {
 		write_exec(w, "ROLLBACK");
-		write_refuse(out, 403, "restricted: not a channel member");
+		write_refuse(out, 403, "%s", not_member);
 		return false;
 	}
 	return true;
@@ -71,16 +78,24 @@ static void store_and_commit(struct writer *w, const struct comb_event *ev,
 		write_db_failed(w, out);
 }
 
+/* The checks of a chat message before the database: its created_at and
+ * its one h tag. Returns false when out was set. */
+static bool check_message(const struct writer *w, const struct comb_event *ev,
+			  struct write_result *out)
+{
+	if (!write_is_fresh(w, ev)) {
+		write_refuse(out, 400, "invalid: created_at is too far from the relay's clock");
+		return false;
+	}
+	return check_channel_tag(ev, false, out);
+}
+
 void write_chat(struct writer *w, const struct comb_event *ev,
 		struct write_result *out)
 {
 	const char *h = comb_event_tag_value(ev, "h");
 
-	if (!write_is_fresh(w, ev)) {
-		write_refuse(out, 400, "invalid: created_at is too far from the relay's clock");
-		return;
-	}
-	if (!check_channel_tag(ev, false, out))
+	if (!check_message(w, ev, out))
 		return;
 	if (!write_exec(w, "BEGIN")) {
 		write_db_failed(w, out);
@@ -89,6 +104,96 @@ void write_chat(struct writer *w, const struct comb_event *ev,
 	if (!lock_writable(w, ev, h, out))
 		return;
 	store_and_commit(w, ev, h, out);
+}
+
+/* The messages of a run that passed check_message, with their facts. */
+struct run_checked {
+	size_t *item;                   /* index into the run's items */
+	struct access_write *writes;
+	struct actor *actors;
+	struct channel_row *channels;
+	const struct comb_event **evs;  /* the accepted ones from here on */
+	const struct community **communities;
+	const char **hs;
+	bool *inserted;
+};
+
+static void run_checked_free(struct run_checked *r)
+{
+	free(r->item);
+	free(r->writes);
+	free(r->actors);
+	free(r->channels);
+	free(r->evs);
+	free(r->communities);
+	free(r->hs);
+	free(r->inserted);
+}
+
+static int run_checked_alloc(struct run_checked *r, size_t n)
+{
+	r->item = calloc(n, sizeof(*r->item));
+	r->writes = calloc(n, sizeof(*r->writes));
+	r->actors = calloc(n, sizeof(*r->actors));
+	r->channels = calloc(n, sizeof(*r->channels));
+	r->evs = calloc(n, sizeof(*r->evs));
+	r->communities = calloc(n, sizeof(*r->communities));
+	r->hs = calloc(n, sizeof(*r->hs));
+	r->inserted = calloc(n, sizeof(*r->inserted));
+	return r->item && r->writes && r->actors && r->channels && r->evs &&
+	       r->communities && r->hs && r->inserted ? 0 : COMB_ENOMEM;
+}
+
+int write_chat_run(struct writer *w, struct write_item *items, size_t n)
+{
+	struct run_checked r = {0};
+	size_t i, checked = 0, accepted = 0;
+	int rc = run_checked_alloc(&r, n);
+
+	for (i = 0; i < n && rc == 0; i++) {
+		struct write_result *out = items[i].out;
+
+		out->status = 200;
+		out->message[0] = '\0';
+		items[i].live = NULL;
+		if (!check_message(w, items[i].ev, out))
+			continue;
+		r.item[checked] = i;
+		r.writes[checked++] = (struct access_write){
+			.community = items[i].community,
+			.pubkey = items[i].ev->pubkey,
+			.channel_id = comb_event_tag_value(items[i].ev, "h"),
+		};
+	}
+	if (rc == 0 && checked > 0)
+		rc = access_load_writes(w->relay->db, w->db, r.writes, checked,
+					r.actors, r.channels);
+	for (i = 0; i < checked && rc == 0; i++) {
+		struct write_item *it = &items[r.item[i]];
+
+		if (!access_allows(w->relay, &r.actors[i], COMB_ACT_WRITE,
+				   &r.channels[i], NULL)) {
+			write_refuse(it->out, 403, "%s", not_member);
+			continue;
+		}
+		r.item[accepted] = r.item[i];
+		r.evs[accepted] = it->ev;
+		r.communities[accepted] = it->community;
+		r.hs[accepted++] = r.writes[i].channel_id;
+	}
+	if (rc == 0 && accepted > 0)
+		rc = write_store_events(w, r.evs, r.communities, r.hs, accepted,
+					r.inserted);
+	for (i = 0; i < accepted && rc == 0; i++) {
+		struct write_item *it = &items[r.item[i]];
+
+		ws_live_local_begin();
+		if (r.inserted[i])
+			ws_live_local_stored(it->community, it->ev, r.hs[i]);
+		it->live = ws_live_local_take(it->community, it->ev, true);
+	}
+	run_checked_free(&r);
+	return rc;
 }
 
 /* Appends the e targets of ev as a text[] literal; false when one is not

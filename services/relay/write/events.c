@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comb/buf.h"
+#include "comb/db.h"
 #include "comb/event.h"
 #include "comb/hex.h"
 #include "comb/json.h"
@@ -39,6 +40,28 @@ bool write_runs_alone(const struct comb_event *ev)
 		return true;
 	op = comb_event_tag_value(ev, "op");
 	return op && !strcmp(op, "move");
+}
+
+bool write_joins_run(const struct comb_event *first,
+		     const struct comb_event *next)
+{
+	return first->kind == next->kind &&
+	       (next->kind == 9 || next->kind == 45010) &&
+	       !write_runs_alone(first) && !write_runs_alone(next);
+}
+
+int write_run(struct writer *w, struct write_item *items, size_t n)
+{
+	int rc = items[0].ev->kind == 9 ? write_chat_run(w, items, n) :
+					  write_artifact_run(w, items, n);
+
+	if (rc == 0)
+		return 0;
+	if (comb_db_conn_lost(w->db))
+		w->db_broken = true;
+	else
+		write_exec(w, "ROLLBACK");
+	return rc;
 }
 
 void write_dispatch(struct writer *w, const struct comb_event *ev,

@@ -45,9 +45,10 @@ void write_event(struct writer *w, const struct comb_event *ev,
  * batch.c, group commit: writes handed over with write_submit wait in one
  * queue per node; batcher threads (half the database pool, at least one)
  * each take up to COMB_WRITE_BATCH_MAX of them in arrival order and
- * commit them in one transaction, each write in a savepoint of its own,
- * so that every write keeps the rules of PROTOCOL.md section 5 as if the
- * batch ran one write after another. Writes that need a transaction of
+ * commit them in one transaction, each write (or each run of
+ * consecutive writes of one kind) in a savepoint of its own, so that
+ * every write keeps the rules of PROTOCOL.md section 5 as if the batch
+ * ran one write after another. Writes that need a transaction of
  * their own (moves, deletions, moderation, ephemeral events) run alone.
  * Writes with the same `order` run in submission order and never in two
  * batches at once.

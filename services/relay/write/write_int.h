@@ -31,6 +31,20 @@ bool write_exec(struct writer *w, const char *sql);
 int write_store_event(struct writer *w, const struct comb_event *ev,
 		      const char *channel_id, bool *inserted);
 
+/*
+ * Inserts the n events evs[i], each in community communities[i] with
+ * channel channels[i] (NULL for none), with one statement inside the
+ * caller's transaction, exactly as n write_store_event calls in this
+ * order would, except that live delivery is not told (the caller tells
+ * ws_live_local_stored of each event it delivers). inserted[i] is false
+ * when the community already had evs[i]'s id, from before or from an
+ * earlier element. Returns 0, or COMB_EUNAVAIL / COMB_ENOMEM, after
+ * which the caller rolls back whatever the statement did.
+ */
+int write_store_events(struct writer *w, const struct comb_event *const *evs,
+		       const struct community *const *communities,
+		       const char *const *channels, size_t n, bool *inserted);
+
 /* What the database functions take of an event besides its id, pubkey
  * and kind: its JSON as received, its tags as JSON, its created_at. */
 struct event_params {
@@ -60,9 +74,49 @@ void write_dispatch(struct writer *w, const struct comb_event *ev,
  * artifact writes that stay in their channel. */
 bool write_runs_alone(const struct comb_event *ev);
 
+struct ws_live_local;
+
+/* One write of a run of writes of one kind that write_run applies in
+ * one step of a group-commit batch (batch.c). */
+struct write_item {
+	const struct community *community;  /* borrowed */
+	const struct comb_event *ev;        /* borrowed */
+	struct write_result *out;           /* borrowed; always set */
+	/* What to deliver once the transaction committed (feed.h); the
+	 * caller's after a success, NULL when nothing. */
+	struct ws_live_local *live;
+};
+
+/* True when next may join a run that starts with first (events.c):
+ * both chat messages, or both artifact writes that are not moves. */
+bool write_joins_run(const struct comb_event *first,
+		     const struct comb_event *next);
+
+/*
+ * Applies the n writes of items, a run (write_joins_run) in arrival
+ * order, inside the caller's open transaction (w->batched, in savepoint
+ * "w") with the answers their kind's writer would give them one after
+ * another, each seeing the ones before it, in a few statements for the
+ * whole run (events.c dispatches to the kind's run writer below).
+ * Returns 0 with every item's out and live set; or, when a statement
+ * failed, COMB_EUNAVAIL or COMB_ENOMEM after rolling back to savepoint
+ * "w" (w->db_broken tells whether the connection was lost): the caller
+ * then runs each write alone.
+ */
+int write_run(struct writer *w, struct write_item *items, size_t n);
+
 /* Kind handlers, each in its own file. */
 void write_chat(struct writer *w, const struct comb_event *ev,
 		struct write_result *out);        /* kind 9 (chat.c) */
+
+/*
+ * The run writer of chat messages (chat.c): one statement loads the facts
+ * of all of them (access_load_writes), the policy decides each, one
+ * statement stores the accepted ones (write_store_events). Chat messages
+ * never change what another chat message is allowed to do, so deciding
+ * them all on the same facts is the same as deciding them in order.
+ */
+int write_chat_run(struct writer *w, struct write_item *items, size_t n);
 void write_deletion(struct writer *w, const struct comb_event *ev,
 		    struct write_result *out);    /* kind 5 (chat.c) */
 void write_moderation(struct writer *w, const struct comb_event *ev,
@@ -73,6 +127,9 @@ void write_ephemeral(struct writer *w, const struct comb_event *ev,
  * (artifact_write.c). */
 void write_artifact(struct writer *w, const struct comb_event *ev,
 		    struct write_result *out);
+/* The run writer of artifact writes that are not moves (artifact_write.c):
+ * one call of comb_artifact_write_run for the run. */
+int write_artifact_run(struct writer *w, struct write_item *items, size_t n);
 
 /*
  * Redacts the artifact revision target_id (a stored kind-45010 event of

@@ -118,3 +118,76 @@ out:
 	write_event_params_release(&p);
 	return rc;
 }
+
+/* The arrays of comb_store_events, in its parameter order. */
+enum store_column {
+	STORE_COMMUNITY, STORE_ID, STORE_PUBKEY, STORE_CREATED_AT, STORE_KIND,
+	STORE_CHANNEL, STORE_RAW, STORE_TAGS, STORE_COLUMNS,
+};
+
+/* Appends ev's elements to the array literals lit (see enum store_column). */
+static int store_columns_add(const struct writer *w, struct comb_buf *lit,
+			     const struct comb_event *ev,
+			     const struct community *c, const char *channel)
+{
+	struct event_params p;
+	char kind[16];
+	int rc = write_event_params(w, ev, &p);
+
+	snprintf(kind, sizeof(kind), "%d", ev->kind);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_COMMUNITY], c->id_text);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_ID], ev->id);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_PUBKEY], ev->pubkey);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_CREATED_AT], p.created_at);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_KIND], kind);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_CHANNEL], channel);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_RAW], p.raw.data);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_TAGS], p.tags);
+	write_event_params_release(&p);
+	return rc;
+}
+
+int write_store_events(struct writer *w, const struct comb_event *const *evs,
+		       const struct community *const *communities,
+		       const char *const *channels, size_t n, bool *inserted)
+{
+	static struct comb_db_stmt store = COMB_DB_STMT(
+		"SELECT seq, inserted FROM comb_store_events($1::bigint[],"
+		" $2::text[], $3::text[], $4::bigint[], $5::integer[], $6::uuid[],"
+		" $7::text[], $8::json[])", 8);
+	/* Each raw event and its tags may double when escaped. */
+	size_t max = n * (16 * (size_t)w->relay->cfg.max_message_length + 16384);
+	struct comb_buf lit[STORE_COLUMNS];
+	const char *params[STORE_COLUMNS];
+	PGresult *res = NULL;
+	size_t i;
+	int rc = 0, k;
+
+	for (k = 0; k < STORE_COLUMNS; k++) {
+		comb_buf_init(&lit[k], max);
+		rc = rc ? rc : comb_buf_putc(&lit[k], '{');
+	}
+	for (i = 0; i < n && rc == 0; i++)
+		rc = store_columns_add(w, lit, evs[i], communities[i], channels[i]);
+	for (k = 0; k < STORE_COLUMNS && rc == 0; k++) {
+		rc = comb_buf_putc(&lit[k], '}');
+		params[k] = lit[k].data;
+	}
+	if (rc) {
+		rc = COMB_ENOMEM;
+		goto out;
+	}
+	res = comb_db_exec_stmt(w->relay->db, w->db, &store, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != (int)n) {
+		comb_warn("storing events failed: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		inserted[i] = PQgetvalue(res, (int)i, 1)[0] == 't';
+out:
+	PQclear(res);
+	for (k = 0; k < STORE_COLUMNS; k++)
+		comb_buf_release(&lit[k]);
+	return rc;
+}

@@ -37,6 +37,13 @@ int comb_buf_vprintf(struct comb_buf *b, const char *fmt, va_list ap);
  * COMB_EINVAL, appending nothing, when s is not well-formed UTF-8. */
 int comb_buf_json_string(struct comb_buf *b, const char *s, size_t len);
 
+/* Appends s as the next element of a PostgreSQL array literal that b holds
+ * from its opening '{' on: a comma unless b ends with '{', then s in
+ * double quotes with its quotes and backslashes escaped, or the unquoted
+ * NULL when s is NULL. The caller closes the literal with '}'. All or
+ * nothing, like every append. */
+int comb_buf_pg_array_item(struct comb_buf *b, const char *s);
+
 /* Hands the content to the caller (caller frees) and empties the buffer.
  * Returns an empty allocated string when nothing was appended, NULL only
  * when out of memory. */
