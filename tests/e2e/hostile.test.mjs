@@ -87,6 +87,21 @@ test('slow request bodies hold no database connection and end with 408', async (
 	}
 });
 
+// Sends POST /query [filter] as admin on a raw socket that never reads
+// its answer; resolves to the socket (destroy it when done).
+async function unreadQuery(filter, nonce) {
+	const u = new URL(stack.url);
+	const body = JSON.stringify([filter]);
+	const auth = await nip98Header(admin, `http://${u.host}/query`, 'POST', body,
+		{ extraTags: [['nonce', nonce]] });
+	const socket = net.connect(Number(u.port), '127.0.0.1');
+	await new Promise((r) => socket.once('connect', r));
+	socket.pause();
+	socket.write(`POST /query HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\n` +
+		`Authorization: ${auth}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+	return socket;
+}
+
 test('a client that does not read its answer holds no database connection', async () => {
 	const h = await createChannel(stack, admin, { visibility: 'open' });
 	const big = 'x'.repeat(60000);
@@ -94,18 +109,8 @@ test('a client that does not read its answer holds no database connection', asyn
 		await chat(stack, admin, h, big);
 	// raw requests for the 40 x 60 KB answer that are never read
 	const readers = [];
-	for (let i = 0; i < 4; i++) {
-		const u = new URL(stack.url);
-		const body = JSON.stringify([{ kinds: [9], '#h': [h], limit: 1000 }]);
-		const auth = await nip98Header(admin, `http://${u.host}/query`, 'POST', body,
-			{ extraTags: [['nonce', String(i)]] });
-		const socket = net.connect(Number(u.port), '127.0.0.1');
-		await new Promise((r) => socket.once('connect', r));
-		socket.pause();
-		socket.write(`POST /query HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\n` +
-			`Authorization: ${auth}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-		readers.push(socket);
-	}
+	for (let i = 0; i < 4; i++)
+		readers.push(await unreadQuery({ kinds: [9], '#h': [h], limit: 1000 }, `query-${i}`));
 	try {
 		await sleep(1000);
 		const t0 = Date.now();
@@ -129,16 +134,8 @@ test('an incremental page streamed to a client that does not read holds no datab
 	// on a node with two pooled connections
 	const readers = [];
 	for (let i = 0; i < 4; i++) {
-		const u = new URL(stack.url);
-		const body = JSON.stringify([{ artifact: 'incremental', '#h': [h], limit: 1000 }]);
-		const auth = await nip98Header(admin, `http://${u.host}/query`, 'POST', body,
-			{ extraTags: [['nonce', `incremental-${i}`]] });
-		const socket = net.connect(Number(u.port), '127.0.0.1');
-		await new Promise((r) => socket.once('connect', r));
-		socket.pause();
-		socket.write(`POST /query HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\n` +
-			`Authorization: ${auth}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-		readers.push(socket);
+		readers.push(await unreadQuery({ artifact: 'incremental', '#h': [h], limit: 1000 },
+			`incremental-${i}`));
 	}
 	try {
 		await sleep(1000);
