@@ -168,6 +168,14 @@ int bench_write_file(const char *path, const char *data, size_t len);
 
 /* ---- HTTP/1.1 over one keep-alive connection ---- */
 
+/*
+ * Connects a blocking TCP socket with TCP_NODELAY to addr
+ * ("127.0.0.1:PORT", IPv4 only), for the HTTP and the WebSocket clients.
+ * Returns the descriptor (the caller closes it) or -1: addr malformed, or
+ * the socket or the connect failed (then errno says why).
+ */
+int bench_dial(const char *addr);
+
 struct bench_http {
 	int fd;
 	char addr[64];       /* 127.0.0.1:PORT, dialled */
