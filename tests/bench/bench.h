@@ -168,6 +168,14 @@ int bench_write_file(const char *path, const char *data, size_t len);
 
 /* ---- HTTP/1.1 over one keep-alive connection ---- */
 
+/*
+ * Connects a blocking TCP socket with TCP_NODELAY to addr
+ * ("127.0.0.1:PORT", IPv4 only), for the HTTP and the WebSocket clients.
+ * Returns the descriptor (the caller closes it) or -1: addr malformed, or
+ * the socket or the connect failed (then errno says why).
+ */
+int bench_dial(const char *addr);
+
 struct bench_http {
 	int fd;
 	char addr[64];       /* 127.0.0.1:PORT, dialled */
@@ -274,6 +282,116 @@ void bench_loop_close_all(struct bench_loop *loop);
 /* The id of the first event in an ["EVENT",sub,{...}] message (65 bytes
  * with NUL), or false. */
 bool bench_event_id_of(const char *msg, size_t len, char id[65]);
+
+/* ---- live latency: the driver of sync-live and resume-live ---- */
+
+/*
+ * Subscribers spread over the relay nodes hold one subscription each on
+ * the live channel; a writer sends edits one at a time, each awaited until
+ * its OK and its frame at every subscriber. The scenario says how a
+ * subscription opens and what a subscriber's message is; the driver does
+ * the rest and keeps, per subscriber and edit, the milliseconds from the
+ * writer's OK (and from its send) to the subscriber's frame.
+ */
+
+struct bench_live;
+
+/* What a subscriber's message is, as the scenario reads it. */
+enum bench_live_frame {
+	BENCH_LIVE_NOTHING,    /* nothing the driver counts */
+	BENCH_LIVE_REVISION,   /* one revision, its id given: the edit in flight
+				* after EOSE, unexpected otherwise */
+	BENCH_LIVE_UNEXPECTED, /* a frame that should not have come */
+	BENCH_LIVE_EOSE,       /* the subscription's EOSE */
+	BENCH_LIVE_CLOSED,     /* the relay closed or refused the subscription */
+};
+
+struct bench_live_ops {
+	/* Sends subscriber sub's REQ; 0 or the send's error. */
+	int (*open)(struct bench_live *lv, int sub);
+	/* Reads one message of subscriber sub; sets id (65 bytes with NUL)
+	 * when it returns BENCH_LIVE_REVISION. */
+	enum bench_live_frame (*frame)(struct bench_live *lv, int sub,
+				       const char *msg, size_t len, char id[65]);
+	/* Once the subscriptions are open: what was wrong with subscriber
+	 * sub's opening, as a new JSON string, or NULL when nothing was. */
+	json_t *(*opening_error)(struct bench_live *lv, int sub);
+};
+
+struct bench_live_sub {
+	struct bench_ws *ws;     /* borrowed from the loop; NULL until connected */
+	bool eose;
+	int got;                 /* edits received */
+	int unexpected;          /* frames other than the edit in flight */
+	char closed[200];        /* the CLOSED (or NOTICE) that ended it */
+};
+
+struct bench_live {
+	struct bench_loop loop;  /* its ctx is this struct */
+	const struct bench_live_ops *ops;
+	void *ctx;               /* the scenario's, borrowed */
+	struct bench_live_sub *subs;
+	int nsubs, nnodes;
+	struct bench_ws *writer; /* the scenario connects it */
+	struct comb_event *edits; /* [nedits], the scenario signs them */
+	int nedits;
+	int eosed, closed_subs;
+	/* the edit in flight */
+	char edit_id[65];
+	bool ok_seen, ok_accepted;
+	char ok_message[200];
+	double t_send, t_ok;
+	int received;            /* subscribers that got it */
+	double *t_frame;         /* [nsubs] its arrival, -1 before */
+	/* the figures, in ms, one per subscriber and completed edit */
+	double *from_ok, *from_send, *node_ms[8];
+	size_t n, node_n[8];
+	int early;               /* frames that arrived before the OK */
+};
+
+/* Sets lv up for nsubs subscribers over nnodes (at most 8) nodes and
+ * nedits edits (lv->edits, empty), with ops and ctx (borrowed) of the
+ * scenario. bench_live_release releases it, even when this fails. */
+int bench_live_init(struct bench_live *lv, const struct bench_live_ops *ops,
+		    void *ctx, int nsubs, int nnodes, int nedits);
+void bench_live_release(struct bench_live *lv);
+/* Connects subscriber sub (authenticating with sk, borrowed) to addr with
+ * Host host as node `node`, and ties the connection to it; returns the
+ * connection or NULL (the reason in lv->loop.first_error). */
+struct bench_ws *bench_live_subscriber(struct bench_live *lv, int sub,
+				       const char *addr, const char *host,
+				       const unsigned char *sk, int node);
+/* Connects subscribers from..nsubs-1, subscriber i to node i % nnodes of
+ * addrs and hosts, keeping the handshakes in flight bounded. On a
+ * failure, COMB_EIO with an error appended. */
+int bench_live_connect(struct bench_live *lv, int from, char **addrs,
+		       char **hosts, const unsigned char *sk, json_t *errors);
+/* Runs the loop until every connection is authenticated or closed; true
+ * when all were authenticated within timeout_s and none closed. */
+bool bench_live_authenticate(struct bench_live *lv, double timeout_s);
+/* Opens the subscriptions of subscribers from..nsubs-1 and waits up to
+ * timeout_s for every subscription to reach EOSE or close; then checks
+ * every subscriber's opening (closed, or ops->opening_error), appending
+ * the first error. Returns 0, or the error of a failed send. */
+int bench_live_open(struct bench_live *lv, int from, double timeout_s,
+		    json_t *errors);
+/* Sends the signed lv->edits one at a time over the writer, each awaited
+ * up to timeout_s until its OK and its frame at every subscriber, and
+ * records the figures. Stops at the first edit that fails, with an error
+ * appended; returns the number of edits completed. */
+int bench_live_edits(struct bench_live *lv, double timeout_s, json_t *errors);
+/* The unexpected frames of all subscribers, with an error appended for
+ * them and for each closed subscription (up to 20 errors); with
+ * every_edit, also for each subscriber that did not get exactly
+ * `completed` edits. */
+int bench_live_tally(struct bench_live *lv, int completed, bool every_edit,
+		     json_t *errors);
+/* The q-quantile (0..1) of the figures from the writer's OK, or from its
+ * send, as a new JSON real; JSON null when there is none. */
+json_t *bench_live_ms(struct bench_live *lv, double q);
+json_t *bench_live_from_send_ms(struct bench_live *lv, double q);
+/* A new JSON array of {node, p50_ms, p99_ms} per node. */
+json_t *bench_live_per_node(struct bench_live *lv);
 
 /* ---- /proc ---- */
 

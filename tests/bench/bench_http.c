@@ -22,7 +22,7 @@
 
 #define MAX_ANSWER (256u << 20)
 
-static int dial(const char *addr)
+int bench_dial(const char *addr)
 {
 	char host[64];
 	const char *colon = strrchr(addr, ':');
@@ -53,7 +53,7 @@ int bench_http_open(struct bench_http *c, const char *addr, const char *host)
 	snprintf(c->addr, sizeof(c->addr), "%s", addr);
 	snprintf(c->host, sizeof(c->host), "%s", host);
 	comb_buf_init(&c->in, MAX_ANSWER);
-	c->fd = dial(addr);
+	c->fd = bench_dial(addr);
 	return c->fd < 0 ? COMB_EIO : 0;
 }
 
@@ -190,7 +190,7 @@ int bench_http_request(struct bench_http *c, const char *method,
 		rc = comb_buf_append(&req, body, blen);
 	for (attempt = 0; rc == 0 && attempt < 2; attempt++) {
 		if (c->fd < 0)
-			c->fd = dial(c->addr);
+			c->fd = bench_dial(c->addr);
 		if (c->fd < 0) {
 			rc = COMB_EIO;
 			break;

@@ -463,131 +463,101 @@ static bool single_upsert_id(const char *msg, size_t len, char id[65], bool *emp
 	return !memmem(p, (size_t)(end - p), "{\"op\":\"", 7);
 }
 
-struct live_sub {
-	bool eose;
-	int got;             /* edits received */
-	int unexpected;      /* frames after EOSE other than the edit in flight */
-	char closed[200];
-};
-
-struct live {
-	struct bench_loop loop;
-	struct bench_ws *writer;
-	struct live_sub *subs;
-	int nsubs, eosed, closed_subs;
+struct resume_live {
+	char h[37];          /* the live channel */
 	bool opening;        /* the first subscriber's catch-up, parsed */
 	struct items first;  /* its items */
 	char cursor[CURSOR_CAP];
-	char edit_id[65];
-	bool ok_seen, ok_accepted;
-	char ok_message[200];
-	double t_ok;
-	int received;
-	double *t_frame;     /* [nsubs] arrival of the edit in flight */
 };
 
-static void live_message(struct bench_loop *loop, struct bench_ws *ws,
-			 const char *msg, size_t len, double t)
+/* Sends the resumable REQ of the live channel to subscriber sub, with the
+ * cursor when there is one. */
+static int resume_live_open(struct bench_live *lv, int sub)
 {
-	struct live *lv = loop->ctx;
-	struct live_sub *st = ws->user;
-	char id[65];
+	struct resume_live *rl = lv->ctx;
+	char req[CURSOR_CAP + 160];
+
+	if (rl->cursor[0])
+		snprintf(req, sizeof(req), "[\"REQ\",\"live\",{\"artifact\":\"changes\","
+			 "\"#h\":[\"%s\"],\"cursor\":\"%s\"}]", rl->h, rl->cursor);
+	else
+		snprintf(req, sizeof(req), "[\"REQ\",\"live\",{\"artifact\":\"changes\","
+			 "\"#h\":[\"%s\"]}]", rl->h);
+	return bench_ws_send(&lv->loop, lv->subs[sub].ws, req, strlen(req));
+}
+
+/* While the first subscriber opens, its catch-up is parsed into rl->first
+ * and its cursor kept; afterwards a CHANGES frame must carry exactly one
+ * upsert, the edit in flight, or nothing (a quiet frame). */
+static enum bench_live_frame resume_live_frame(struct bench_live *lv, int sub,
+					       const char *msg, size_t len, char id[65])
+{
+	struct resume_live *rl = lv->ctx;
 	bool empty;
 
-	if (ws == lv->writer) {
-		if (bench_msg_is(msg, len, "[\"OK\",\"") && len > 72 &&
-		    !memcmp(msg + 7, lv->edit_id, 64)) {
-			lv->ok_seen = true;
-			lv->t_ok = t;
-			lv->ok_accepted = memmem(msg + 71, len - 71, "true", 4) != NULL;
-			snprintf(lv->ok_message, sizeof(lv->ok_message), "%.*s",
-				 (int)(len < 190 ? len : 190), msg);
-		}
-		return;
-	}
-	if (!st)
-		return;
+	(void)sub;
 	if (bench_msg_is(msg, len, "[\"CHANGES\",\"live\",")) {
-		if (lv->opening) {
+		if (rl->opening) {
 			json_t *arr = json_loadb(msg, len, 0, NULL);
 			json_t *answer = json_array_get(arr, 2);
 			const char *cursor = json_string_value(json_object_get(answer, "cursor"));
+			bool ok = items_add(&rl->first, answer) && cursor;
 
-			if (!items_add(&lv->first, answer) || !cursor)
-				st->unexpected++;
-			else
-				snprintf(lv->cursor, sizeof(lv->cursor), "%s", cursor);
+			if (ok)
+				snprintf(rl->cursor, sizeof(rl->cursor), "%s", cursor);
 			json_decref(arr);
-		} else if (single_upsert_id(msg, len, id, &empty)) {
-			if (st->eose && !strcmp(id, lv->edit_id) && lv->t_frame[ws->index] < 0) {
-				lv->t_frame[ws->index] = t;
-				st->got++;
-				lv->received++;
-			} else {
-				st->unexpected++;
-			}
-		} else if (!empty) {
-			st->unexpected++;
+			return ok ? BENCH_LIVE_NOTHING : BENCH_LIVE_UNEXPECTED;
 		}
-	} else if (bench_msg_is(msg, len, "[\"EOSE\",\"live\"")) {
-		if (!st->eose)
-			lv->eosed++;
-		st->eose = true;
-	} else if (bench_msg_is(msg, len, "[\"CLOSED\",") ||
-		   bench_msg_is(msg, len, "[\"NOTICE\",")) {
-		if (!st->closed[0])
-			lv->closed_subs++;
-		snprintf(st->closed, sizeof(st->closed), "%.*s", (int)(len < 190 ? len : 190), msg);
+		if (single_upsert_id(msg, len, id, &empty))
+			return BENCH_LIVE_REVISION;
+		return empty ? BENCH_LIVE_NOTHING : BENCH_LIVE_UNEXPECTED;
 	}
+	if (bench_msg_is(msg, len, "[\"EOSE\",\"live\""))
+		return BENCH_LIVE_EOSE;
+	if (bench_msg_is(msg, len, "[\"CLOSED\",") || bench_msg_is(msg, len, "[\"NOTICE\","))
+		return BENCH_LIVE_CLOSED;
+	return BENCH_LIVE_NOTHING;
 }
 
-static bool live_authed(void *ctx)
+/* A catch-up from a current cursor holds no item. */
+static json_t *resume_live_opening_error(struct bench_live *lv, int sub)
 {
-	struct live *lv = ctx;
-
-	return lv->loop.authed + lv->loop.closed >= lv->loop.n;
+	if (sub == 0 || !lv->subs[sub].unexpected)
+		return NULL;
+	return json_sprintf("a catch-up from a current cursor held %d frames with items",
+			    lv->subs[sub].unexpected);
 }
 
-static bool live_opened(void *ctx)
-{
-	struct live *lv = ctx;
-
-	return lv->eosed + lv->closed_subs + lv->loop.closed >= lv->nsubs;
-}
+static const struct bench_live_ops resume_live_ops = {
+	.open = resume_live_open,
+	.frame = resume_live_frame,
+	.opening_error = resume_live_opening_error,
+};
 
 static bool live_first_opened(void *ctx)
 {
-	struct live *lv = ctx;
+	struct bench_live *lv = ctx;
 
 	return lv->eosed + lv->closed_subs + lv->loop.closed >= 1;
-}
-
-static bool live_edit_done(void *ctx)
-{
-	struct live *lv = ctx;
-
-	return (lv->ok_seen && !lv->ok_accepted) || lv->loop.closed > 0 ||
-	       lv->closed_subs > 0 || (lv->ok_seen && lv->received >= lv->nsubs);
 }
 
 /* Signs nedits updates of the artifacts of the first subscriber's
  * catch-up, round robin, each naming the revision the previous one of its
  * artifact made. */
-static int sign_edits(struct live *lv, const struct bench_layout *l,
+static int sign_edits(const struct resume_live *rl, const struct bench_layout *l,
 		      struct comb_event *edits, int nedits)
 {
-	size_t na = lv->first.n, a;
-	char (*prev)[65] = calloc(na, sizeof(*prev)), h[37];
+	size_t na = rl->first.n, a;
+	char (*prev)[65] = calloc(na, sizeof(*prev));
 	int e, rc = 0;
 
 	if (!prev)
 		return COMB_ENOMEM;
-	bench_channel_id(l, l->live_channel, h);
 	for (a = 0; a < na; a++)
-		memcpy(prev[a], lv->first.v[a].id, 65);
+		memcpy(prev[a], rl->first.v[a].id, 65);
 	for (e = 0; e < nedits && rc == 0; e++) {
 		a = (size_t)e % na;
-		rc = bench_revision(&edits[e], l->admin_pk, lv->first.v[a].d, h, "update",
+		rc = bench_revision(&edits[e], l->admin_pk, rl->first.v[a].d, rl->h, "update",
 				    prev[a], bench_unix_time(), 0x2e5e0000ULL + (uint64_t)e);
 		rc = rc ? rc : comb_event_sign(&edits[e], l->admin_sk);
 		memcpy(prev[a], edits[e].id, 65);
@@ -596,39 +566,19 @@ static int sign_edits(struct live *lv, const struct bench_layout *l,
 	return rc;
 }
 
-/* Sends the resumable REQ of the live channel to subscriber i, with the
- * cursor when there is one. */
-static int live_open(struct live *lv, const struct bench_layout *l, int i)
-{
-	char req[CURSOR_CAP + 160], h[37];
-
-	bench_channel_id(l, l->live_channel, h);
-	if (lv->cursor[0])
-		snprintf(req, sizeof(req), "[\"REQ\",\"live\",{\"artifact\":\"changes\","
-			 "\"#h\":[\"%s\"],\"cursor\":\"%s\"}]", h, lv->cursor);
-	else
-		snprintf(req, sizeof(req), "[\"REQ\",\"live\",{\"artifact\":\"changes\","
-			 "\"#h\":[\"%s\"]}]", h);
-	return bench_ws_send(&lv->loop, lv->loop.conns[i], req, strlen(req));
-}
-
 int bench_cmd_resume_live(int argc, char **argv)
 {
 	char addrs_buf[512], hosts_buf[512], *addrs[8], *hosts[8];
 	int nsubs = (int)bench_opt_long(argc, argv, "--subs", 1000);
 	int nedits = (int)bench_opt_long(argc, argv, "--edits", 200);
-	struct live lv = {0};
+	struct bench_live lv;
+	struct resume_live rl = {0};
 	struct bench_layout l;
-	struct comb_event *edits = NULL;
-	struct comb_buf frame, json;
 	struct bench_ws *first;
-	double *lat = NULL, *node_lat[8] = {0}, setup_s = 0, t0;
-	size_t nlat = 0, node_n[8] = {0};
-	json_t *errors = json_array(), *per_node = json_array();
-	int nnodes, nhosts, i, e, rc, unexpected = 0, completed = 0, catchup_items = 0;
+	double setup_s = 0, t0;
+	json_t *errors = json_array();
+	int nnodes, nhosts, i, rc, unexpected = 0, completed = 0, catchup_items = 0;
 
-	comb_buf_init(&frame, 1 << 20);
-	comb_buf_init(&json, 1 << 20);
 	snprintf(addrs_buf, sizeof(addrs_buf), "%s", bench_opt(argc, argv, "--addrs", ""));
 	snprintf(hosts_buf, sizeof(hosts_buf), "%s", bench_opt(argc, argv, "--hosts", ""));
 	nnodes = bench_split(addrs_buf, addrs, 8);
@@ -637,176 +587,78 @@ int bench_cmd_resume_live(int argc, char **argv)
 		bench_log("resume-live: --addrs and --hosts (as many) are required");
 		return 2;
 	}
-	rc = bench_layout_from_opts(&l, argc, argv);
-	lv.nsubs = nsubs;
-	lv.subs = calloc((size_t)nsubs, sizeof(*lv.subs));
-	lv.t_frame = calloc((size_t)nsubs + 1, sizeof(*lv.t_frame));
-	lat = calloc((size_t)nsubs * (size_t)nedits, sizeof(*lat));
-	edits = calloc((size_t)nedits, sizeof(*edits));
-	for (i = 0; i < nnodes; i++)
-		node_lat[i] = calloc((size_t)nsubs * (size_t)nedits, sizeof(double));
-	if (rc == 0 && (!lv.subs || !lv.t_frame || !lat || !edits || !node_lat[nnodes - 1]))
-		rc = COMB_ENOMEM;
+	rc = bench_live_init(&lv, &resume_live_ops, &rl, nsubs, nnodes, nedits);
+	rc = rc ? rc : bench_layout_from_opts(&l, argc, argv);
 	if (rc)
 		goto out;
+	bench_channel_id(&l, l.live_channel, rl.h);
 
 	/* The first subscriber reads the channel without a cursor: its
 	 * items name the revisions to edit, its cursor is everyone's. */
 	t0 = bench_now();
-	bench_loop_init(&lv.loop, live_message, &lv);
-	first = bench_ws_connect(&lv.loop, addrs[0], hosts[0], l.reader_sk, 0);
-	if (first)
-		first->user = &lv.subs[0];
+	first = bench_live_subscriber(&lv, 0, addrs[0], hosts[0], l.reader_sk, 0);
 	lv.writer = bench_ws_connect(&lv.loop, addrs[0], hosts[0], l.admin_sk, 0);
-	if (!first || !lv.writer || bench_loop_run(&lv.loop, live_authed, 20) ||
-	    lv.loop.closed) {
+	if (!first || !lv.writer || !bench_live_authenticate(&lv, 20)) {
 		json_array_append_new(errors, json_sprintf("authentication: %s", lv.loop.first_error));
 		goto report;
 	}
-	lv.opening = true;
-	live_open(&lv, &l, first->index);
+	rl.opening = true;
+	resume_live_open(&lv, 0);
 	bench_loop_run(&lv.loop, live_first_opened, 30);
-	lv.opening = false;
-	catchup_items = (int)lv.first.raw;
-	items_latest(&lv.first);
-	if (!lv.subs[0].eose || !lv.cursor[0] || lv.first.n == 0 || lv.subs[0].unexpected) {
+	rl.opening = false;
+	catchup_items = (int)rl.first.raw;
+	items_latest(&rl.first);
+	if (!lv.subs[0].eose || !rl.cursor[0] || rl.first.n == 0 || lv.subs[0].unexpected) {
 		json_array_append_new(errors, json_sprintf("the first catch-up: %d items, %s%s",
 			catchup_items, lv.subs[0].closed, lv.loop.first_error));
 		goto report;
 	}
-	for (i = 0; i < (int)lv.first.n; i++)
-		if (!lv.first.v[i].id[0]) {
+	for (i = 0; i < (int)rl.first.n; i++)
+		if (!rl.first.v[i].id[0]) {
 			json_array_append_new(errors, json_sprintf("the first catch-up holds %s",
-								   lv.first.v[i].what));
+								   rl.first.v[i].what));
 			goto report;
 		}
-	rc = sign_edits(&lv, &l, edits, nedits);
+	rc = sign_edits(&rl, &l, lv.edits, nedits);
 	if (rc)
 		goto report;
 
 	/* The others, over the nodes, open from that cursor. */
-	for (i = 1; i < nsubs; i++) {
-		struct bench_ws *ws = bench_ws_connect(&lv.loop, addrs[i % nnodes],
-						       hosts[i % nnodes], l.reader_sk,
-						       i % nnodes);
-
-		if (!ws) {
-			json_array_append_new(errors, json_sprintf("subscriber %d: %s", i,
-								   lv.loop.first_error));
-			goto report;
-		}
-		ws->user = &lv.subs[i];
-		/* Keep the handshakes in flight bounded. */
-		if (i % 100 == 99)
-			bench_loop_run(&lv.loop, NULL, 0.05);
-	}
-	if (bench_loop_run(&lv.loop, live_authed, 60) || lv.loop.closed) {
+	if (bench_live_connect(&lv, 1, addrs, hosts, l.reader_sk, errors))
+		goto report;
+	if (!bench_live_authenticate(&lv, 60)) {
 		json_array_append_new(errors, json_sprintf("authentication: %d of %d, %s",
 			lv.loop.authed, lv.loop.n, lv.loop.first_error));
 		goto report;
 	}
-	for (i = 0; i < lv.loop.n; i++)
-		if (lv.loop.conns[i] != lv.writer && lv.loop.conns[i] != first)
-			live_open(&lv, &l, i);
-	if (bench_loop_run(&lv.loop, live_opened, 120))
-		json_array_append_new(errors, json_sprintf("only %d of %d syncs reached EOSE",
-							   lv.eosed, nsubs));
-	for (i = 0; i < nsubs; i++) {
-		if (lv.subs[i].closed[0]) {
-			json_array_append_new(errors, json_sprintf("sync closed: %s", lv.subs[i].closed));
-			break;
-		}
-		if (i > 0 && lv.subs[i].unexpected) {
-			json_array_append_new(errors, json_sprintf(
-				"a catch-up from a current cursor held %d frames with items",
-				lv.subs[i].unexpected));
-			break;
-		}
-	}
+	rc = bench_live_open(&lv, 1, 120, errors);
 	setup_s = bench_now() - t0;
-	if (json_array_size(errors))
+	if (json_array_size(errors) || rc)
 		goto report;
 
 	/* The edits, one at a time. */
-	for (e = 0; e < nedits; e++) {
-		comb_buf_reset(&json);
-		comb_buf_reset(&frame);
-		comb_event_to_json(&edits[e], &json);
-		comb_buf_printf(&frame, "[\"EVENT\",%s]", json.data);
-		memcpy(lv.edit_id, edits[e].id, 65);
-		lv.ok_seen = false;
-		lv.received = 0;
-		for (i = 0; i <= nsubs; i++)
-			lv.t_frame[i] = -1;
-		bench_ws_send(&lv.loop, lv.writer, frame.data, frame.len);
-		if (bench_loop_run(&lv.loop, live_edit_done, 30) || !lv.ok_accepted ||
-		    lv.loop.closed || lv.closed_subs) {
-			json_array_append_new(errors, json_sprintf(
-				"edit %d: ok %s, delivered to %d of %d (%s)", e,
-				lv.ok_seen ? lv.ok_message : "missing", lv.received, nsubs,
-				lv.loop.first_error));
-			break;
-		}
-		for (i = 0; i < lv.loop.n; i++) {
-			struct bench_ws *ws = lv.loop.conns[i];
-			double ms;
-
-			if (ws == lv.writer)
-				continue;
-			ms = (lv.t_frame[i] - lv.t_ok) * 1e3;
-			lat[nlat++] = ms;
-			node_lat[ws->node][node_n[ws->node]++] = ms;
-		}
-		completed++;
-	}
+	completed = bench_live_edits(&lv, 30, errors);
 	/* Late duplicates of the last edit arrive within this grace. */
 	bench_loop_run(&lv.loop, NULL, 0.2);
-	for (i = 0; i < nsubs; i++) {
-		unexpected += lv.subs[i].unexpected;
-		if (lv.subs[i].got != completed && json_array_size(errors) < 20)
-			json_array_append_new(errors, json_sprintf("subscriber %d got %d of %d edits",
-								   i, lv.subs[i].got, completed));
-		if (lv.subs[i].closed[0] && json_array_size(errors) < 20)
-			json_array_append_new(errors, json_sprintf("sync closed: %s", lv.subs[i].closed));
-	}
-	if (unexpected)
-		json_array_append_new(errors, json_sprintf("%d unexpected frames", unexpected));
+	unexpected = bench_live_tally(&lv, completed, true, errors);
 report:
-	for (i = 0; i < nnodes; i++)
-		json_array_append_new(per_node, json_pack("{s:i,s:o,s:o}", "node", i,
-			"p50_ms", node_n[i] ? json_real(bench_quantile(node_lat[i], node_n[i], 0.5)) : json_null(),
-			"p99_ms", node_n[i] ? json_real(bench_quantile(node_lat[i], node_n[i], 0.99)) : json_null()));
 	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:f,s:o,s:b,s:o}",
 		"command", "resume-live", "subscribers", nsubs, "nodes", nnodes,
 		"edits", nedits, "edits_completed", completed,
 		"first_catchup_items", catchup_items, "unexpected_frames", unexpected,
-		"p50_ms", nlat ? json_real(bench_quantile(lat, nlat, 0.5)) : json_null(),
-		"p99_ms", nlat ? json_real(bench_quantile(lat, nlat, 0.99)) : json_null(),
-		"max_ms", nlat ? json_real(bench_quantile(lat, nlat, 1.0)) : json_null(),
-		"min_ms", nlat ? json_real(bench_quantile(lat, nlat, 0.0)) : json_null(),
-		"setup_s", setup_s, "per_node", per_node,
+		"p50_ms", bench_live_ms(&lv, 0.5), "p99_ms", bench_live_ms(&lv, 0.99),
+		"max_ms", bench_live_ms(&lv, 1.0), "min_ms", bench_live_ms(&lv, 0.0),
+		"setup_s", setup_s, "per_node", bench_live_per_node(&lv),
 		"ok", rc == 0 && json_array_size(errors) == 0 && completed == nedits,
 		"errors", json_incref(errors)));
-	per_node = NULL;
 	if (json_array_size(errors) || completed != nedits)
 		rc = rc ? rc : COMB_EINVAL;
-	bench_loop_release(&lv.loop);
 out:
 	if (rc && rc != COMB_EINVAL)
 		bench_log("resume-live failed: %s", comb_strerror(rc));
 	json_decref(errors);
-	json_decref(per_node);
-	for (e = 0; edits && e < nedits; e++)
-		comb_event_release(&edits[e]);
-	for (i = 0; i < nnodes && i < 8; i++)
-		free(node_lat[i]);
-	free(edits);
-	free(lat);
-	free(lv.subs);
-	free(lv.t_frame);
-	free(lv.first.v);
-	comb_buf_release(&frame);
-	comb_buf_release(&json);
+	free(rl.first.v);
+	bench_live_release(&lv);
 	return rc ? 1 : 0;
 }
 

@@ -246,97 +246,58 @@ out:
 
 /* ---- sync-live ---- */
 
-struct sub_state {
-	int snapshot;        /* events before EOSE */
-	bool eose;
-	int got;             /* edits received so far */
-	int unexpected;
-	char closed[200];
+struct sync_live {
+	struct comb_buf req;  /* the sync REQ of the live channel */
+	int *snapshot;        /* [nsubs] events before EOSE */
+	int expected;         /* events the snapshot holds */
 };
 
-struct live {
-	struct bench_loop loop;
-	struct bench_ws *writer;
-	struct sub_state *subs;
-	int nsubs;
-	int phase;           /* 0 auth, 1 snapshot, 2 edits */
-	int eosed, closed_subs;
-	/* the edit in flight */
-	int edit;
-	char edit_id[65];
-	bool ok_seen, ok_accepted;
-	char ok_message[200];
-	double t_ok, t_send;
-	int received;        /* subscribers that got it */
-	double *t_frame;     /* [nsubs] arrival of the edit in flight */
-	int nodes;
-};
-
-static void live_message(struct bench_loop *loop, struct bench_ws *ws,
-			 const char *msg, size_t len, double t)
+/* Sends the sync REQ of the live channel to subscriber sub. */
+static int sync_live_open(struct bench_live *lv, int sub)
 {
-	struct live *lv = loop->ctx;
-	struct sub_state *st = ws->user;
-	char id[65];
+	struct sync_live *sl = lv->ctx;
 
-	if (ws == lv->writer) {
-		if (bench_msg_is(msg, len, "[\"OK\",\"") && len > 72 &&
-		    !memcmp(msg + 7, lv->edit_id, 64)) {
-			lv->ok_seen = true;
-			lv->t_ok = t;
-			lv->ok_accepted = memmem(msg + 71, len - 71, "true", 4) != NULL;
-			snprintf(lv->ok_message, sizeof(lv->ok_message), "%.*s",
-				 (int)(len < 190 ? len : 190), msg);
-		}
-		return;
-	}
-	if (!st)
-		return;
+	return bench_ws_send(&lv->loop, lv->subs[sub].ws, sl->req.data, sl->req.len);
+}
+
+/* An EVENT before EOSE is part of the snapshot, counted; after it, each
+ * must be the edit in flight. */
+static enum bench_live_frame sync_live_frame(struct bench_live *lv, int sub,
+					     const char *msg, size_t len, char id[65])
+{
+	struct sync_live *sl = lv->ctx;
+
 	if (bench_msg_is(msg, len, "[\"EVENT\",\"live\",")) {
-		if (!st->eose) {
-			st->snapshot++;
-		} else if (lv->phase == 2 && bench_event_id_of(msg, len, id) &&
-			   !strcmp(id, lv->edit_id) && lv->t_frame[ws->index] < 0) {
-			lv->t_frame[ws->index] = t;
-			st->got++;
-			lv->received++;
-		} else {
-			st->unexpected++;
+		if (!lv->subs[sub].eose) {
+			sl->snapshot[sub]++;
+			return BENCH_LIVE_NOTHING;
 		}
-	} else if (bench_msg_is(msg, len, "[\"EOSE\",\"live\"")) {
-		if (!st->eose)
-			lv->eosed++;
-		st->eose = true;
-	} else if (bench_msg_is(msg, len, "[\"CLOSED\",\"live\"")) {
-		if (!st->closed[0])
-			lv->closed_subs++;
-		snprintf(st->closed, sizeof(st->closed), "%.*s",
-			 (int)(len < 190 ? len : 190), msg);
+		return bench_event_id_of(msg, len, id) ? BENCH_LIVE_REVISION
+						       : BENCH_LIVE_UNEXPECTED;
 	}
+	if (bench_msg_is(msg, len, "[\"EOSE\",\"live\""))
+		return BENCH_LIVE_EOSE;
+	if (bench_msg_is(msg, len, "[\"CLOSED\",\"live\""))
+		return BENCH_LIVE_CLOSED;
+	return BENCH_LIVE_NOTHING;
 }
 
-static bool live_snapshots_done(void *ctx)
+/* Every snapshot holds the live channel's artifacts. */
+static json_t *sync_live_opening_error(struct bench_live *lv, int sub)
 {
-	struct live *lv = ctx;
+	struct sync_live *sl = lv->ctx;
 
-	return lv->eosed + lv->closed_subs + lv->loop.closed >= lv->nsubs;
+	if (!lv->subs[sub].eose || sl->snapshot[sub] == sl->expected)
+		return NULL;
+	return json_sprintf("a snapshot held %d events, %d expected", sl->snapshot[sub],
+			    sl->expected);
 }
 
-static bool live_edit_done(void *ctx)
-{
-	struct live *lv = ctx;
-
-	return (lv->ok_seen && !lv->ok_accepted) || lv->loop.closed > 0 ||
-	       lv->closed_subs > 0 ||
-	       (lv->ok_seen && lv->received >= lv->nsubs);
-}
-
-static bool live_authed(void *ctx)
-{
-	struct live *lv = ctx;
-
-	return lv->loop.authed + lv->loop.closed >= lv->nsubs + 1;
-}
+static const struct bench_live_ops sync_live_ops = {
+	.open = sync_live_open,
+	.frame = sync_live_frame,
+	.opening_error = sync_live_opening_error,
+};
 
 int bench_cmd_sync_live(int argc, char **argv)
 {
@@ -344,23 +305,19 @@ int bench_cmd_sync_live(int argc, char **argv)
 	char addrs_buf[512], hosts_buf[512], *addrs[8], *hosts[8];
 	int nsubs = (int)bench_opt_long(argc, argv, "--subs", 1000);
 	int nedits = (int)bench_opt_long(argc, argv, "--edits", 200);
-	struct live lv = {0};
+	struct bench_live lv;
+	struct sync_live sl = {0};
 	struct bench_manifest m = {0};
 	struct bench_layout l;
-	struct comb_event *edits = NULL;
-	struct comb_buf req, frame, json;
 	const struct bench_item *arts[BENCH_PER_CHANNEL];
 	char prev[BENCH_PER_CHANNEL][65];
-	double *lat = NULL, *sent_lat = NULL, *node_lat[8] = {0}, setup_s = 0, t0;
-	size_t nlat = 0, node_n[8] = {0};
-	json_t *errors = json_array(), *per_node = json_array();
-	int nnodes, nhosts, na = 0, i, e, rc, early = 0, unexpected = 0, completed = 0;
+	double setup_s = 0, t0;
+	json_t *errors = json_array();
+	int nnodes, nhosts, na = 0, e, rc, completed = 0;
 	int live_channel;
 	size_t k;
 
-	comb_buf_init(&req, 65536);
-	comb_buf_init(&frame, 1 << 20);
-	comb_buf_init(&json, 1 << 20);
+	comb_buf_init(&sl.req, 65536);
 	snprintf(addrs_buf, sizeof(addrs_buf), "%s", bench_opt(argc, argv, "--addrs", ""));
 	snprintf(hosts_buf, sizeof(hosts_buf), "%s", bench_opt(argc, argv, "--hosts", ""));
 	nnodes = bench_split(addrs_buf, addrs, 8);
@@ -369,7 +326,8 @@ int bench_cmd_sync_live(int argc, char **argv)
 		bench_log("sync-live: --addrs, --hosts (as many) and --manifest are required");
 		return 2;
 	}
-	rc = bench_layout_from_opts(&l, argc, argv);
+	rc = bench_live_init(&lv, &sync_live_ops, &sl, nsubs, nnodes, nedits);
+	rc = rc ? rc : bench_layout_from_opts(&l, argc, argv);
 	rc = rc ? rc : bench_manifest_read(manifest, &m);
 	if (rc)
 		goto out;
@@ -377,170 +335,72 @@ int bench_cmd_sync_live(int argc, char **argv)
 	for (k = 0; k < m.readable && na < BENCH_PER_CHANNEL; k++)
 		if (m.items[k].channel == live_channel)
 			arts[na++] = &m.items[k];
-	lv.nsubs = nsubs;
-	lv.nodes = nnodes;
-	lv.subs = calloc((size_t)nsubs, sizeof(*lv.subs));
-	lv.t_frame = calloc((size_t)nsubs + 1, sizeof(*lv.t_frame));
-	lat = calloc((size_t)nsubs * (size_t)nedits, sizeof(*lat));
-	sent_lat = calloc((size_t)nsubs * (size_t)nedits, sizeof(*sent_lat));
-	edits = calloc((size_t)nedits, sizeof(*edits));
-	for (i = 0; i < nnodes; i++)
-		node_lat[i] = calloc((size_t)nsubs * (size_t)nedits, sizeof(double));
-	if (!lv.subs || !lv.t_frame || !lat || !sent_lat || !edits || na == 0) {
+	sl.expected = na;
+	sl.snapshot = calloc((size_t)nsubs, sizeof(*sl.snapshot));
+	if (!sl.snapshot || na == 0) {
 		rc = na == 0 ? COMB_EINVAL : COMB_ENOMEM;
 		goto out;
 	}
 
 	/* The edits, signed before anything is timed: each names the
 	 * revision the previous edit of its artifact made. */
-	for (i = 0; i < na; i++)
-		memcpy(prev[i], arts[i]->id, 65);
+	for (e = 0; e < na; e++)
+		memcpy(prev[e], arts[e]->id, 65);
 	for (e = 0; e < nedits && rc == 0; e++) {
 		int a = e % na;
 
-		rc = bench_revision(&edits[e], l.admin_pk, arts[a]->d, arts[a]->h, "update",
+		rc = bench_revision(&lv.edits[e], l.admin_pk, arts[a]->d, arts[a]->h, "update",
 				    prev[a], bench_unix_time(), 0x11fe0000ULL + (uint64_t)e);
-		rc = rc ? rc : comb_event_sign(&edits[e], l.admin_sk);
-		memcpy(prev[a], edits[e].id, 65);
+		rc = rc ? rc : comb_event_sign(&lv.edits[e], l.admin_sk);
+		memcpy(prev[a], lv.edits[e].id, 65);
 	}
 	if (rc)
 		goto out;
 
 	/* Subscribers over the nodes, then the writer on the first node. */
 	t0 = bench_now();
-	bench_loop_init(&lv.loop, live_message, &lv);
-	for (i = 0; i < nsubs; i++) {
-		struct bench_ws *ws = bench_ws_connect(&lv.loop, addrs[i % nnodes],
-						       hosts[i % nnodes], l.reader_sk,
-						       i % nnodes);
-
-		if (!ws) {
-			rc = COMB_EIO;
-			json_array_append_new(errors, json_sprintf("subscriber %d: %s", i,
-								   lv.loop.first_error));
-			goto report;
-		}
-		ws->user = &lv.subs[i];
-		/* Keep the handshakes in flight bounded. */
-		if (i % 100 == 99)
-			bench_loop_run(&lv.loop, NULL, 0.05);
-	}
+	rc = bench_live_connect(&lv, 0, addrs, hosts, l.reader_sk, errors);
+	if (rc)
+		goto report;
 	lv.writer = bench_ws_connect(&lv.loop, addrs[0], hosts[0], l.admin_sk, 0);
-	if (!lv.writer || bench_loop_run(&lv.loop, live_authed, 60) || lv.loop.closed) {
+	if (!lv.writer || !bench_live_authenticate(&lv, 60)) {
 		rc = COMB_EIO;
 		json_array_append_new(errors, json_sprintf("authentication: %d of %d, %s",
 							   lv.loop.authed, nsubs + 1,
 							   lv.loop.first_error));
 		goto report;
 	}
-	lv.phase = 1;
-	{
-		int ch = live_channel;
-
-		rc = sync_req(&req, "live", &l, &ch, 1);
-	}
-	for (i = 0; i < nsubs && rc == 0; i++)
-		rc = bench_ws_send(&lv.loop, lv.loop.conns[i], req.data, req.len);
-	if (rc == 0 && bench_loop_run(&lv.loop, live_snapshots_done, 120))
-		json_array_append_new(errors, json_sprintf("only %d of %d syncs reached EOSE",
-							   lv.eosed, nsubs));
-	for (i = 0; i < nsubs; i++) {
-		if (lv.subs[i].closed[0]) {
-			json_array_append_new(errors, json_sprintf("sync closed: %s",
-								   lv.subs[i].closed));
-			break;
-		}
-		if (lv.subs[i].eose && lv.subs[i].snapshot != na) {
-			json_array_append_new(errors, json_sprintf(
-				"a snapshot held %d events, %d expected", lv.subs[i].snapshot, na));
-			break;
-		}
-	}
+	rc = sync_req(&sl.req, "live", &l, &live_channel, 1);
+	rc = rc ? rc : bench_live_open(&lv, 0, 120, errors);
 	setup_s = bench_now() - t0;
 	if (json_array_size(errors) || rc)
 		goto report;
 
 	/* The edits, one at a time. */
-	lv.phase = 2;
-	for (e = 0; e < nedits; e++) {
-		comb_buf_reset(&json);
-		comb_buf_reset(&frame);
-		comb_event_to_json(&edits[e], &json);
-		comb_buf_printf(&frame, "[\"EVENT\",%s]", json.data);
-		memcpy(lv.edit_id, edits[e].id, 65);
-		lv.ok_seen = false;
-		lv.received = 0;
-		for (i = 0; i < nsubs; i++)
-			lv.t_frame[i] = -1;
-		lv.t_send = bench_now();
-		bench_ws_send(&lv.loop, lv.writer, frame.data, frame.len);
-		if (bench_loop_run(&lv.loop, live_edit_done, 10) || !lv.ok_accepted ||
-		    lv.loop.closed || lv.closed_subs) {
-			json_array_append_new(errors, json_sprintf(
-				"edit %d: ok %s, delivered to %d of %d (%s)", e,
-				lv.ok_seen ? lv.ok_message : "missing", lv.received, nsubs,
-				lv.loop.first_error));
-			break;
-		}
-		for (i = 0; i < nsubs; i++) {
-			double ms = (lv.t_frame[i] - lv.t_ok) * 1e3;
-			int node = lv.loop.conns[i]->node;
-
-			sent_lat[nlat] = (lv.t_frame[i] - lv.t_send) * 1e3;
-			lat[nlat++] = ms;
-			node_lat[node][node_n[node]++] = ms;
-			if (ms < 0)
-				early++;
-		}
-		completed++;
-	}
-	for (i = 0; i < nsubs; i++) {
-		unexpected += lv.subs[i].unexpected;
-		if (lv.subs[i].closed[0] && json_array_size(errors) < 20)
-			json_array_append_new(errors, json_sprintf("sync closed: %s",
-								   lv.subs[i].closed));
-	}
-	if (unexpected)
-		json_array_append_new(errors, json_sprintf("%d unexpected frames", unexpected));
+	completed = bench_live_edits(&lv, 10, errors);
+	bench_live_tally(&lv, completed, false, errors);
 report:
-	for (i = 0; i < nnodes; i++)
-		json_array_append_new(per_node, json_pack("{s:i,s:o,s:o}", "node", i,
-			"p50_ms", node_n[i] ? json_real(bench_quantile(node_lat[i], node_n[i], 0.5)) : json_null(),
-			"p99_ms", node_n[i] ? json_real(bench_quantile(node_lat[i], node_n[i], 0.99)) : json_null()));
 	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:f,s:o,s:o,s:o,s:b,s:o}",
 		"command", "sync-live", "subscribers", nsubs, "nodes", nnodes,
 		"edits", nedits, "edits_completed", completed,
 		"snapshot_events", na,
-		"p50_ms", nlat ? json_real(bench_quantile(lat, nlat, 0.5)) : json_null(),
-		"p99_ms", nlat ? json_real(bench_quantile(lat, nlat, 0.99)) : json_null(),
-		"max_ms", nlat ? json_real(bench_quantile(lat, nlat, 1.0)) : json_null(),
-		"min_ms", nlat ? json_real(bench_quantile(lat, nlat, 0.0)) : json_null(),
-		"frames_before_ok", early, "setup_s", setup_s, "per_node", per_node,
-		"from_send_p50_ms", nlat ? json_real(bench_quantile(sent_lat, nlat, 0.5)) : json_null(),
-		"from_send_p99_ms", nlat ? json_real(bench_quantile(sent_lat, nlat, 0.99)) : json_null(),
+		"p50_ms", bench_live_ms(&lv, 0.5), "p99_ms", bench_live_ms(&lv, 0.99),
+		"max_ms", bench_live_ms(&lv, 1.0), "min_ms", bench_live_ms(&lv, 0.0),
+		"frames_before_ok", lv.early, "setup_s", setup_s,
+		"per_node", bench_live_per_node(&lv),
+		"from_send_p50_ms", bench_live_from_send_ms(&lv, 0.5),
+		"from_send_p99_ms", bench_live_from_send_ms(&lv, 0.99),
 		"ok", rc == 0 && json_array_size(errors) == 0 && completed == nedits,
 		"errors", json_incref(errors)));
-	per_node = NULL;
 	if (json_array_size(errors) || completed != nedits)
 		rc = rc ? rc : COMB_EINVAL;
-	bench_loop_release(&lv.loop);
 out:
 	if (rc && rc != COMB_EINVAL)
 		bench_log("sync-live failed: %s", comb_strerror(rc));
 	json_decref(errors);
-	json_decref(per_node);
-	for (e = 0; edits && e < nedits; e++)
-		comb_event_release(&edits[e]);
-	for (i = 0; i < nnodes && i < 8; i++)
-		free(node_lat[i]);
-	free(edits);
-	free(lat);
-	free(sent_lat);
-	free(lv.subs);
-	free(lv.t_frame);
-	comb_buf_release(&req);
-	comb_buf_release(&frame);
-	comb_buf_release(&json);
+	free(sl.snapshot);
+	bench_live_release(&lv);
+	comb_buf_release(&sl.req);
 	bench_manifest_release(&m);
 	return rc ? 1 : 0;
 }

@@ -7,16 +7,12 @@
  * NIP-42 authentication with the connection's key; every other text
  * message goes to the scenario's callback.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -182,29 +178,14 @@ int bench_ws_send(struct bench_loop *loop, struct bench_ws *ws,
 	return queue_frame(loop, ws, 0x1, data, len);
 }
 
+/* A connected, non-blocking socket to addr, or -1 (errno says why when the
+ * connect failed). */
 static int dial_nonblocking(const char *addr)
 {
-	char host[64];
-	const char *colon = strrchr(addr, ':');
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	int fd, one = 1;
+	int fd = bench_dial(addr);
 
-	if (!colon || (size_t)(colon - addr) >= sizeof(host))
-		return -1;
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = '\0';
-	sa.sin_port = htons((uint16_t)strtol(colon + 1, NULL, 10));
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-		return -1;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (fd >= 0)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	return fd;
 }
 
