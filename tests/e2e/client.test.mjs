@@ -131,6 +131,7 @@ for (const { name, resumable } of TRANSPORTS) {
 			const one = await w.createArtifact({ h: A, type: 'demo.task', title: 'one', tags: [['status', 'open']] });
 			const two = await w.createArtifact({ h: A, type: 'demo.task', title: 'two', content: 'body' });
 			await w.createArtifact({ h: A, type: 'demo.note', title: 'not a task' });
+			await settle(stack);  // each read once (see the restart test)
 			const v = view(client(reader.sk), { channels: [A], types: ['demo.task'], resumable });
 			assert.equal(v.status, 'connecting');
 			await v.ready;
@@ -313,6 +314,7 @@ describe('a view over the resumable sync', () => {
 		const made = [];
 		for (let i = 0; i < 6; i++)
 			made.push(await w.createArtifact({ h: C, type: 'demo.task', title: `task ${i}` }));
+		await settle(stack);  // each read once (see the restart test)
 		const v = view(client(reader.sk), { channels: [C] });
 		const gone = removals(v);
 		const errors = [];
@@ -374,6 +376,7 @@ for (const { name, resumable } of TRANSPORTS) {
 			const made = [];
 			for (let i = 0; i < 20; i++)
 				made.push(await w.createArtifact({ h: C, type: 'demo.task', title: `task ${i}` }));
+			await settle(stack);  // each read once (see the restart test)
 			const file = path.join(tmp, `view-${resumable}.json`);
 			const first = client(reader.sk).artifacts({ channels: [C], store: new JsonFileStore(file), resumable });
 			await first.ready;
@@ -385,6 +388,7 @@ for (const { name, resumable } of TRANSPORTS) {
 			const edited = await w.updateArtifact(made[3], { title: 'task 3, edited' });
 			const added = await w.createArtifact({ h: C, type: 'demo.task', title: 'task 20' });
 			await w.deleteArtifact(made[7]);
+			await settle(stack);
 
 			const second = view(client(reader.sk), { channels: [C], store: new JsonFileStore(file), resumable });
 			const gone = removals(second);
@@ -410,6 +414,7 @@ for (const { name, resumable } of TRANSPORTS) {
 			// a restart reads only what the store lacks: nothing over the
 			// resumable sync, the live edit over a sync (its frames carry no
 			// cursor)
+			await settle(stack);
 			const third = view(client(reader.sk), { channels: [C], store: new JsonFileStore(file), resumable });
 			await third.ready;
 			assert.equal(third.all().length, 20);
