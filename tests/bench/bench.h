@@ -157,10 +157,24 @@ long bench_opt_long(int argc, char **argv, const char *name, long def);
 double bench_opt_double(int argc, char **argv, const char *name, double def);
 /* The layout from --seed, --scale and --community. */
 int bench_layout_from_opts(struct bench_layout *l, int argc, char **argv);
-/* Splits "a,b" into at most max parts (pointers into buf, cut in place). */
-int bench_split(char *buf, char **parts, int max);
+/* The relay nodes of --addrs and --hosts: comma lists, as many of each. */
+#define BENCH_MAX_NODES 8
+struct bench_nodes {
+	char addrs_buf[512], hosts_buf[512];
+	char *addr[BENCH_MAX_NODES], *host[BENCH_MAX_NODES];
+	int n;
+};
+/* Fills nodes from --addrs and --hosts; returns how many, or 0 when they
+ * are missing or not as many. */
+int bench_nodes_from_opts(struct bench_nodes *nodes, int argc, char **argv);
 /* True when the len bytes of msg begin with prefix. */
 bool bench_msg_is(const char *msg, size_t len, const char *prefix);
+/* The first value of event's (a JSON event object) first tag name, or
+ * NULL. */
+const char *bench_event_tag(json_t *event, const char *name);
+/* The artifact an incremental answer's change names: an upsert's d tag,
+ * a removal's "d"; NULL when it names none. */
+const char *bench_change_d(json_t *change);
 
 /* Reads the file at path into a NUL-terminated string (caller frees). */
 char *bench_read_file(const char *path, size_t *len);
@@ -362,10 +376,11 @@ struct bench_ws *bench_live_subscriber(struct bench_live *lv, int sub,
 				       const char *addr, const char *host,
 				       const unsigned char *sk, int node);
 /* Connects subscribers from..nsubs-1, subscriber i to node i % nnodes of
- * addrs and hosts, keeping the handshakes in flight bounded. On a
- * failure, COMB_EIO with an error appended. */
-int bench_live_connect(struct bench_live *lv, int from, char **addrs,
-		       char **hosts, const unsigned char *sk, json_t *errors);
+ * nodes, keeping the handshakes in flight bounded. On a failure,
+ * COMB_EIO with an error appended. */
+int bench_live_connect(struct bench_live *lv, int from,
+		       const struct bench_nodes *nodes, const unsigned char *sk,
+		       json_t *errors);
 /* Runs the loop until every connection is authenticated or closed; true
  * when all were authenticated within timeout_s and none closed. */
 bool bench_live_authenticate(struct bench_live *lv, double timeout_s);

@@ -61,21 +61,6 @@ int bench_incremental_body(struct comb_buf *b, const char *cursor, const char *h
 	return rc ? rc : comb_buf_printf(b, "\"limit\":%d}]", limit);
 }
 
-static const char *tag_of(json_t *event, const char *name)
-{
-	size_t i;
-	json_t *tags = json_object_get(event, "tags");
-
-	for (i = 0; i < json_array_size(tags); i++) {
-		json_t *t = json_array_get(tags, i);
-		const char *n = json_string_value(json_array_get(t, 0));
-
-		if (n && !strcmp(n, name))
-			return json_string_value(json_array_get(t, 1));
-	}
-	return NULL;
-}
-
 static void add_error(json_t *errors, const char *fmt, const char *a, const char *b)
 {
 	char text[640];
@@ -172,7 +157,7 @@ static bool check_initial(const struct bench_manifest *m, struct page *pages,
 			json_t *ev = json_object_get(ch, "event");
 			const char *op = json_string_value(json_object_get(ch, "op"));
 			const char *id = json_string_value(json_object_get(ev, "id"));
-			const char *d = tag_of(ev, "d");
+			const char *d = bench_event_tag(ev, "d");
 			const struct bench_item *it = d ? bench_manifest_find(m, d) : NULL;
 			size_t k;
 
@@ -584,8 +569,7 @@ static long check_delta_page(struct delta *dl, const char *body, size_t len)
 		json_t *ch = json_array_get(changes, i);
 		const char *op = json_string_value(json_object_get(ch, "op"));
 		json_t *ev = json_object_get(ch, "event");
-		const char *d = op && !strcmp(op, "upsert") ? tag_of(ev, "d")
-			: json_string_value(json_object_get(ch, "d"));
+		const char *d = bench_change_d(ch);
 		struct expect key, *e;
 
 		if (!op) {

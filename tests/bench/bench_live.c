@@ -122,15 +122,17 @@ struct bench_ws *bench_live_subscriber(struct bench_live *lv, int sub,
 	return ws;
 }
 
-int bench_live_connect(struct bench_live *lv, int from, char **addrs,
-		       char **hosts, const unsigned char *sk, json_t *errors)
+int bench_live_connect(struct bench_live *lv, int from,
+		       const struct bench_nodes *nodes, const unsigned char *sk,
+		       json_t *errors)
 {
 	int i;
 
 	for (i = from; i < lv->nsubs; i++) {
 		int node = i % lv->nnodes;
 
-		if (!bench_live_subscriber(lv, i, addrs[node], hosts[node], sk, node)) {
+		if (!bench_live_subscriber(lv, i, nodes->addr[node],
+					   nodes->host[node], sk, node)) {
 			json_array_append_new(errors, json_sprintf("subscriber %d: %s", i,
 								   lv->loop.first_error));
 			return COMB_EIO;

@@ -299,20 +299,17 @@ static bool burst_done(void *ctx)
 
 int bench_cmd_req_burst(int argc, char **argv)
 {
-	char addrs_buf[512], hosts_buf[512], *addrs[8], *hosts[8], req[256], chat[37];
+	char req[256], chat[37];
+	struct bench_nodes nodes;
 	int conns = (int)bench_opt_long(argc, argv, "--conns", 1000);
 	struct burst b = {0};
 	struct bench_layout l;
 	char(*ids)[65] = NULL;
 	double t0, t_last, *lat = NULL;
 	json_t *errors = json_array();
-	int nnodes, nhosts, i, k, rc, wrong = 0, nlat = 0;
+	int i, k, rc, wrong = 0, nlat = 0;
 
-	snprintf(addrs_buf, sizeof(addrs_buf), "%s", bench_opt(argc, argv, "--addrs", ""));
-	snprintf(hosts_buf, sizeof(hosts_buf), "%s", bench_opt(argc, argv, "--hosts", ""));
-	nnodes = bench_split(addrs_buf, addrs, 8);
-	nhosts = bench_split(hosts_buf, hosts, 8);
-	if (nnodes < 1 || nhosts != nnodes || conns < 1) {
+	if (!bench_nodes_from_opts(&nodes, argc, argv) || conns < 1) {
 		bench_log("req-burst: --addrs and --hosts (as many) are required");
 		return 2;
 	}
@@ -335,8 +332,8 @@ int bench_cmd_req_burst(int argc, char **argv)
 	/* Every connection authenticated first, handshakes kept bounded. */
 	bench_loop_init(&b.loop, burst_message, &b);
 	for (i = 0; i < conns; i++) {
-		if (!bench_ws_connect(&b.loop, addrs[i % nnodes], hosts[i % nnodes],
-				      l.reader_sk, i % nnodes)) {
+		if (!bench_ws_connect(&b.loop, nodes.addr[i % nodes.n],
+				      nodes.host[i % nodes.n], l.reader_sk, i % nodes.n)) {
 			b.refused += conns - i;
 			json_array_append_new(errors, json_sprintf("connection %d: %s", i,
 								   b.loop.first_error));
@@ -380,7 +377,7 @@ int bench_cmd_req_burst(int argc, char **argv)
 	if (wrong)
 		json_array_append_new(errors, json_sprintf("%d wrong answers", wrong));
 	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:s,s:b,s:o}",
-		"command", "req-burst", "connections", conns, "nodes", nnodes,
+		"command", "req-burst", "connections", conns, "nodes", nodes.n,
 		"authenticated", b.loop.authed, "eose", b.eosed, "refused", b.refused,
 		"wrong_answers", wrong,
 		"all_eose_ms", b.eosed == conns ? json_real((t_last - t0) * 1e3) : json_null(),

@@ -112,21 +112,6 @@ struct items {
 	size_t raw;          /* items before keeping the latest per artifact */
 };
 
-static const char *tag_value(json_t *event, const char *name)
-{
-	json_t *tags = json_object_get(event, "tags");
-	size_t i;
-
-	for (i = 0; i < json_array_size(tags); i++) {
-		json_t *t = json_array_get(tags, i);
-		const char *n = json_string_value(json_array_get(t, 0));
-
-		if (n && !strcmp(n, name))
-			return json_string_value(json_array_get(t, 1));
-	}
-	return NULL;
-}
-
 /* Appends the changes of one answer object; false on a malformed one. */
 static bool items_add(struct items *it, json_t *answer)
 {
@@ -138,8 +123,7 @@ static bool items_add(struct items *it, json_t *answer)
 	for (i = 0; i < json_array_size(changes); i++) {
 		json_t *ch = json_array_get(changes, i), *ev = json_object_get(ch, "event");
 		const char *op = json_string_value(json_object_get(ch, "op"));
-		const char *d = op && !strcmp(op, "upsert") ? tag_value(ev, "d")
-			: json_string_value(json_object_get(ch, "d"));
+		const char *d = bench_change_d(ch);
 		struct item *e;
 
 		if (!op || !d)
@@ -568,7 +552,7 @@ static int sign_edits(const struct resume_live *rl, const struct bench_layout *l
 
 int bench_cmd_resume_live(int argc, char **argv)
 {
-	char addrs_buf[512], hosts_buf[512], *addrs[8], *hosts[8];
+	struct bench_nodes nodes;
 	int nsubs = (int)bench_opt_long(argc, argv, "--subs", 1000);
 	int nedits = (int)bench_opt_long(argc, argv, "--edits", 200);
 	struct bench_live lv;
@@ -577,17 +561,13 @@ int bench_cmd_resume_live(int argc, char **argv)
 	struct bench_ws *first;
 	double setup_s = 0, t0;
 	json_t *errors = json_array();
-	int nnodes, nhosts, i, rc, unexpected = 0, completed = 0, catchup_items = 0;
+	int i, rc, unexpected = 0, completed = 0, catchup_items = 0;
 
-	snprintf(addrs_buf, sizeof(addrs_buf), "%s", bench_opt(argc, argv, "--addrs", ""));
-	snprintf(hosts_buf, sizeof(hosts_buf), "%s", bench_opt(argc, argv, "--hosts", ""));
-	nnodes = bench_split(addrs_buf, addrs, 8);
-	nhosts = bench_split(hosts_buf, hosts, 8);
-	if (nnodes < 1 || nhosts != nnodes || nsubs < 1 || nedits < 1) {
+	if (!bench_nodes_from_opts(&nodes, argc, argv) || nsubs < 1 || nedits < 1) {
 		bench_log("resume-live: --addrs and --hosts (as many) are required");
 		return 2;
 	}
-	rc = bench_live_init(&lv, &resume_live_ops, &rl, nsubs, nnodes, nedits);
+	rc = bench_live_init(&lv, &resume_live_ops, &rl, nsubs, nodes.n, nedits);
 	rc = rc ? rc : bench_layout_from_opts(&l, argc, argv);
 	if (rc)
 		goto out;
@@ -596,8 +576,8 @@ int bench_cmd_resume_live(int argc, char **argv)
 	/* The first subscriber reads the channel without a cursor: its
 	 * items name the revisions to edit, its cursor is everyone's. */
 	t0 = bench_now();
-	first = bench_live_subscriber(&lv, 0, addrs[0], hosts[0], l.reader_sk, 0);
-	lv.writer = bench_ws_connect(&lv.loop, addrs[0], hosts[0], l.admin_sk, 0);
+	first = bench_live_subscriber(&lv, 0, nodes.addr[0], nodes.host[0], l.reader_sk, 0);
+	lv.writer = bench_ws_connect(&lv.loop, nodes.addr[0], nodes.host[0], l.admin_sk, 0);
 	if (!first || !lv.writer || !bench_live_authenticate(&lv, 20)) {
 		json_array_append_new(errors, json_sprintf("authentication: %s", lv.loop.first_error));
 		goto report;
@@ -624,7 +604,7 @@ int bench_cmd_resume_live(int argc, char **argv)
 		goto report;
 
 	/* The others, over the nodes, open from that cursor. */
-	if (bench_live_connect(&lv, 1, addrs, hosts, l.reader_sk, errors))
+	if (bench_live_connect(&lv, 1, &nodes, l.reader_sk, errors))
 		goto report;
 	if (!bench_live_authenticate(&lv, 60)) {
 		json_array_append_new(errors, json_sprintf("authentication: %d of %d, %s",
@@ -643,7 +623,7 @@ int bench_cmd_resume_live(int argc, char **argv)
 	unexpected = bench_live_tally(&lv, completed, true, errors);
 report:
 	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:f,s:o,s:b,s:o}",
-		"command", "resume-live", "subscribers", nsubs, "nodes", nnodes,
+		"command", "resume-live", "subscribers", nsubs, "nodes", nodes.n,
 		"edits", nedits, "edits_completed", completed,
 		"first_catchup_items", catchup_items, "unexpected_frames", unexpected,
 		"p50_ms", bench_live_ms(&lv, 0.5), "p99_ms", bench_live_ms(&lv, 0.99),
@@ -773,7 +753,7 @@ static int pg_statements(const char *url, bool reset, double *ms, long *calls)
 
 int bench_cmd_resume_reconnect(int argc, char **argv)
 {
-	char addrs_buf[512], hosts_buf[512], *addrs[8], *hosts[8];
+	struct bench_nodes nodes;
 	const char *url = bench_opt(argc, argv, "--db", NULL);
 	int nclients = (int)bench_opt_long(argc, argv, "--clients", 1000);
 	int nscopes = (int)bench_opt_long(argc, argv, "--scopes", 64);
@@ -784,15 +764,11 @@ int bench_cmd_resume_reconnect(int argc, char **argv)
 	double t0 = 0, t_last = 0, *lat = NULL, db_ms = 0, secs;
 	long db_calls = 0;
 	json_t *errors = json_array();
-	int nnodes, nhosts, i, k, p, rc, npages, nlat = 0, with_items = 0, refused = 0;
+	int i, k, p, rc, npages, nlat = 0, with_items = 0, refused = 0;
 
 	for (p = 0; p < MAX_PAGES; p++)
 		comb_buf_init(&pages[p], 64u << 20);
-	snprintf(addrs_buf, sizeof(addrs_buf), "%s", bench_opt(argc, argv, "--addrs", ""));
-	snprintf(hosts_buf, sizeof(hosts_buf), "%s", bench_opt(argc, argv, "--hosts", ""));
-	nnodes = bench_split(addrs_buf, addrs, 8);
-	nhosts = bench_split(hosts_buf, hosts, 8);
-	if (nnodes < 1 || nhosts != nnodes || nclients < 1) {
+	if (!bench_nodes_from_opts(&nodes, argc, argv) || nclients < 1) {
 		bench_log("resume-reconnect: --addrs and --hosts (as many) are required");
 		return 2;
 	}
@@ -808,7 +784,7 @@ int bench_cmd_resume_reconnect(int argc, char **argv)
 	lat = calloc((size_t)nclients, sizeof(*lat));
 	if (rc == 0 && (!r.clients || !r.cursors || !r.scopes || !lat))
 		rc = COMB_ENOMEM;
-	rc = rc ? rc : bench_http_open(&c, addrs[0], hosts[0]);
+	rc = rc ? rc : bench_http_open(&c, nodes.addr[0], nodes.host[0]);
 	if (rc)
 		goto out;
 	bench_loop_init(&r.loop, reconnect_message, &r);
@@ -829,8 +805,8 @@ int bench_cmd_resume_reconnect(int argc, char **argv)
 	t0 = t_last = bench_now();
 	for (i = 0; i < nclients; i++) {
 		r.clients[i].scope = i % nscopes;
-		if (!bench_ws_connect(&r.loop, addrs[i % nnodes], hosts[i % nnodes],
-				      l.reader_sk, i % nnodes)) {
+		if (!bench_ws_connect(&r.loop, nodes.addr[i % nodes.n],
+				      nodes.host[i % nodes.n], l.reader_sk, i % nodes.n)) {
 			json_array_append_new(errors, json_sprintf("client %d: %s", i,
 								   r.loop.first_error));
 			refused += nclients - i;
@@ -870,7 +846,7 @@ int bench_cmd_resume_reconnect(int argc, char **argv)
 			with_items));
 report:
 	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:b,s:o}",
-		"command", "resume-reconnect", "clients", nclients, "nodes", nnodes,
+		"command", "resume-reconnect", "clients", nclients, "nodes", nodes.n,
 		"scopes", nscopes, "eose", r.eosed, "refused", refused, "wrong", with_items,
 		"all_eose_s", r.eosed == nclients ? json_real(t_last - t0) : json_null(),
 		"req_to_eose_p50_ms", nlat ? json_real(bench_quantile(lat, (size_t)nlat, 0.5)) : json_null(),

@@ -302,7 +302,7 @@ static const struct bench_live_ops sync_live_ops = {
 int bench_cmd_sync_live(int argc, char **argv)
 {
 	const char *manifest = bench_opt(argc, argv, "--manifest", NULL);
-	char addrs_buf[512], hosts_buf[512], *addrs[8], *hosts[8];
+	struct bench_nodes nodes;
 	int nsubs = (int)bench_opt_long(argc, argv, "--subs", 1000);
 	int nedits = (int)bench_opt_long(argc, argv, "--edits", 200);
 	struct bench_live lv;
@@ -313,20 +313,17 @@ int bench_cmd_sync_live(int argc, char **argv)
 	char prev[BENCH_PER_CHANNEL][65];
 	double setup_s = 0, t0;
 	json_t *errors = json_array();
-	int nnodes, nhosts, na = 0, e, rc, completed = 0;
+	int na = 0, e, rc, completed = 0;
 	int live_channel;
 	size_t k;
 
 	comb_buf_init(&sl.req, 65536);
-	snprintf(addrs_buf, sizeof(addrs_buf), "%s", bench_opt(argc, argv, "--addrs", ""));
-	snprintf(hosts_buf, sizeof(hosts_buf), "%s", bench_opt(argc, argv, "--hosts", ""));
-	nnodes = bench_split(addrs_buf, addrs, 8);
-	nhosts = bench_split(hosts_buf, hosts, 8);
-	if (!manifest || nnodes < 1 || nhosts != nnodes || nsubs < 1 || nedits < 1) {
+	if (!manifest || !bench_nodes_from_opts(&nodes, argc, argv) || nsubs < 1 ||
+	    nedits < 1) {
 		bench_log("sync-live: --addrs, --hosts (as many) and --manifest are required");
 		return 2;
 	}
-	rc = bench_live_init(&lv, &sync_live_ops, &sl, nsubs, nnodes, nedits);
+	rc = bench_live_init(&lv, &sync_live_ops, &sl, nsubs, nodes.n, nedits);
 	rc = rc ? rc : bench_layout_from_opts(&l, argc, argv);
 	rc = rc ? rc : bench_manifest_read(manifest, &m);
 	if (rc)
@@ -359,10 +356,10 @@ int bench_cmd_sync_live(int argc, char **argv)
 
 	/* Subscribers over the nodes, then the writer on the first node. */
 	t0 = bench_now();
-	rc = bench_live_connect(&lv, 0, addrs, hosts, l.reader_sk, errors);
+	rc = bench_live_connect(&lv, 0, &nodes, l.reader_sk, errors);
 	if (rc)
 		goto report;
-	lv.writer = bench_ws_connect(&lv.loop, addrs[0], hosts[0], l.admin_sk, 0);
+	lv.writer = bench_ws_connect(&lv.loop, nodes.addr[0], nodes.host[0], l.admin_sk, 0);
 	if (!lv.writer || !bench_live_authenticate(&lv, 60)) {
 		rc = COMB_EIO;
 		json_array_append_new(errors, json_sprintf("authentication: %d of %d, %s",
@@ -381,7 +378,7 @@ int bench_cmd_sync_live(int argc, char **argv)
 	bench_live_tally(&lv, completed, false, errors);
 report:
 	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:f,s:o,s:o,s:o,s:b,s:o}",
-		"command", "sync-live", "subscribers", nsubs, "nodes", nnodes,
+		"command", "sync-live", "subscribers", nsubs, "nodes", nodes.n,
 		"edits", nedits, "edits_completed", completed,
 		"snapshot_events", na,
 		"p50_ms", bench_live_ms(&lv, 0.5), "p99_ms", bench_live_ms(&lv, 0.99),

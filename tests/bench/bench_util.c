@@ -159,7 +159,8 @@ int bench_layout_from_opts(struct bench_layout *l, int argc, char **argv)
 				 bench_opt_long(argc, argv, "--community", 1));
 }
 
-int bench_split(char *buf, char **parts, int max)
+/* Splits "a,b" into at most max parts (pointers into buf, cut in place). */
+static int bench_split(char *buf, char **parts, int max)
 {
 	int n = 0;
 	char *save = NULL, *p;
@@ -167,6 +168,45 @@ int bench_split(char *buf, char **parts, int max)
 	for (p = strtok_r(buf, ",", &save); p && n < max; p = strtok_r(NULL, ",", &save))
 		parts[n++] = p;
 	return n;
+}
+
+int bench_nodes_from_opts(struct bench_nodes *nodes, int argc, char **argv)
+{
+	int hosts;
+
+	snprintf(nodes->addrs_buf, sizeof(nodes->addrs_buf), "%s",
+		 bench_opt(argc, argv, "--addrs", ""));
+	snprintf(nodes->hosts_buf, sizeof(nodes->hosts_buf), "%s",
+		 bench_opt(argc, argv, "--hosts", ""));
+	nodes->n = bench_split(nodes->addrs_buf, nodes->addr, BENCH_MAX_NODES);
+	hosts = bench_split(nodes->hosts_buf, nodes->host, BENCH_MAX_NODES);
+	if (hosts != nodes->n)
+		nodes->n = 0;
+	return nodes->n;
+}
+
+const char *bench_event_tag(json_t *event, const char *name)
+{
+	json_t *tags = json_object_get(event, "tags");
+	size_t i;
+
+	for (i = 0; i < json_array_size(tags); i++) {
+		json_t *t = json_array_get(tags, i);
+		const char *n = json_string_value(json_array_get(t, 0));
+
+		if (n && !strcmp(n, name))
+			return json_string_value(json_array_get(t, 1));
+	}
+	return NULL;
+}
+
+const char *bench_change_d(json_t *change)
+{
+	const char *op = json_string_value(json_object_get(change, "op"));
+
+	if (op && !strcmp(op, "upsert"))
+		return bench_event_tag(json_object_get(change, "event"), "d");
+	return json_string_value(json_object_get(change, "d"));
 }
 
 bool bench_msg_is(const char *msg, size_t len, const char *prefix)
