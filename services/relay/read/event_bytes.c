@@ -114,9 +114,12 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 		       void *ctx, char *why, size_t whylen)
 {
 	size_t sent = 0, size = BATCH_MIN, k, j, nmiss, bytes;
-	struct batch *b = malloc(sizeof(*b));
+	struct batch *b;
 	int rc = 0;
 
+	if (n == 0)
+		return 0;  /* a page of removals only, or nothing: no batch */
+	b = malloc(sizeof(*b));
 	if (!b)
 		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 	comb_buf_init(&b->hits, (size_t)BATCH_MAX * EVENT_MAX_BYTES);
