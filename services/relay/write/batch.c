@@ -251,8 +251,7 @@ static bool run_batch(struct write_job **batch, int n, PGconn *db)
 		}
 		if (broken)
 			break;
-		if (step < 2) {
-			step = 1;
+		if (step == 1) {
 			run_one(batch[i], db, true, &broken);
 			if (broken)
 				break;
