@@ -365,6 +365,31 @@ describe('access', () => {
 		assert.equal(await closedReason(c, 'doom'), 'resync: access changed');
 	});
 
+	test('a channel made private closes only the syncs of readers who lost it, among several readers\' syncs', async () => {
+		const S = await createChannel(stack, admin, { name: 'shared' });
+		const gone = newKey(), kept = newKey();
+		await addMember(stack, admin, S, kept.pk);
+		const rev = await create(S);
+		// two connections per reader, each with two syncs of the channel:
+		// one channel signal checks all eight in one access query
+		const syncs = [];
+		for (const who of [gone, kept, gone, kept]) {
+			const c = await client(who.sk);
+			for (const id of ['s1', 's2']) {
+				await openSync(c, id, { artifact: 'current', '#h': [S] });
+				syncs.push({ c, id, who });
+			}
+		}
+		await editChannel(stack, admin, S, [['visibility', 'private']]);
+		const edited = await update(rev);
+		for (const { c, id, who } of syncs) {
+			if (who === gone)
+				assert.equal(await closedReason(c, id), 'resync: access changed');
+			else
+				assert.deepEqual(await nextEvent(c, id), plain(edited));
+		}
+	});
+
 	test('grants and other members\' changes never close a sync', async () => {
 		const G = await createChannel(stack, admin, { name: 'g', visibility: 'private' });
 		const who = newKey();

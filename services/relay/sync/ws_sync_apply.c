@@ -205,26 +205,65 @@ void sync_sched_release(struct sync_sub *sub)
 /* ------------------------------------------------------------------ */
 /* access */
 
-static int append_probe_arrays(struct comb_buf *cids, struct comb_buf *chans,
-			       struct comb_buf *readers,
-			       const struct sync_probe *probes, size_t n)
-{
-	size_t i;
-	int rc = 0;
+/* A probe in the order that puts equal (community, channel, reader)
+ * side by side. */
+struct probe_ref {
+	const struct sync_probe *probe;
+	size_t index;
+};
 
-	rc = rc ? rc : comb_buf_putc(cids, '{');
+static int cmp_probe(const void *a, const void *b)
+{
+	const struct sync_probe *x = ((const struct probe_ref *)a)->probe;
+	const struct sync_probe *y = ((const struct probe_ref *)b)->probe;
+	int c;
+
+	if (x->community != y->community)
+		return x->community < y->community ? -1 : 1;
+	c = strcmp(x->channel, y->channel);
+	return c ? c : strcmp(x->reader, y->reader);
+}
+
+/*
+ * Numbers the distinct (community, channel, reader) of probes from 0 into
+ * group[] and appends one array element per group. Syncs of one reader
+ * and channel (a user's tabs and devices) then cost one row. Returns the
+ * number of groups, or 0 when out of memory.
+ */
+static size_t group_probes(const struct sync_probe *probes, size_t n,
+			   size_t *group, struct comb_buf *cids,
+			   struct comb_buf *chans, struct comb_buf *readers)
+{
+	struct probe_ref *refs = malloc(n * sizeof(*refs));
+	size_t i, groups = 0;
+	int rc;
+
+	if (!refs)
+		return 0;
+	for (i = 0; i < n; i++)
+		refs[i] = (struct probe_ref){.probe = &probes[i], .index = i};
+	qsort(refs, n, sizeof(*refs), cmp_probe);
+	rc = comb_buf_putc(cids, '{');
 	rc = rc ? rc : comb_buf_putc(chans, '{');
 	rc = rc ? rc : comb_buf_putc(readers, '{');
 	for (i = 0; i < n && rc == 0; i++) {
-		const char *sep = i ? "," : "";
+		const struct sync_probe *p = refs[i].probe;
+		const char *sep = groups ? "," : "";
 
-		rc = comb_buf_printf(cids, "%s%" PRId64, sep, probes[i].community);
-		rc = rc ? rc : comb_buf_printf(chans, "%s%s", sep, probes[i].channel);
-		rc = rc ? rc : comb_buf_printf(readers, "%s%s", sep, probes[i].reader);
+		if (i && cmp_probe(&refs[i - 1], &refs[i]) == 0) {
+			group[refs[i].index] = groups - 1;
+			continue;
+		}
+		group[refs[i].index] = groups++;
+		rc = comb_buf_printf(cids, "%s%" PRId64, sep, p->community);
+		rc = rc ? rc : comb_buf_printf(chans, "%s%s", sep, p->channel);
+		rc = rc ? rc : comb_buf_printf(readers, "%s%s", sep, p->reader);
 	}
 	rc = rc ? rc : comb_buf_putc(cids, '}');
 	rc = rc ? rc : comb_buf_putc(chans, '}');
-	return rc ? rc : comb_buf_putc(readers, '}');
+	rc = rc ? rc : comb_buf_putc(readers, '}');
+	free(refs);
+	return rc ? 0 : groups;
 }
 
 static bool key_readable(const uint8_t *keys, int key)
@@ -238,8 +277,9 @@ int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
 {
 	struct comb_buf cids, chans, readers;
 	PGresult *res = NULL;
-	size_t i;
-	int rc, row;
+	size_t i, groups, *group = NULL;
+	int *key = NULL;  /* per group: its read key, -1 without a channel */
+	int rc = 0, row;
 
 	*budget = false;
 	for (i = 0; i < n; i++)
@@ -249,8 +289,10 @@ int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
 	comb_buf_init(&cids, n * 24 + 8);
 	comb_buf_init(&chans, n * 40 + 8);
 	comb_buf_init(&readers, n * 68 + 8);
-	rc = append_probe_arrays(&cids, &chans, &readers, probes, n);
-	if (rc) {
+	group = malloc(n * sizeof(*group));
+	key = malloc(n * sizeof(*key));
+	groups = group && key ? group_probes(probes, n, group, &cids, &chans, &readers) : 0;
+	if (groups == 0) {
 		rc = COMB_ENOMEM;
 		goto out;
 	}
@@ -270,14 +312,14 @@ int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
 		rc = COMB_EUNAVAIL;
 		goto out;
 	}
+	for (i = 0; i < groups; i++)
+		key[i] = -1;
 	for (row = 0; row < PQntuples(res); row++) {
-		long k = strtol(PQgetvalue(res, row, 0), NULL, 10);
+		long g = strtol(PQgetvalue(res, row, 0), NULL, 10);
 		struct comb_policy_channel facts = {0};
-		struct sync_probe *p;
 
-		if (k < 1 || (size_t)k > n)
+		if (g < 1 || (size_t)g > groups)
 			continue;
-		p = &probes[k - 1];
 		facts.visibility = (enum comb_visibility)strtol(PQgetvalue(res, row, 1), NULL, 10);
 		facts.is_dm = PQgetvalue(res, row, 2)[0] == 't';
 		facts.deleted = PQgetvalue(res, row, 3)[0] == 't';
@@ -285,10 +327,14 @@ int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
 		facts.role = PQgetisnull(res, row, 5) ? COMB_ROLE_NONE :
 			(enum comb_role)strtol(PQgetvalue(res, row, 5), NULL, 10);
 		facts.named = 1;  /* every channel of a sync is named in #h */
-		p->readable = key_readable(p->read_keys, comb_policy_read_key(&facts));
+		key[g - 1] = comb_policy_read_key(&facts);
 	}
+	for (i = 0; i < n; i++)
+		probes[i].readable = key_readable(probes[i].read_keys, key[group[i]]);
 out:
 	PQclear(res);
+	free(group);
+	free(key);
 	comb_buf_release(&cids);
 	comb_buf_release(&chans);
 	comb_buf_release(&readers);
@@ -806,6 +852,7 @@ static void run_batch(struct batch *b)
 		kill_all(b, why);
 	} else {
 		for (i = 0; i < b->n; i++) {
+
 			if (!b->works[i].skip)
 				apply_work(b, &b->works[i]);
 		}

@@ -165,7 +165,8 @@ struct sync_probe {
 /*
  * Answers n probes with one query on db (inside the caller's transaction
  * when it has one), as the policy would for a request naming each channel
- * in #h. Returns 0, or COMB_EUNAVAIL (the query failed; *budget tells
+ * in #h; probes of the same community, channel and reader share one row
+ * of it. Returns 0, or COMB_EUNAVAIL (the query failed; *budget tells
  * whether it ran past the statement budget) or COMB_ENOMEM.
  */
 int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
