@@ -3,10 +3,11 @@
  * session.h). One mutex guards the queue. A frame pushed while the queue
  * is empty and nothing writes is written by the pushing thread itself
  * when the socket takes all of it at once (write_now): a live change
- * fanned out to many connections then wakes no thread per frame. Every
- * other frame waits in the queue for the writer thread, which takes a
- * frame under the mutex, writes without it, and exits after linger_ms
- * without work so that idle connections cost no thread. `writing` keeps
+ * fanned out to many connections then wakes no thread per frame and is
+ * never copied. Every other frame is copied into the queue and waits for
+ * the writer thread, which takes a frame under the mutex, writes without
+ * it, and exits after linger_ms without work so that idle connections
+ * cost no thread. `writing` keeps
  * one writer at a time, so frames leave in the order they were pushed.
  * Queued bytes count the frame being written until its write returns, so
  * the bound covers every byte the queue holds.
@@ -201,13 +202,13 @@ enum write_now_outcome {
 };
 
 /*
- * Writes f from the pushing thread when nothing is queued or being
- * written and the socket takes all of it now. The caller holds mu, which
- * is released during the write; frames pushed meanwhile are queued, so
- * f, when NOT_WRITTEN, goes before them.
+ * Writes one frame (borrowed) from the pushing thread when nothing is
+ * queued or being written and the socket takes all of it now. The caller
+ * holds mu, which is released during the write; frames pushed meanwhile
+ * are queued, so the frame, when NOT_WRITTEN, goes before them.
  */
-static enum write_now_outcome write_now_locked(struct ws_outbox *ob,
-					       const struct frame *f)
+static enum write_now_outcome write_now_locked(struct ws_outbox *ob, int opcode,
+					       const char *data, size_t len)
 {
 	int n;
 
@@ -215,10 +216,10 @@ static enum write_now_outcome write_now_locked(struct ws_outbox *ob,
 		return NOT_TRIED;
 	ob->writing = true;
 	pthread_mutex_unlock(&ob->mu);
-	n = ob->transport.write_now(ob->transport.conn, f->opcode, f->data, f->len);
+	n = ob->transport.write_now(ob->transport.conn, opcode, data, len);
 	pthread_mutex_lock(&ob->mu);
 	ob->writing = false;
-	if (n > 0 && f->opcode == WS_OP_CLOSE)
+	if (n > 0 && opcode == WS_OP_CLOSE)
 		ob->close_sent = true;
 	if (n < 0 && !ob->failed) {
 		ob->failed = true;
@@ -249,27 +250,29 @@ static void append_locked(struct ws_outbox *ob, struct frame *f)
 }
 
 /*
- * Sends f, which it takes: written at once when it can be (write_now),
- * else queued in its place for the writer thread. Returns 0, or COMB_EIO
- * when the queue failed or stopped meanwhile. The caller holds mu.
+ * Sends one frame (borrowed): written at once when it can be
+ * (write_now), else copied into the queue in its place for the writer
+ * thread; only a frame that waits is copied. Returns 0, or COMB_EIO when
+ * the queue failed or stopped meanwhile, or COMB_ENOMEM. The caller holds
+ * mu.
  */
-static int send_locked(struct ws_outbox *ob, struct frame *f)
+static int send_locked(struct ws_outbox *ob, int opcode, const char *data,
+		       size_t len)
 {
-	switch (write_now_locked(ob, f)) {
-	case WRITTEN:
-		free(f);
+	enum write_now_outcome outcome = write_now_locked(ob, opcode, data, len);
+	struct frame *f;
+
+	if (outcome == WRITTEN)
 		return ob->failed ? COMB_EIO : 0;
-	case NOT_WRITTEN:
-		if (ob->failed || ob->stopping) {
-			free(f);
-			return COMB_EIO;
-		}
+	if (ob->failed || ob->stopping)
+		return COMB_EIO;
+	f = frame_new(opcode, data, len);
+	if (!f)
+		return COMB_ENOMEM;
+	if (outcome == NOT_WRITTEN)
 		prepend_locked(ob, f);
-		break;
-	case NOT_TRIED:
+	else
 		append_locked(ob, f);
-		break;
-	}
 	return ensure_writer_locked(ob);
 }
 
@@ -277,11 +280,8 @@ int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		   size_t len, unsigned flags)
 {
 	size_t limit = ob->limits.max_bytes, cost = frame_cost(len);
-	struct frame *f = frame_new(opcode, data, len);
 	int rc = 0;
 
-	if (!f)
-		return COMB_ENOMEM;
 	if (flags & WS_PUSH_RESERVED)
 		limit += ob->limits.reserve_bytes;
 	pthread_mutex_lock(&ob->mu);
@@ -298,11 +298,9 @@ int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		}
 		pthread_cond_wait(&ob->room, &ob->mu);
 	}
-	rc = send_locked(ob, f);
-	f = NULL;
+	rc = send_locked(ob, opcode, data, len);
 out:
 	pthread_mutex_unlock(&ob->mu);
-	free(f);
 	return rc;
 }
 
@@ -315,7 +313,6 @@ int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason)
 {
 	char payload[125];
 	size_t rlen = reason ? strlen(reason) : 0;
-	struct frame *f;
 	int rc = 0;
 
 	if (rlen > sizeof(payload) - 2)
@@ -324,20 +321,14 @@ int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason)
 	payload[1] = (char)(code & 0xff);
 	if (rlen)
 		memcpy(payload + 2, reason, rlen);
-	f = frame_new(WS_OP_CLOSE, payload, rlen + 2);
-	if (!f)
-		return COMB_ENOMEM;
 	pthread_mutex_lock(&ob->mu);
-	if (ob->closing || ob->failed || ob->stopping)
-		goto out;
-	ob->closing = true;
-	pthread_cond_broadcast(&ob->room);
-	send_locked(ob, f);
-	f = NULL;
-out:
+	if (!(ob->closing || ob->failed || ob->stopping)) {
+		ob->closing = true;
+		pthread_cond_broadcast(&ob->room);
+		rc = send_locked(ob, WS_OP_CLOSE, payload, rlen + 2);
+	}
 	pthread_mutex_unlock(&ob->mu);
-	free(f);
-	return rc;
+	return rc == COMB_ENOMEM ? rc : 0;
 }
 
 void ws_outbox_close_now(struct ws_outbox *ob, const char *payload, size_t len)

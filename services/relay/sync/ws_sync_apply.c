@@ -73,7 +73,12 @@ struct batch {
 	struct sync_probe *probes;
 	size_t nprobes, capprobes;
 	PGresult *heads, *moves;
+	/* The last frame built: ["EVENT",frame_sub,*frame_json] (frame_json
+	 * points into heads or moves), reused for the next sync of the same
+	 * subscription id. */
 	struct comb_buf frame;
+	const char *frame_json;
+	char frame_sub[WS_SUB_ID_MAX + 1];
 };
 
 static struct {
@@ -723,10 +728,15 @@ static int push(struct batch *b, struct work *w, const char *json, size_t len)
 	struct ws_session *s = sub->session;
 	int rc;
 
-	comb_buf_reset(&b->frame);
-	if (ws_format_event(&b->frame, sub->base.id, json, len)) {
-		sync_kill(sub, "error: out of memory");
-		return COMB_ENOMEM;
+	if (b->frame_json != json || strcmp(b->frame_sub, sub->base.id)) {
+		comb_buf_reset(&b->frame);
+		b->frame_json = NULL;
+		if (ws_format_event(&b->frame, sub->base.id, json, len)) {
+			sync_kill(sub, "error: out of memory");
+			return COMB_ENOMEM;
+		}
+		b->frame_json = json;
+		snprintf(b->frame_sub, sizeof(b->frame_sub), "%s", sub->base.id);
 	}
 	pthread_mutex_lock(&s->mu);
 	if (sub->base.dead) {
@@ -860,6 +870,7 @@ static void run_batch(struct batch *b)
 	PQclear(b->heads);
 	PQclear(b->moves);
 	b->heads = b->moves = NULL;
+	b->frame_json = NULL;
 }
 
 static void *worker_main(void *arg)
