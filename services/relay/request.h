@@ -10,6 +10,7 @@
 #include <civetweb.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "relay.h"
 
@@ -47,6 +48,12 @@ struct request {
 	 * resumable sync of sync/ws_resume.c, reads through a route's own
 	 * code. conn is then NULL. */
 	struct comb_buf *capture;
+	/* The verified NIP-98 token, until its use is recorded in the replay
+	 * store (http_claim_replay, or the incremental read's admission,
+	 * which records it in the same Redis call): its id ("" once recorded,
+	 * or without a token) and the unix time its use is kept until. */
+	char replay_token[65];
+	int64_t replay_expires;
 };
 
 /* Sends status with a JSON body (borrowed) and extra headers ("" or lines
@@ -59,6 +66,19 @@ void http_send_error(struct request *req, int status, const char *message);
 
 /* Sends the error of a failed database step: 503 "error: ..." */
 void http_send_unavailable(struct request *req, const char *what);
+
+/*
+ * Records the use of req's NIP-98 token in the replay store, once (a
+ * no-op without a token or when recorded already). Every handler of an
+ * authenticated route calls it before it reads or writes anything.
+ * Returns true, or answers as http_refuse_replay does and returns false.
+ */
+bool http_claim_replay(struct request *req);
+
+/* Answers a failed record of the token's use: 401 `auth-required:
+ * authorization already used` for COMB_EREPLAY, else 503 (the replay
+ * store cannot say). */
+void http_refuse_replay(struct request *req, int rc);
 
 /* Borrows a database connection into req->db; on failure sends 503 and
  * returns false. */

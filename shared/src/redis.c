@@ -13,6 +13,7 @@
 #include "comb/clock.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <time.h>
 
 #include "comb/error.h"
+#include "comb/hex.h"
 #include "comb/log.h"
 
 #define REDIS_DEFAULT_PORT 6379
@@ -433,6 +435,63 @@ redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt,
 		r = NULL;
 	}
 	pool_put(pool, c, ok);
+	return r;
+}
+
+/* Runs one command given as argv on a pooled connection; as
+ * comb_redis_command. */
+static redisReply *command_argv(struct comb_redis_pool *pool, int argc,
+				const char **argv)
+{
+	redisContext *c = pool_get(pool);
+	redisReply *r;
+	bool ok;
+
+	if (c == NULL)
+		return NULL;
+	r = redisCommandArgv(c, argc, argv, NULL);
+	ok = r != NULL && c->err == 0;
+	if (!ok)
+		comb_warn("redis %s:%d command failed: %s", pool->url.host,
+			  pool->url.port, c->err ? c->errstr : "no reply");
+	if (!ok && r != NULL) {
+		freeReplyObject(r);
+		r = NULL;
+	}
+	pool_put(pool, c, ok);
+	return r;
+}
+
+#define SCRIPT_MAX_ARGS 16
+
+redisReply *comb_redis_script(struct comb_redis_pool *pool, const char *text,
+			      int nkeys, const char *const *args, int nargs)
+{
+	const char *argv[SCRIPT_MAX_ARGS + 3];
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char sha[41], nkeys_s[16];
+	redisReply *r;
+
+	if (nargs < nkeys || nargs > SCRIPT_MAX_ARGS)
+		COMB_BUG("comb_redis_script: bad argument count");
+	if (!EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha1(), NULL) ||
+	    mdlen != 20)
+		COMB_BUG("sha-1 unavailable");
+	comb_hex_encode(md, 20, sha);
+	snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+	argv[0] = "EVALSHA";
+	argv[1] = sha;
+	argv[2] = nkeys_s;
+	memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
+	r = command_argv(pool, nargs + 3, argv);
+	if (r && r->type == REDIS_REPLY_ERROR &&
+	    strncasecmp(r->str, "NOSCRIPT", 8) == 0) {
+		freeReplyObject(r);
+		argv[0] = "EVAL";
+		argv[1] = text;
+		r = command_argv(pool, nargs + 3, argv);
+	}
 	return r;
 }
 

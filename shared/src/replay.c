@@ -7,22 +7,32 @@
  */
 #include "comb/replay.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/log.h"
 
+int comb_replay_key(const char *token_id, char key[COMB_REPLAY_KEY_LEN])
+{
+	if (token_id == NULL || strlen(token_id) != 64 ||
+	    !comb_hex_is_lower(token_id, 64))
+		return COMB_EINVAL;
+	snprintf(key, COMB_REPLAY_KEY_LEN, "comb:nip98:%s", token_id);
+	return 0;
+}
+
 int comb_replay_claim(struct comb_redis_pool *pool, const char *token_id,
 		      int64_t expires_at)
 {
+	char key[COMB_REPLAY_KEY_LEN];
 	redisReply *r;
 	int rc;
 
-	if (token_id == NULL || strlen(token_id) != 64 ||
-	    !comb_hex_is_lower(token_id, 64) || expires_at <= 0)
+	if (comb_replay_key(token_id, key) || expires_at <= 0)
 		return COMB_EINVAL;
-	r = comb_redis_command(pool, "SET comb:nip98:%s 1 NX EXAT %lld", token_id,
+	r = comb_redis_command(pool, "SET %s 1 NX EXAT %lld", key,
 			       (long long)expires_at);
 	if (r == NULL)
 		return COMB_EUNAVAIL;

@@ -197,6 +197,25 @@ describe('NIP-98 rejections', () => {
 		assert.equal(second.status, 401);
 		assert.deepEqual(second.json(), { error: 'auth-required: authorization already used' });
 
+		// every kind of /query and /count answer records the token's use;
+		// an incremental read does it in the call that admits it
+		for (const [path, b] of [
+			['/query', [{ artifact: 'incremental', limit: 5 }]],
+			['/query', [{ artifact: 'incremental', cursor: 'not a cursor' }]],
+			['/query', [{ artifact: 'current' }]],
+			['/query', [{ kinds: [9] }, { kinds: [1] }]],
+			['/query', { not: 'an array' }],
+			['/count', [{ kinds: [9] }]],
+		]) {
+			const a = await nip98Header(alice.sk, `http://localhost:${stack.port}${path}`, 'POST', b,
+				{ extraTags: [nonce()] });
+			const one = await post(stack.url, path, b, null, { auth: a });
+			assert.notEqual(one.status, 401, one.body);
+			const two = await post(stack.url, path, b, null, { auth: a });
+			assert.equal(two.status, 401, `${path} ${JSON.stringify(b)}: ${two.body}`);
+			assert.deepEqual(two.json(), { error: 'auth-required: authorization already used' });
+		}
+
 		const ev = message(alice.sk);
 		const evAuth = await nip98Header(alice.sk, eventsUrl(stack), 'POST', ev, { extraTags: [nonce()] });
 		assert.equal((await post(stack.url, '/events', ev, null, { auth: evAuth })).status, 200);
@@ -258,6 +277,9 @@ describe('the replay store is shared and fails closed', () => {
 			const q = await post(s.url, '/query', [{}], sAdmin);
 			assert.equal(q.status, 503);
 			assert.deepEqual(q.json(), { error: 'error: replay store unavailable' });
+			const inc = await post(s.url, '/query', [{ artifact: 'incremental' }], sAdmin);
+			assert.equal(inc.status, 503, inc.body);
+			assert.deepEqual(inc.json(), { error: 'error: replay store unavailable' });
 		} finally {
 			await s.stop();
 		}

@@ -103,6 +103,9 @@ static bool read_body(struct request *req)
 	return true;
 }
 
+/* Verifies the request's NIP-98 token into req->pubkey and
+ * req->replay_token; answers 401 and returns false when it is not valid.
+ * Its use is recorded by the route (http_claim_replay). */
 static bool authenticate(struct request *req)
 {
 	char path[2048], token_id[65], reason[160], msg[200];
@@ -111,7 +114,6 @@ static bool authenticate(struct request *req)
 	const char *query = req->info->query_string;
 	const char *raw = req->info->local_uri_raw ? req->info->local_uri_raw
 						   : req->info->local_uri;
-	int rc;
 
 	snprintf(path, sizeof(path), "%s%s%s", raw, query ? "?" : "",
 		 query ? query : "");
@@ -130,18 +132,33 @@ static bool authenticate(struct request *req)
 		http_send_error(req, 401, msg);
 		return false;
 	}
-	/* remembered while any node whose clock trails could still accept it */
-	rc = comb_replay_claim(req->relay->redis, token_id, created_at +
-			       COMB_NIP98_MAX_SKEW + COMB_NIP98_CLOCK_MARGIN);
-	if (rc == COMB_EREPLAY) {
-		http_send_error(req, 401, "auth-required: authorization already used");
-		return false;
-	}
-	if (rc) {
-		http_send_unavailable(req, "replay store");
-		return false;
-	}
+	/* remembered while any node whose clock trails could still accept
+	 * it; recorded by the route (http_claim_replay) */
+	snprintf(req->replay_token, sizeof(req->replay_token), "%s", token_id);
+	req->replay_expires = created_at + COMB_NIP98_MAX_SKEW + COMB_NIP98_CLOCK_MARGIN;
 	return true;
+}
+
+void http_refuse_replay(struct request *req, int rc)
+{
+	if (rc == COMB_EREPLAY)
+		http_send_error(req, 401, "auth-required: authorization already used");
+	else
+		http_send_unavailable(req, "replay store");
+}
+
+bool http_claim_replay(struct request *req)
+{
+	int rc;
+
+	if (!req->replay_token[0])
+		return true;
+	rc = comb_replay_claim(req->relay->redis, req->replay_token,
+			       req->replay_expires);
+	req->replay_token[0] = '\0';
+	if (rc)
+		http_refuse_replay(req, rc);
+	return rc == 0;
 }
 
 /* PROTOCOL.md section 10 "Browsers": a CORS preflight is answered on every
@@ -203,7 +220,11 @@ static void dispatch(struct request *req)
 		http_send_error(req, 404, "not found");
 		return;
 	}
-	if (!read_body(req) || !authenticate(req) || !http_acquire_db(req))
+	/* /query records the token's use itself: an incremental read does
+	 * it in the call that admits it */
+	if (!read_body(req) || !authenticate(req) ||
+	    (req->route != ROUTE_QUERY && !http_claim_replay(req)) ||
+	    !http_acquire_db(req))
 		return;
 	if (req->route == ROUTE_EVENTS)
 		handle_events(req);

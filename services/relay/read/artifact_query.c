@@ -320,18 +320,23 @@ static char *named_literal(const struct artifact_filter *f)
 	return text;
 }
 
+bool artifact_query_is_incremental(const json_t *filter, bool count)
+{
+	const char *mode = comb_json_get_string(filter, "artifact");
+
+	return !count && mode && !strcmp(mode, "incremental");
+}
+
 void artifact_query(struct request *req, json_t *filter, bool count)
 {
 	char err[256], msg[300], keys[ACCESS_KEYS_LITERAL];
 	struct artifact_filter f;
 	struct statement st = {0};
 	struct actor actor;
-	const char *mode;
 	char *named = NULL;
 	PGresult *res;
 
-	mode = comb_json_get_string(filter, "artifact");
-	if (!count && mode && !strcmp(mode, "incremental")) {
+	if (artifact_query_is_incremental(filter, count)) {
 		incremental_read(req, filter);
 		return;
 	}

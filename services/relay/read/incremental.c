@@ -33,6 +33,8 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/random.h"
+#include "comb/redis.h"
+#include "comb/replay.h"
 #include "metrics.h"
 #include "proto/proto.h"
 #include "read.h"
@@ -104,18 +106,29 @@ static int array_literal(struct comb_buf *b, const char *const *values, size_t n
 	return rc ? rc : comb_buf_putc(b, '}');
 }
 
-/* Claims a slot among the cluster-wide concurrent reads; *token is set to
- * release it. Returns 0, COMB_EDENIED when full, COMB_EUNAVAIL. */
-static int admit(struct relay *relay, char token[ADMISSION_TOKEN_LEN])
+/*
+ * Claims a slot among the cluster-wide concurrent reads, and records the
+ * use of req's NIP-98 token in the replay store in the same Redis call
+ * (a used token takes no slot). *token is set to release the slot.
+ * Returns 0; COMB_EREPLAY for a used token; COMB_EDENIED when full;
+ * COMB_EUNAVAIL when Redis cannot answer.
+ */
+static int admit(struct request *req, char token[ADMISSION_TOKEN_LEN])
 {
 	static const char script[] =
+		"if #KEYS == 2 and not redis.call('SET', KEYS[2], '1', 'NX', 'EXAT', ARGV[5]) then\n"
+		"  return -1\n"
+		"end\n"
 		"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[4]))\n"
 		"if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end\n"
 		"redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])\n"
 		"redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
 		"return 1";
+	struct relay *relay = req->relay;
+	char now_ms[24], max[16], lease[16], expires[24];
+	char replay_key[COMB_REPLAY_KEY_LEN];
+	bool claim = req->replay_token[0] != '\0';
 	struct timespec now;
-	char now_ms[24], max[16], lease[16];
 	redisReply *r;
 	int rc;
 
@@ -124,16 +137,25 @@ static int admit(struct relay *relay, char token[ADMISSION_TOKEN_LEN])
 		 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
 	if (comb_random_hex(token, (ADMISSION_TOKEN_LEN - 1) / 2))
 		return COMB_EUNAVAIL;
+	if (claim && comb_replay_key(req->replay_token, replay_key))
+		return COMB_EUNAVAIL;
 	snprintf(max, sizeof(max), "%d", relay->cfg.incremental_max_concurrent);
 	snprintf(lease, sizeof(lease), "%d", ADMISSION_LEASE_MS);
-	r = comb_redis_command(relay->redis, "EVAL %s 1 %s %s %s %s %s", script,
-			       ADMISSION_KEY, now_ms, token, max, lease);
+	snprintf(expires, sizeof(expires), "%lld", (long long)req->replay_expires);
+	r = comb_redis_script(relay->redis, script, claim ? 2 : 1,
+			      claim ? (const char *const[]){ADMISSION_KEY, replay_key, now_ms,
+							     token, max, lease, expires}
+				    : (const char *const[]){ADMISSION_KEY, now_ms, token,
+							     max, lease, expires},
+			      claim ? 7 : 6);
 	if (!r || r->type != REDIS_REPLY_INTEGER)
 		rc = COMB_EUNAVAIL;
 	else
-		rc = r->integer == 1 ? 0 : COMB_EDENIED;
+		rc = r->integer == 1 ? 0 : r->integer == -1 ? COMB_EREPLAY : COMB_EDENIED;
 	if (r)
 		freeReplyObject(r);
+	if (rc != COMB_EUNAVAIL)
+		req->replay_token[0] = '\0';
 	return rc;
 }
 
@@ -706,31 +728,41 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 	char err[256], token[ADMISSION_TOKEN_LEN];
 	int admitted;
 
-	if (!req->relay->cfg.incremental_enabled) {
-		send_inc_error(req, 503, "incremental_unavailable",
-			       "incremental reads are disabled on this relay");
-		return;
-	}
-	switch (inc_request_parse(filter, &rc.in, err, sizeof(err))) {
-	case INC_BAD_REQUEST:
-		send_inc_error(req, 400, "incremental_bad_request", err);
-		return;
-	case INC_BAD_CURSOR:
-		send_inc_error(req, 400, "incremental_bad_cursor", err);
-		return;
-	default:
-		break;
-	}
-	admitted = admission ? admit(req->relay, token) : 0;
-	if (admitted) {
-		send_inc_error(req, 503, "incremental_busy",
-			       admitted == COMB_EDENIED ? "too many incremental reads are running"
-							: "admission control unavailable");
+	/* The token's use is recorded first, whatever the answer. */
+	if (admission) {
+		admitted = admit(req, token);
+		if (admitted == COMB_EREPLAY || req->replay_token[0]) {
+			/* used before, or Redis could not record its use */
+			http_refuse_replay(req, admitted);
+			return;
+		}
+		if (admitted) {
+			send_inc_error(req, 503, "incremental_busy",
+				       admitted == COMB_EDENIED ? "too many incremental reads are running"
+								: "admission control unavailable");
+			return;
+		}
+	} else if (!http_claim_replay(req)) {
 		return;
 	}
 	comb_buf_init(&rc.named, 64 * INC_MAX_SCOPE);
 	comb_buf_init(&rc.types, 160 * INC_MAX_SCOPE);
 	comb_buf_init(&rc.out, 64u << 20);
+	if (!req->relay->cfg.incremental_enabled) {
+		send_inc_error(req, 503, "incremental_unavailable",
+			       "incremental reads are disabled on this relay");
+		goto out;
+	}
+	switch (inc_request_parse(filter, &rc.in, err, sizeof(err))) {
+	case INC_BAD_REQUEST:
+		send_inc_error(req, 400, "incremental_bad_request", err);
+		goto out;
+	case INC_BAD_CURSOR:
+		send_inc_error(req, 400, "incremental_bad_cursor", err);
+		goto out;
+	default:
+		break;
+	}
 	if (access_load_actor(req->db, &req->community, req->pubkey, &actor)) {
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");

@@ -216,12 +216,18 @@ void handle_query(struct request *req, bool count)
 	body = comb_json_parse(req->body, req->body_len,
 			       (size_t)req->relay->cfg.max_message_length,
 			       err, sizeof(err));
+	filter = json_array_size(body) == 1 ? json_array_get(body, 0) : NULL;
+	/* An incremental read records the token's use when it is admitted;
+	 * every other answer does it now. */
+	if (!artifact_query_is_incremental(filter, count) && !http_claim_replay(req)) {
+		json_decref(body);
+		return;
+	}
 	if (!body) {
 		snprintf(msg, sizeof(msg), "invalid: %s", err);
 		http_send_error(req, 400, msg);
 		return;
 	}
-	filter = json_array_get(body, 0);
 	if (!json_is_array(body) || json_array_size(body) != 1 ||
 	    !json_is_object(filter)) {
 		http_send_error(req, 400,

@@ -22,6 +22,11 @@
  */
 void artifact_query(struct request *req, json_t *filter, bool count);
 
+/* True when filter (borrowed, may be NULL) of a /query (count false) or
+ * /count answer is an incremental read, which artifact_query hands to
+ * incremental_read (artifact_query.c). */
+bool artifact_query_is_incremental(const json_t *filter, bool count);
+
 /* Incremental reads (PROTOCOL.md section 8), a cursor-driven feed of
  * current revisions and explicit removals, exact without any clock bound:
  * answers POST /query for a filter whose "artifact" is "incremental"

@@ -5,16 +5,12 @@
  * a token when one is there and answers {allowed, wait_ms}; Redis runs a
  * script alone, so two nodes never both spend the last token. The key
  * expires once a full bucket would have refilled, so idle pubkeys cost
- * nothing. The script is sent by its SHA-1 (EVALSHA) and loaded with EVAL
- * when the server does not know it yet (after a restart, say).
+ * nothing. The script runs by its SHA-1 (comb_redis_script).
  */
 #include "rate_limit_int.h"
 
-#include <openssl/evp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "comb/error.h"
 #include "comb/hex.h"
@@ -48,38 +44,6 @@ static const char script[] =
 	"redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 60000 / rate) + 1000)\n"
 	"return {ok, wait}\n";
 
-static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
-static char script_sha[41];
-
-static void compute_sha(void)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-
-	if (!EVP_Digest(script, sizeof(script) - 1, md, &len, EVP_sha1(), NULL) ||
-	    len != 20)
-		COMB_BUG("sha-1 unavailable");
-	comb_hex_encode(md, 20, script_sha);
-}
-
-/* Runs the script by hash, loading it when Redis answers NOSCRIPT. */
-static redisReply *run_script(struct comb_redis_pool *pool, const char *key,
-			      const char *rate, const char *burst)
-{
-	redisReply *r;
-
-	pthread_once(&sha_once, compute_sha);
-	r = comb_redis_command(pool, "EVALSHA %s 1 %s %s %s", script_sha, key,
-			       rate, burst);
-	if (r && r->type == REDIS_REPLY_ERROR &&
-	    strncasecmp(r->str, "NOSCRIPT", 8) == 0) {
-		freeReplyObject(r);
-		r = comb_redis_command(pool, "EVAL %s 1 %s %s %s", script, key,
-				       rate, burst);
-	}
-	return r;
-}
-
 int rate_limit_take(struct comb_redis_pool *pool, const char *pubkey,
 		    int per_minute, int burst, long *wait_ms)
 {
@@ -94,7 +58,8 @@ int rate_limit_take(struct comb_redis_pool *pool, const char *pubkey,
 	snprintf(key, sizeof(key), "%s%s", RATE_LIMIT_KEY_PREFIX, pubkey);
 	snprintf(rate_s, sizeof(rate_s), "%d", per_minute);
 	snprintf(burst_s, sizeof(burst_s), "%d", burst);
-	r = run_script(pool, key, rate_s, burst_s);
+	r = comb_redis_script(pool, script, 1,
+			      (const char *const[]){key, rate_s, burst_s}, 3);
 	if (r == NULL)
 		return COMB_EUNAVAIL;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||

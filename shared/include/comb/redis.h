@@ -66,6 +66,15 @@ void comb_redis_pool_free(struct comb_redis_pool *pool);
  */
 redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt, ...);
 
+/*
+ * Runs the Lua script text with nkeys keys and nargs arguments (keys
+ * first in args) on a pooled connection: by its SHA-1 (EVALSHA), and
+ * with EVAL when Redis does not know it yet (after a restart, say).
+ * Returns the reply as comb_redis_command does.
+ */
+redisReply *comb_redis_script(struct comb_redis_pool *pool, const char *text,
+			      int nkeys, const char *const *args, int nargs);
+
 /* True when a PING answers now. */
 bool comb_redis_ping(struct comb_redis_pool *pool);
 

@@ -5,9 +5,19 @@
 #ifndef COMB_REPLAY_H
 #define COMB_REPLAY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "comb/redis.h"
+
+/* The Redis key recording a token as used: "comb:nip98:" and its id. */
+#define COMB_REPLAY_KEY_LEN (sizeof("comb:nip98:") + 64)
+
+/*
+ * Writes the key of token_id into key. Returns 0, or COMB_EINVAL when
+ * token_id is not 64 lowercase hex digits.
+ */
+int comb_replay_key(const char *token_id, char key[COMB_REPLAY_KEY_LEN]);
 
 /*
  * Records token_id (64 hex) as used until expires_at (unix seconds, Redis's
