@@ -259,6 +259,16 @@ int bench_cmd_insert_floor(int argc, char **argv)
 		rc = exec_sql(db, "DROP TABLE IF EXISTS bench_ingest_floor");
 	if (rc == 0)
 		rc = exec_sql(db, "CREATE TABLE bench_ingest_floor (LIKE events INCLUDING ALL)");
+	/* LIKE copies no storage parameters: give the copy those of events
+	 * (toast_tuple_target keeps a stored event in its row) */
+	if (rc == 0)
+		rc = exec_sql(db,
+			      "DO $$ DECLARE o text[]; BEGIN"
+			      " SELECT reloptions INTO o FROM pg_class WHERE oid = 'events'::regclass;"
+			      " IF o IS NOT NULL THEN"
+			      "  EXECUTE format('ALTER TABLE bench_ingest_floor SET (%s)',"
+			      "                 array_to_string(o, ', '));"
+			      " END IF; END $$");
 	if (rc)
 		goto out;
 	t0 = bench_now();
