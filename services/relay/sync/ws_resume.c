@@ -414,24 +414,38 @@ struct member {
 	bool postponed;                 /* a frame waits for the client to read */
 };
 
+/* The CHANGES frame of one page, built once per subscription id: the
+ * subs of a group that share an id get the same bytes. */
+struct page_frame {
+	struct comb_buf buf;
+	bool built;                     /* buf holds the frame for sub */
+	char sub[WS_SUB_ID_MAX + 1];
+};
+
 /* Pushes pg to m's client, if it has items (or, when quiet, a newer
  * cursor), and moves m's cursor on; m stops reading when it was closed
  * or the frame was postponed (its cursor then stays). */
-static void deliver(struct member *m, const struct page *pg, struct comb_buf *frame)
+static void deliver(struct member *m, const struct page *pg, struct page_frame *frame)
 {
 	struct resume_sub *sub = m->sub;
 	struct ws_session *s = sub->session;
 	int rc;
 
 	if (pg->items > 0 || (m->quiet && strcmp(pg->cursor, sub->sent))) {
-		if (format_changes(frame, sub->base.id, pg)) {
-			kill_sub(sub, "error: out of memory");
-			m->reading = false;
-			return;
+		if (!frame->built || strcmp(frame->sub, sub->base.id)) {
+			frame->built = false;
+			if (format_changes(&frame->buf, sub->base.id, pg)) {
+				kill_sub(sub, "error: out of memory");
+				m->reading = false;
+				return;
+			}
+			frame->built = true;
+			snprintf(frame->sub, sizeof(frame->sub), "%s", sub->base.id);
 		}
 		pthread_mutex_lock(&s->mu);
 		rc = sub->base.dead ? COMB_EIO :
-			ws_outbox_push(s->outbox, WS_OP_TEXT, frame->data, frame->len, 0);
+			ws_outbox_push(s->outbox, WS_OP_TEXT, frame->buf.data,
+				       frame->buf.len, 0);
 		if ((rc == COMB_ETOOBIG || rc == COMB_ENOMEM) && ++sub->slow > SLOW_LIMIT)
 			kill_locked(sub, "resync: slow consumer");
 		else if (rc == COMB_EIO)
@@ -461,12 +475,12 @@ static void deliver(struct member *m, const struct page *pg, struct comb_buf *fr
  */
 static void live_read(struct member *group, size_t n)
 {
-	struct comb_buf frame;
+	struct page_frame frame = {0};
 	char why[300];
 	size_t i, reading = n;
 	PGconn *db;
 
-	comb_buf_init(&frame, MAX_ANSWER + 256);
+	comb_buf_init(&frame.buf, MAX_ANSWER + 256);
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&group[i].sub->session->mu);
 		group[i].reading = !group[i].sub->base.dead;
@@ -489,6 +503,7 @@ static void live_read(struct member *group, size_t n)
 			: comb_fail(why, sizeof(why), COMB_EUNAVAIL, "error: database unavailable");
 		metrics_add(rc == 0 && pg.items > 0 ? METRIC_RESUMABLE_READS
 						    : METRIC_RESUMABLE_READS_EMPTY, 1);
+		frame.built = false;  /* a new page */
 		reading = 0;
 		for (i = 0; i < n; i++) {
 			if (!group[i].reading)
@@ -503,7 +518,7 @@ static void live_read(struct member *group, size_t n)
 		}
 		page_release(&pg);
 	}
-	comb_buf_release(&frame);
+	comb_buf_release(&frame.buf);
 }
 
 /*
