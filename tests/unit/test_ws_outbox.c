@@ -6,7 +6,8 @@
  * first frame, close frames queued and answered, write failures, the
  * writer thread leaving when idle and coming back, freeing while a
  * write is blocked, and frames written at once by the pushing thread
- * (write_now) while nothing waits, in order with the ones that wait.
+ * (write_now) while nothing waits, in order with the ones that wait,
+ * and frames pushed together (one write_now, one bound).
  *
  * The queue is compiled into this test directly: it depends on nothing
  * but libcomb and pthreads.
@@ -32,6 +33,7 @@ struct fake {
 	bool room;            /* write_now takes frames */
 	bool now_held;        /* write_now blocks until released */
 	int now_waiting;      /* write_now calls blocked right now */
+	int now_calls;        /* write_now calls in all */
 	int writing;          /* writes blocked right now */
 	int count;
 	int opcodes[MAX_FRAMES];
@@ -67,15 +69,19 @@ static int fake_write(void *conn, int opcode, const char *data, size_t len)
 	return rc;
 }
 
-/* write_now of the fake: records the frame when `room`, else writes
- * nothing; `fail` fails it; `now_held` blocks it first. */
-static int fake_write_now(void *conn, int opcode, const char *data, size_t len)
+/* write_now of the fake: records the frames when `room`, else writes
+ * nothing; `fail` fails it; `now_held` blocks it first. Counts its calls
+ * in now_calls. */
+static int fake_write_now(void *conn, int opcode, const struct iovec *payloads,
+			  int count)
 {
 	struct fake *f = conn;
 	bool room;
+	int i;
 
 	pthread_mutex_lock(&f->mu);
 	f->now_waiting++;
+	f->now_calls++;
 	pthread_cond_broadcast(&f->cond);
 	while (f->now_held)
 		pthread_cond_wait(&f->cond, &f->mu);
@@ -86,7 +92,9 @@ static int fake_write_now(void *conn, int opcode, const char *data, size_t len)
 		return -1;
 	}
 	pthread_mutex_unlock(&f->mu);
-	return room ? fake_write(conn, opcode, data, len) : 0;
+	for (i = 0; room && i < count; i++)
+		fake_write(conn, opcode, payloads[i].iov_base, payloads[i].iov_len);
+	return room ? 1 : 0;
 }
 
 static void fake_init(struct fake *f)
@@ -542,6 +550,76 @@ static void test_write_now_failure_closes_the_queue(void **state)
 	fake_release(&f);
 }
 
+static void test_frames_pushed_together(void **state)
+{
+	struct iovec three[3] = {
+		{.iov_base = "a", .iov_len = 1},
+		{.iov_base = "bb", .iov_len = 2},
+		{.iov_base = "ccc", .iov_len = 3},
+	};
+	struct fake f;
+	struct ws_outbox *ob;
+
+	(void)state;
+	fake_init(&f);
+	f.room = true;
+	ob = outbox_on(&f, true, 4096, 0, 1000);
+	/* written by this thread with one write_now */
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, three, 3, 0), 0);
+	assert_int_equal(fake_count(&f), 3);
+	assert_int_equal(f.now_calls, 1);
+	assert_string_equal(f.data[0], "a");
+	assert_string_equal(f.data[2], "ccc");
+	assert_true(pthread_equal(f.threads[2], pthread_self()));
+	/* when the socket has no room, all of them wait, in order, after
+	 * nothing and before what follows */
+	f.room = false;
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, three, 3, 0), 0);
+	assert_int_equal(ws_outbox_push_text(ob, "after", 0), 0);
+	assert_true(ws_outbox_drain(ob, 2000));
+	assert_int_equal(fake_count(&f), 7);
+	assert_string_equal(f.data[3], "a");
+	assert_string_equal(f.data[4], "bb");
+	assert_string_equal(f.data[5], "ccc");
+	assert_string_equal(f.data[6], "after");
+	/* no count of 0, none beyond the batch size */
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, three, 0, 0), COMB_EINVAL);
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, three,
+					     WS_OUTBOX_MAX_BATCH + 1, 0), COMB_EINVAL);
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
+static void test_frames_pushed_together_are_bounded_together(void **state)
+{
+	char payload[100];
+	struct iovec two[2] = {
+		{.iov_base = payload, .iov_len = sizeof(payload)},
+		{.iov_base = payload, .iov_len = sizeof(payload)},
+	};
+	size_t cost = sizeof(payload) + WS_OUTBOX_FRAME_COST;
+	struct fake f;
+	struct ws_outbox *ob;
+
+	(void)state;
+	memset(payload, 'x', sizeof(payload));
+	fake_init(&f);
+	fake_hold(&f, true);
+	/* room for three frames: one queued, then two together fit... */
+	ob = outbox_on(&f, false, 3 * cost, 0, 1000);
+	assert_int_equal(ws_outbox_push(ob, WS_OP_TEXT, payload, sizeof(payload), 0), 0);
+	fake_wait_writing(&f);
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, two, 2, 0), 0);
+	/* ...but not two more: neither of them is taken */
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, two, 2, 0), COMB_ETOOBIG);
+	assert_int_equal(ws_outbox_queued(ob), 3 * cost);
+	fake_hold(&f, false);
+	assert_true(ws_outbox_drain(ob, 2000));
+	assert_int_equal(fake_count(&f), 3);
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -557,6 +635,8 @@ int main(void)
 		cmocka_unit_test(test_write_now_from_the_pushing_thread),
 		cmocka_unit_test(test_a_frame_the_socket_cannot_take_keeps_its_place),
 		cmocka_unit_test(test_write_now_failure_closes_the_queue),
+		cmocka_unit_test(test_frames_pushed_together),
+		cmocka_unit_test(test_frames_pushed_together_are_bounded_together),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "feed/feed.h"
@@ -60,22 +61,29 @@ enum ws_close_code {
  *              success, 0 or negative when the connection failed. May
  *              block for as long as the client takes to read. Called only
  *              from the writer thread and from ws_outbox_close_now().
- *   write_now  (may be NULL) writes one whole frame only if the socket
- *              takes all of it without waiting for the client; returns a
- *              positive number when written, 0 when not (the frame is
- *              then queued for the writer), negative when the connection
- *              failed. Called from the pushing thread while the queue is
- *              empty and nothing else writes, so that a frame that fits
- *              costs no thread wake-up.
+ *   write_now  (may be NULL) writes count whole frames of one opcode
+ *              (1 to WS_OUTBOX_MAX_BATCH; payloads[i] is frame i's
+ *              payload) together, only if the socket takes all of them
+ *              without waiting for the client; returns a positive number
+ *              when written, 0 when none was (they are then queued for
+ *              the writer), negative when the connection failed. Called
+ *              from the pushing thread while the queue is empty and
+ *              nothing else writes, so that frames that fit cost no
+ *              thread wake-up, and several cost one system call.
  */
 typedef int (*ws_outbox_write_fn)(void *conn, int opcode, const char *data,
 				  size_t len);
+typedef int (*ws_outbox_write_now_fn)(void *conn, int opcode,
+				      const struct iovec *payloads, int count);
 
 struct ws_transport {
 	ws_outbox_write_fn write;
-	ws_outbox_write_fn write_now;
+	ws_outbox_write_now_fn write_now;
 	void *conn;
 };
+
+/* The most frames one ws_outbox_push_many takes. */
+#define WS_OUTBOX_MAX_BATCH 64
 
 struct ws_outbox_limits {
 	size_t max_bytes;     /* queued bytes (payload + WS_OUTBOX_FRAME_COST
@@ -129,6 +137,18 @@ void ws_outbox_free(struct ws_outbox *ob);
  */
 int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		   size_t len, unsigned flags);
+
+/*
+ * Sends count frames of one opcode (1 to WS_OUTBOX_MAX_BATCH; payloads
+ * borrowed) in order, as count ws_outbox_push calls would, but as one
+ * unit: written together through write_now when the queue is empty and
+ * the socket takes them all, else all queued; the bound applies to their
+ * sum (with WS_PUSH_WAIT, it waits for room for all of them). Returns as
+ * ws_outbox_push does.
+ */
+int ws_outbox_push_many(struct ws_outbox *ob, int opcode,
+			const struct iovec *payloads, size_t count,
+			unsigned flags);
 
 /* Same as ws_outbox_push for a text frame holding the NUL-terminated s. */
 int ws_outbox_push_text(struct ws_outbox *ob, const char *s, unsigned flags);
@@ -265,12 +285,38 @@ int ws_send_ok(struct ws_session *s, const char *event_id, bool accepted,
 int ws_send_closed(struct ws_session *s, const char *sub_id,
 		   const char *message, unsigned flags);
 int ws_send_eose(struct ws_session *s, const char *sub_id, unsigned flags);
-/* ["EVENT",sub_id,<json>] where json (len bytes) is an event as served. */
-int ws_send_event(struct ws_session *s, const char *sub_id, const char *json,
-		  size_t len, unsigned flags);
-/* Builds ["EVENT",sub_id,<json>] into out (caller releases). */
+/* Appends ["EVENT",sub_id,<json>] to out (caller releases). */
 int ws_format_event(struct comb_buf *out, const char *sub_id,
 		    const char *json, size_t len);
+
+/* The bytes of EVENT frames a ws_event_batch holds before it pushes them
+ * (or WS_OUTBOX_MAX_BATCH frames, whichever comes first). */
+#define WS_EVENT_BATCH_BYTES (128 * 1024)
+
+/*
+ * EVENT frames of one subscription (a snapshot, a stored result) pushed
+ * together, so that they leave in a few large writes rather than one
+ * system call each. Frames keep their order; the caller flushes before
+ * it pushes anything else on the connection (EOSE, CLOSED).
+ */
+struct ws_event_batch {
+	struct ws_session *s;
+	const char *sub_id;                   /* borrowed */
+	unsigned flags;                       /* of every push */
+	struct comb_buf frames;               /* back to back */
+	size_t ends[WS_OUTBOX_MAX_BATCH];     /* where each frame ends */
+	size_t n;
+};
+
+void ws_event_batch_init(struct ws_event_batch *b, struct ws_session *s,
+			 const char *sub_id, unsigned flags);
+/* Adds ["EVENT",sub_id,<json>], pushing the batch when it is full.
+ * Returns 0, or what the push returned, or COMB_ENOMEM. */
+int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len);
+/* Pushes what the batch holds. Returns 0 or what the push returned. */
+int ws_event_batch_flush(struct ws_event_batch *b);
+/* Frees the batch's memory; what it still holds is dropped. */
+void ws_event_batch_release(struct ws_event_batch *b);
 
 /* Subscriptions, on the connection's thread. */
 struct ws_sub *ws_session_find_sub(struct ws_session *s, const char *id);

@@ -202,13 +202,14 @@ enum write_now_outcome {
 };
 
 /*
- * Writes one frame (borrowed) from the pushing thread when nothing is
- * queued or being written and the socket takes all of it now. The caller
- * holds mu, which is released during the write; frames pushed meanwhile
- * are queued, so the frame, when NOT_WRITTEN, goes before them.
+ * Writes count frames (payloads borrowed) from the pushing thread when
+ * nothing is queued or being written and the socket takes all of them
+ * now. The caller holds mu, which is released during the write; frames
+ * pushed meanwhile are queued, so these, when NOT_WRITTEN, go before them.
  */
 static enum write_now_outcome write_now_locked(struct ws_outbox *ob, int opcode,
-					       const char *data, size_t len)
+					       const struct iovec *payloads,
+					       size_t count)
 {
 	int n;
 
@@ -216,7 +217,7 @@ static enum write_now_outcome write_now_locked(struct ws_outbox *ob, int opcode,
 		return NOT_TRIED;
 	ob->writing = true;
 	pthread_mutex_unlock(&ob->mu);
-	n = ob->transport.write_now(ob->transport.conn, opcode, data, len);
+	n = ob->transport.write_now(ob->transport.conn, opcode, payloads, (int)count);
 	pthread_mutex_lock(&ob->mu);
 	ob->writing = false;
 	if (n > 0 && opcode == WS_OP_CLOSE)
@@ -229,59 +230,75 @@ static enum write_now_outcome write_now_locked(struct ws_outbox *ob, int opcode,
 	return n != 0 ? WRITTEN : NOT_WRITTEN;
 }
 
-/* Puts f first in the queue (it was pushed before everything queued). */
-static void prepend_locked(struct ws_outbox *ob, struct frame *f)
+/* Puts the chain first..last (count frames, bytes cost) at the head of
+ * the queue (pushed before everything queued) or at its tail. */
+static void enqueue_locked(struct ws_outbox *ob, struct frame *first,
+			   struct frame *last, size_t cost, bool at_head)
 {
-	f->next = ob->head;
-	ob->head = f;
-	if (!ob->tail)
-		ob->tail = f;
-	ob->queued += frame_cost(f->len);
-}
-
-static void append_locked(struct ws_outbox *ob, struct frame *f)
-{
-	if (ob->tail)
-		ob->tail->next = f;
-	else
-		ob->head = f;
-	ob->tail = f;
-	ob->queued += frame_cost(f->len);
+	if (at_head) {
+		last->next = ob->head;
+		ob->head = first;
+		if (!ob->tail)
+			ob->tail = last;
+	} else {
+		if (ob->tail)
+			ob->tail->next = first;
+		else
+			ob->head = first;
+		ob->tail = last;
+	}
+	ob->queued += cost;
 }
 
 /*
- * Sends one frame (borrowed): written at once when it can be
- * (write_now), else copied into the queue in its place for the writer
- * thread; only a frame that waits is copied. Returns 0, or COMB_EIO when
- * the queue failed or stopped meanwhile, or COMB_ENOMEM. The caller holds
- * mu.
+ * Sends count frames (payloads borrowed): written at once when they can
+ * be (write_now), else copied into the queue in their place for the
+ * writer thread; only frames that wait are copied. Returns 0, or COMB_EIO
+ * when the queue failed or stopped meanwhile, or COMB_ENOMEM. The caller
+ * holds mu.
  */
-static int send_locked(struct ws_outbox *ob, int opcode, const char *data,
-		       size_t len)
+static int send_locked(struct ws_outbox *ob, int opcode,
+		       const struct iovec *payloads, size_t count)
 {
-	enum write_now_outcome outcome = write_now_locked(ob, opcode, data, len);
-	struct frame *f;
+	enum write_now_outcome outcome = write_now_locked(ob, opcode, payloads, count);
+	struct frame *first = NULL, *last = NULL, *f;
+	size_t i, cost = 0;
 
 	if (outcome == WRITTEN)
 		return ob->failed ? COMB_EIO : 0;
 	if (ob->failed || ob->stopping)
 		return COMB_EIO;
-	f = frame_new(opcode, data, len);
-	if (!f)
-		return COMB_ENOMEM;
-	if (outcome == NOT_WRITTEN)
-		prepend_locked(ob, f);
-	else
-		append_locked(ob, f);
+	for (i = 0; i < count; i++) {
+		f = frame_new(opcode, payloads[i].iov_base, payloads[i].iov_len);
+		if (!f) {
+			for (; first; first = f) {
+				f = first->next;
+				free(first);
+			}
+			return COMB_ENOMEM;
+		}
+		if (last)
+			last->next = f;
+		else
+			first = f;
+		last = f;
+		cost += frame_cost(f->len);
+	}
+	enqueue_locked(ob, first, last, cost, outcome == NOT_WRITTEN);
 	return ensure_writer_locked(ob);
 }
 
-int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
-		   size_t len, unsigned flags)
+int ws_outbox_push_many(struct ws_outbox *ob, int opcode,
+			const struct iovec *payloads, size_t count,
+			unsigned flags)
 {
-	size_t limit = ob->limits.max_bytes, cost = frame_cost(len);
+	size_t limit = ob->limits.max_bytes, cost = 0, i;
 	int rc = 0;
 
+	if (count == 0 || count > WS_OUTBOX_MAX_BATCH)
+		return COMB_EINVAL;
+	for (i = 0; i < count; i++)
+		cost += frame_cost(payloads[i].iov_len);
 	if (flags & WS_PUSH_RESERVED)
 		limit += ob->limits.reserve_bytes;
 	pthread_mutex_lock(&ob->mu);
@@ -298,10 +315,18 @@ int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
 		}
 		pthread_cond_wait(&ob->room, &ob->mu);
 	}
-	rc = send_locked(ob, opcode, data, len);
+	rc = send_locked(ob, opcode, payloads, count);
 out:
 	pthread_mutex_unlock(&ob->mu);
 	return rc;
+}
+
+int ws_outbox_push(struct ws_outbox *ob, int opcode, const char *data,
+		   size_t len, unsigned flags)
+{
+	struct iovec payload = {.iov_base = (void *)data, .iov_len = len};
+
+	return ws_outbox_push_many(ob, opcode, &payload, 1, flags);
 }
 
 int ws_outbox_push_text(struct ws_outbox *ob, const char *s, unsigned flags)
@@ -325,7 +350,8 @@ int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason)
 	if (!(ob->closing || ob->failed || ob->stopping)) {
 		ob->closing = true;
 		pthread_cond_broadcast(&ob->room);
-		rc = send_locked(ob, WS_OP_CLOSE, payload, rlen + 2);
+		rc = send_locked(ob, WS_OP_CLOSE,
+				 &(struct iovec){.iov_base = payload, .iov_len = rlen + 2}, 1);
 	}
 	pthread_mutex_unlock(&ob->mu);
 	return rc == COMB_ENOMEM ? rc : 0;

@@ -227,15 +227,46 @@ int ws_format_event(struct comb_buf *out, const char *sub_id,
 	return rc;
 }
 
-int ws_send_event(struct ws_session *s, const char *sub_id, const char *json,
-		  size_t len, unsigned flags)
+void ws_event_batch_init(struct ws_event_batch *b, struct ws_session *s,
+			 const char *sub_id, unsigned flags)
 {
-	struct comb_buf b;
+	*b = (struct ws_event_batch){.s = s, .sub_id = sub_id, .flags = flags};
+	comb_buf_init(&b->frames, 2 * WS_EVENT_BATCH_BYTES + (16u << 20));
+}
+
+int ws_event_batch_flush(struct ws_event_batch *b)
+{
+	struct iovec payloads[WS_OUTBOX_MAX_BATCH];
+	size_t i, start = 0;
 	int rc;
 
-	comb_buf_init(&b, len + SMALL_FRAME);
-	rc = ws_format_event(&b, sub_id, json, len);
-	return push(s, &b, rc, flags);
+	if (b->n == 0)
+		return 0;
+	for (i = 0; i < b->n; i++) {
+		payloads[i].iov_base = b->frames.data + start;
+		payloads[i].iov_len = b->ends[i] - start;
+		start = b->ends[i];
+	}
+	rc = ws_outbox_push_many(b->s->outbox, WS_OP_TEXT, payloads, b->n, b->flags);
+	b->n = 0;
+	comb_buf_reset(&b->frames);
+	return rc;
+}
+
+int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len)
+{
+	if (ws_format_event(&b->frames, b->sub_id, json, len))
+		return COMB_ENOMEM;
+	b->ends[b->n++] = b->frames.len;
+	if (b->n == WS_OUTBOX_MAX_BATCH || b->frames.len >= WS_EVENT_BATCH_BYTES)
+		return ws_event_batch_flush(b);
+	return 0;
+}
+
+void ws_event_batch_release(struct ws_event_batch *b)
+{
+	comb_buf_release(&b->frames);
+	b->n = 0;
 }
 
 /* ------------------------------------------------------------------ */

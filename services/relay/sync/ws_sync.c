@@ -39,8 +39,6 @@
 #include "ws_sync_int.h"
 
 #define BUCKETS 4096
-/* The largest frame built (a stored event, with the frame around it). */
-#define MAX_FRAME (16 * 1024 * 1024 + 4096)
 
 struct slot {
 	struct slot *next;
@@ -476,14 +474,14 @@ struct stream {
 	int64_t *seqs;             /* the set's revisions, in d order */
 	size_t n;
 	size_t sent;
-	struct comb_buf frame;
+	struct ws_event_batch batch;  /* frames not pushed yet */
 };
 
 static void stream_release(struct stream *st)
 {
 	free(st->seqs);
 	st->seqs = NULL;
-	comb_buf_release(&st->frame);
+	ws_event_batch_release(&st->batch);
 }
 
 /* Phase one, inside the snapshot: the set's (d, accepted_seq) in d order,
@@ -520,20 +518,17 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 	return 0;
 }
 
-/* Pushes one revision of the snapshot, waiting for room (the emit of
- * read_events_by_seq). Returns 0, COMB_EIO when the connection is
- * closing, or COMB_ENOMEM with the CLOSED message in why. */
+/* Adds one revision of the snapshot to the frames pushed together,
+ * waiting for room (the emit of read_events_by_seq). Returns 0, COMB_EIO
+ * when the connection is closing, or COMB_ENOMEM with the CLOSED message
+ * in why. */
 static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
 		       size_t whylen)
 {
 	struct stream *st = ctx;
 	int rc;
 
-	comb_buf_reset(&st->frame);
-	if (ws_format_event(&st->frame, st->sub->base.id, raw, len))
-		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
-	rc = ws_outbox_push(st->sub->session->outbox, WS_OP_TEXT, st->frame.data,
-			    st->frame.len, WS_PUSH_WAIT);
+	rc = ws_event_batch_add(&st->batch, raw, len);
 	if (rc == COMB_EIO)
 		return rc;
 	if (rc)
@@ -696,13 +691,18 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	sub->started = true;
 	pthread_mutex_unlock(&s->mu);
 	t1 = ms_now();
-	comb_buf_init(&st.frame, MAX_FRAME);
+	ws_event_batch_init(&st.batch, s, sub->base.id, WS_PUSH_WAIT);
 	st.sub = sub;
 	rc = snapshot(sub, &st, why, sizeof(why));
 	t2 = ms_now();
 	if (rc == 0)
 		rc = read_events_by_seq(s->relay, NULL, st.seqs, st.n, stream_emit, &st,
 					why, sizeof(why));
+	if (rc == 0) {
+		rc = ws_event_batch_flush(&st.batch);
+		if (rc && rc != COMB_EIO)
+			rc = comb_fail(why, sizeof(why), COMB_ENOMEM, "error: out of memory");
+	}
 	comb_debug("sync %s: %zu of %zu artifacts sent; feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
 		   sub->base.id, st.sent, st.n, t1 - t0, t2 - t1, ms_now() - t2);
 	stream_release(&st);

@@ -236,19 +236,20 @@ void ws_end_request(const struct mg_connection *conn, int status)
 static void go_away_locked(struct ws_conn *wc);
 
 /* The outbox's transport (session.h): civetweb's blocking frame write,
- * and its write of a frame the socket takes at once. */
+ * and its write of frames the socket takes at once. */
 static int conn_write(void *conn, int opcode, const char *data, size_t len)
 {
 	metrics_add(METRIC_WS_FRAMES_QUEUED, 1);
 	return mg_websocket_write(conn, opcode, data, len);
 }
 
-static int conn_write_now(void *conn, int opcode, const char *data, size_t len)
+static int conn_write_now(void *conn, int opcode, const struct iovec *payloads,
+			  int count)
 {
-	int n = mg_websocket_write_now(conn, opcode, data, len);
+	int n = mg_websocket_write_frames_now(conn, opcode, payloads, count);
 
 	if (n > 0)
-		metrics_add(METRIC_WS_FRAMES_AT_ONCE, 1);
+		metrics_add(METRIC_WS_FRAMES_AT_ONCE, count);
 	return n;
 }
 

@@ -428,19 +428,20 @@ static bool repeated_filter(const struct plain_sub *sub, size_t i)
 	return false;
 }
 
-/* Where the stored events of a REQ go (send_event, the emit of
- * read_events_by_seq). */
-struct stored_out {
-	struct ws_session *s;
-	const char *sub_id;
-};
-
+/* Adds a stored event to the REQ's frames pushed together (ctx, a
+ * ws_event_batch); the emit of read_events_by_seq. */
 static int send_event(void *ctx, const char *raw, size_t len, char *why,
 		      size_t whylen)
 {
-	struct stored_out *out = ctx;
+	if (ws_event_batch_add(ctx, raw, len))
+		return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
+	return 0;
+}
 
-	if (ws_send_event(out->s, out->sub_id, raw, len, WS_PUSH_WAIT))
+/* Pushes what out holds; as send_event. */
+static int flush_events(struct ws_event_batch *out, char *why, size_t whylen)
+{
+	if (ws_event_batch_flush(out))
 		return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
 	return 0;
 }
@@ -453,7 +454,7 @@ static int send_event(void *ctx, const char *raw, size_t len, char *why,
  * listed by one small query, so that the client has them while the rest
  * is listed; their ids go to first[0..*nfirst).
  */
-static int send_first(struct ws_session *s, struct stored_out *out,
+static int send_first(struct ws_session *s, struct ws_event_batch *out,
 		      const struct plain_filter *f, struct idset *sent,
 		      char first[FIRST_EVENTS][65], int *nfirst, char *why,
 		      size_t whylen)
@@ -475,7 +476,7 @@ static int send_first(struct ws_session *s, struct stored_out *out,
 	if (rc == 0 && n > 0)
 		rc = read_events_by_seq(s->relay, NULL, seqs, n, send_event, out,
 					why, whylen);
-	return rc;
+	return rc ? rc : flush_events(out, why, whylen);
 }
 
 /* True when id is one of first[0..n). */
@@ -491,7 +492,7 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
 
 /*
  * Sends the stored events (each once) with waiting pushes, one filter at
- * a time. A small filter's few events come with its query. A larger one
+ * a time, their frames pushed together a batch at a time (ws_event_batch). A small filter's few events come with its query. A larger one
  * first sends its newest few (send_first), then its query lists its
  * events' ids and seqs and their bytes are fetched a batch at a time as
  * the client reads (read_events_by_seq, revision cache first): the first
@@ -503,7 +504,7 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
 {
-	struct stored_out out = {s, sub->base.id};
+	struct ws_event_batch out;
 	char first[FIRST_EVENTS][65];
 	PGresult *result;
 	int64_t *seqs;
@@ -517,6 +518,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		snprintf(why, whylen, "error: out of memory");
 		return COMB_ENOMEM;
 	}
+	ws_event_batch_init(&out, s, sub->base.id, WS_PUSH_WAIT);
 	for (i = 0; i < sub->nfilters && rc == 0; i++) {
 		const struct plain_filter *f = &sub->filters[i];
 		bool small = query_small_filter(f);
@@ -554,6 +556,9 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 						&out, why, whylen);
 		free(seqs);
 	}
+	if (rc == 0)
+		rc = flush_events(&out, why, whylen);
+	ws_event_batch_release(&out);
 	return rc;
 }
 
