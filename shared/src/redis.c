@@ -405,24 +405,14 @@ static void pool_put(struct comb_redis_pool *pool, redisContext *c, bool ok)
 	pthread_mutex_unlock(&pool->lock);
 }
 
-redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt,
-			       ...)
+/* Ends a command run on c (from pool_get) that gave r, errno being
+ * saved_errno after it: logs a failure, gives c back (dropped when it
+ * failed) and returns r, or NULL when the command failed. */
+static redisReply *command_done(struct comb_redis_pool *pool, redisContext *c,
+				redisReply *r, int saved_errno)
 {
-	redisContext *c;
-	redisReply *r;
-	va_list ap;
-	int saved_errno;
-	bool ok;
+	bool ok = r != NULL && c->err == 0;
 
-	c = pool_get(pool);
-	if (c == NULL)
-		return NULL;
-	va_start(ap, fmt);
-	errno = 0;
-	r = redisvCommand(c, fmt, ap);
-	saved_errno = errno;
-	va_end(ap);
-	ok = r != NULL && c->err == 0;
 	if (!ok && c->err == REDIS_ERR_IO &&
 	    (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
 		comb_warn("redis %s:%d command timed out after %d ms",
@@ -438,6 +428,23 @@ redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt,
 	return r;
 }
 
+redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt,
+			       ...)
+{
+	redisContext *c;
+	redisReply *r;
+	va_list ap;
+
+	c = pool_get(pool);
+	if (c == NULL)
+		return NULL;
+	va_start(ap, fmt);
+	errno = 0;
+	r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	return command_done(pool, c, r, errno);
+}
+
 /* Runs one command given as argv on a pooled connection; as
  * comb_redis_command. */
 static redisReply *command_argv(struct comb_redis_pool *pool, int argc,
@@ -445,21 +452,12 @@ static redisReply *command_argv(struct comb_redis_pool *pool, int argc,
 {
 	redisContext *c = pool_get(pool);
 	redisReply *r;
-	bool ok;
 
 	if (c == NULL)
 		return NULL;
+	errno = 0;
 	r = redisCommandArgv(c, argc, argv, NULL);
-	ok = r != NULL && c->err == 0;
-	if (!ok)
-		comb_warn("redis %s:%d command failed: %s", pool->url.host,
-			  pool->url.port, c->err ? c->errstr : "no reply");
-	if (!ok && r != NULL) {
-		freeReplyObject(r);
-		r = NULL;
-	}
-	pool_put(pool, c, ok);
-	return r;
+	return command_done(pool, c, r, errno);
 }
 
 #define SCRIPT_MAX_ARGS 16
