@@ -255,8 +255,13 @@ int ws_event_batch_flush(struct ws_event_batch *b)
 
 int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len)
 {
-	if (ws_format_event(&b->frames, b->sub_id, json, len))
+	if (ws_format_event(&b->frames, b->sub_id, json, len)) {
+		/* drop the part of the frame that was appended */
+		b->frames.len = b->n ? b->ends[b->n - 1] : 0;
+		if (b->frames.data)
+			b->frames.data[b->frames.len] = '\0';
 		return COMB_ENOMEM;
+	}
 	b->ends[b->n++] = b->frames.len;
 	if (b->n == WS_OUTBOX_MAX_BATCH || b->frames.len >= WS_EVENT_BATCH_BYTES)
 		return ws_event_batch_flush(b);

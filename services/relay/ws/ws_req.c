@@ -492,13 +492,14 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
 
 /*
  * Sends the stored events (each once) with waiting pushes, one filter at
- * a time, their frames pushed together a batch at a time (ws_event_batch). A small filter's few events come with its query. A larger one
- * first sends its newest few (send_first), then its query lists its
- * events' ids and seqs and their bytes are fetched a batch at a time as
- * the client reads (read_events_by_seq, revision cache first): the first
- * events go out before the rest is listed, at most one filter's list and
- * one batch are held beside the outbox, and no database connection while
- * the client reads. The listing may see events newer than the first
+ * a time, their frames pushed together a batch at a time
+ * (ws_event_batch). A small filter's few events come with its query. A
+ * larger one first sends its newest few (send_first), then its query
+ * lists its events' ids and seqs and their bytes are fetched a batch at a
+ * time as the client reads (read_events_by_seq, revision cache first):
+ * the first events go out before the rest is listed, at most one
+ * filter's list and one batch are held beside the outbox, and no database
+ * connection while the client reads. The listing may see events newer than the first
  * query did; the filter still yields at most its limit.
  */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
