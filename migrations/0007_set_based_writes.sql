@@ -46,25 +46,26 @@ BEGIN
 		 ORDER BY 1) k;
 
 	-- The checks of a create in comb_artifact_write's order; the write
-	-- key once per channel and signer.
+	-- permission once per channel, signer and list of allowed keys.
 	WITH w AS (
 		SELECT * FROM unnest(p_community, p_id, p_pubkey, p_d, p_h,
 				     p_root, p_fresh, p_write_keys) WITH ORDINALITY
 		       AS u(community, id, pubkey, d, h, root, fresh, keys, ord)
 	), k AS (
-		SELECT s.community, s.h, s.pubkey,
-		       comb_write_key(s.community, s.h, s.pubkey, EXISTS (
+		SELECT s.community, s.h, s.pubkey, s.keys,
+		       coalesce(comb_write_key(s.community, s.h, s.pubkey, EXISTS (
 				SELECT 1 FROM community_admins a
 				 WHERE a.community_id = s.community
-				   AND a.pubkey = s.pubkey)) AS key
-		  FROM (SELECT DISTINCT community, h, pubkey FROM w) s
+				   AND a.pubkey = s.pubkey))
+				= ANY (s.keys::integer[]), false) AS allowed
+		  FROM (SELECT DISTINCT community, h, pubkey, keys FROM w) s
 	)
 	SELECT array_agg(CASE
 		WHEN EXISTS (SELECT 1 FROM artifact_revisions r
 			      WHERE r.community_id = w.community AND r.id = w.id)
 			THEN 1
 		WHEN NOT w.fresh THEN 3
-		WHEN NOT coalesce(k.key = ANY (w.keys::integer[]), false) THEN 4
+		WHEN NOT k.allowed THEN 4
 		WHEN EXISTS (SELECT 1 FROM artifact_heads h
 			      WHERE h.community_id = w.community AND h.d = w.d)
 			THEN 5
@@ -77,7 +78,7 @@ BEGIN
 		ELSE 0 END ORDER BY w.ord)
 	  INTO v_outcome
 	  FROM w JOIN k ON k.community = w.community AND k.h = w.h
-			AND k.pubkey = w.pubkey;
+			AND k.pubkey = w.pubkey AND k.keys = w.keys;
 
 	SELECT array_agg(o.i ORDER BY o.i) INTO v_stored
 	  FROM unnest(v_outcome) WITH ORDINALITY AS o(outcome, i)
