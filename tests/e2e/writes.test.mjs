@@ -126,6 +126,27 @@ async function pipelineBehindLock(c, h, events) {
 	return oks;
 }
 
+/**
+ * Asserts that of events, pipelined behind a lock and answered by oks,
+ * only events[bad] failed, with error:, and was not stored, and that the
+ * others after the first were committed by one transaction (stampsOf:
+ * their xids by id). Resolves to the ids of the others.
+ */
+async function assertOnlyFailed(oks, events, bad, stampsOf) {
+	assert.equal(oks.length, events.length);
+	const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
+	const badId = events[bad].id;
+	assert.equal(answer.get(badId)[0], false);
+	assert.match(answer.get(badId)[1], /^error: /);
+	const good = events.filter((ev) => ev.id !== badId).map((ev) => ev.id);
+	assert.ok(good.every((id) => answer.get(id)[0] === true));
+	const x = await stampsOf(good.slice(1));
+	assert.equal(x.size, good.length - 1);
+	assert.equal(new Set(x.values()).size, 1);
+	assert.deepEqual([...await storedIds([badId])], []);
+	return good;
+}
+
 function okFor(client, id, ms = 10000) {
 	return client.next((m) => m[0] === 'OK' && m[1] === id, ms);
 }
@@ -409,18 +430,7 @@ test('a database failure in a run of chat messages fails only the message it tou
 	const events = [message(admin, h), message(admin, h), message(admin, h), message(admin, h, 'fail-chat'),
 		message(admin, h), message(admin, h)];
 	try {
-		const oks = await pipelineBehindLock(c, h, events);
-		assert.equal(oks.length, events.length);
-		const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
-		const bad = events[3].id;
-		assert.equal(answer.get(bad)[0], false);
-		assert.match(answer.get(bad)[1], /^error: /);
-		const good = events.filter((ev) => ev.id !== bad).map((ev) => ev.id);
-		assert.ok(good.every((id) => answer.get(id)[0] === true));
-		const x = await eventXids(good.slice(1));
-		assert.equal(x.size, good.length - 1);
-		assert.equal(new Set(x.values()).size, 1);
-		assert.deepEqual([...await storedIds([bad])], []);
+		await assertOnlyFailed(await pipelineBehindLock(c, h, events), events, 3, eventXids);
 	} finally {
 		await planted.remove();
 		c.ws.terminate();
@@ -591,18 +601,7 @@ test('a database failure inside a run of creates fails only the create it touche
 	const c = await connectWs(stack.url, admin);
 	const events = [create(h), create(h), create(h), create(h, { content: 'fail-create' }), create(h), create(h)];
 	try {
-		const oks = await pipelineBehindLock(c, h, events);
-		assert.equal(oks.length, events.length);
-		const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
-		const bad = events[3].id;
-		assert.equal(answer.get(bad)[0], false);
-		assert.match(answer.get(bad)[1], /^error: /);
-		const good = events.filter((ev) => ev.id !== bad).map((ev) => ev.id);
-		assert.ok(good.every((id) => answer.get(id)[0] === true));
-		const x = await xids(good.slice(1));
-		assert.equal(x.size, good.length - 1);
-		assert.equal(new Set(x.values()).size, 1);
-		assert.deepEqual([...await storedIds([bad])], []);
+		const good = await assertOnlyFailed(await pipelineBehindLock(c, h, events), events, 3, xids);
 		const heads = await stack.query('SELECT revision_id FROM artifact_heads' +
 			` WHERE community_id = ${community} AND channel_id = '${h}'`);
 		assert.deepEqual(heads.map((r) => r[0]).sort(), [...good].sort());
