@@ -610,3 +610,33 @@ test('a database failure inside a run of creates fails only the create it touche
 		c.ws.terminate();
 	}
 });
+
+test('the ids every write stores are checked as exactly 64 lowercase hex digits', async () => {
+	const hex = 'a'.repeat(64);
+	const d = uuid();
+	const rows = {
+		events_id_check: (v) => 'INSERT INTO events (community_id, id, pubkey, created_at, kind, raw)' +
+			` VALUES (${community}, ${v}, 'x', 0, 1, '{}')`,
+		artifact_revisions_id_check: (v) => 'INSERT INTO artifact_revisions (community_id, id, d, seq,' +
+			` channel_id, type, op) VALUES (${community}, ${v}, '${d}', 1, '${d}', 't', 'create')`,
+		artifact_revisions_prev_check: (v) => 'INSERT INTO artifact_revisions (community_id, id, d, seq,' +
+			` channel_id, type, op, prev) VALUES (${community}, '${hex}', '${d}', 1, '${d}', 't', 'update', ${v})`,
+		artifact_heads_revision_id_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
+			` accepted_seq, channel_id, type, creator) VALUES (${community}, '${d}', ${v}, 1, '${d}', 't', '${hex}')`,
+		artifact_heads_creator_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
+			` accepted_seq, channel_id, type, creator) VALUES (${community}, '${d}', '${hex}', 1, '${d}', 't', ${v})`,
+		artifact_heads_root_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
+			` accepted_seq, channel_id, type, creator, root) VALUES (${community}, '${d}', '${hex}', 1, '${d}', 't',` +
+			` '${hex}', ${v})`,
+	};
+	const bad = [`'${'A'.repeat(64)}'`, `'${'a'.repeat(63)}'`, `'${'a'.repeat(65)}'`, `'${'a'.repeat(63)}g'`,
+		`'${'a'.repeat(62)}é'`, `E'${'a'.repeat(63)}\\n'`, `'${'a'.repeat(63)} '`, '\'\''];
+	for (const [check, insert] of Object.entries(rows)) {
+		await stack.psql(`BEGIN; ${insert(`'${'0123456789abcdef'.repeat(4)}'`)}; ROLLBACK;`);
+		for (const v of bad)
+			await assert.rejects(stack.psql(`BEGIN; ${insert(v)}; ROLLBACK;`),
+				new RegExp(`violates check constraint "${check}"`), `${check} refuses ${v}`);
+	}
+	await stack.psql(`BEGIN; ${rows.artifact_heads_root_check('NULL')}; ${rows.artifact_revisions_prev_check('NULL')};` +
+		' ROLLBACK;');
+});
