@@ -1,7 +1,6 @@
--- Writes at the floor (issue 15): runs of artifact creates stored with a
--- few statements for the whole run instead of a few statements each, and
--- one notification statement per insert into events instead of a trigger
--- call per row.
+-- Writes at the floor (issue 15): stretches of artifact creates in a run
+-- of writes stored with a few statements for the whole stretch instead of
+-- a dozen statements each.
 
 -- The elements of p_from at the positions p_at, in the order of p_at.
 CREATE FUNCTION comb_pick(p_from anyarray, p_at integer[])
@@ -77,8 +76,10 @@ BEGIN
 			THEN 12
 		ELSE 0 END ORDER BY w.ord)
 	  INTO v_outcome
-	  FROM w JOIN k ON k.community = w.community AND k.h = w.h
-			AND k.pubkey = w.pubkey AND k.keys = w.keys;
+	  FROM w JOIN k ON k.community = w.community
+			AND k.h IS NOT DISTINCT FROM w.h
+			AND k.pubkey IS NOT DISTINCT FROM w.pubkey
+			AND k.keys IS NOT DISTINCT FROM w.keys;
 
 	SELECT array_agg(o.i ORDER BY o.i) INTO v_stored
 	  FROM unnest(v_outcome) WITH ORDINALITY AS o(outcome, i)
