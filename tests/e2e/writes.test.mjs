@@ -10,7 +10,9 @@
 // are decided and stored as one run (services/relay/write/chat.c) with the
 // same answers, each once, and moderation events in the same pipeline take
 // effect for the messages after them; a run of artifact writes is one call
-// with each write answered as if it ran alone in arrival order.
+// with each write answered as if it ran alone in arrival order, its
+// stretches of creates of distinct d stored together with the same
+// answers, rows, seq order and notifications as one by one.
 //
 // Writes are made to queue up deterministically by holding the channel's
 // row FOR UPDATE in a psql session: every artifact write share-locks its
@@ -18,6 +20,7 @@
 // the rest wait in the relay's queue until the lock goes.
 
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 
 import { connectWs, get, newKey, now, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
@@ -121,6 +124,27 @@ async function pipelineBehindLock(c, h, events) {
 	const oks = c.drain().filter(isOk);
 	await c.none(isOk, QUIET_MS);
 	return oks;
+}
+
+/**
+ * Asserts that of events, pipelined behind a lock and answered by oks,
+ * only events[bad] failed, with error:, and was not stored, and that the
+ * others after the first were committed by one transaction (stampsOf:
+ * their xids by id). Resolves to the ids of the others.
+ */
+async function assertOnlyFailed(oks, events, bad, stampsOf) {
+	assert.equal(oks.length, events.length);
+	const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
+	const badId = events[bad].id;
+	assert.equal(answer.get(badId)[0], false);
+	assert.match(answer.get(badId)[1], /^error: /);
+	const good = events.filter((ev) => ev.id !== badId).map((ev) => ev.id);
+	assert.ok(good.every((id) => answer.get(id)[0] === true));
+	const x = await stampsOf(good.slice(1));
+	assert.equal(x.size, good.length - 1);
+	assert.equal(new Set(x.values()).size, 1);
+	assert.deepEqual([...await storedIds([badId])], []);
+	return good;
 }
 
 function okFor(client, id, ms = 10000) {
@@ -406,18 +430,7 @@ test('a database failure in a run of chat messages fails only the message it tou
 	const events = [message(admin, h), message(admin, h), message(admin, h), message(admin, h, 'fail-chat'),
 		message(admin, h), message(admin, h)];
 	try {
-		const oks = await pipelineBehindLock(c, h, events);
-		assert.equal(oks.length, events.length);
-		const answer = new Map(oks.map((m) => [m[1], m.slice(2)]));
-		const bad = events[3].id;
-		assert.equal(answer.get(bad)[0], false);
-		assert.match(answer.get(bad)[1], /^error: /);
-		const good = events.filter((ev) => ev.id !== bad).map((ev) => ev.id);
-		assert.ok(good.every((id) => answer.get(id)[0] === true));
-		const x = await eventXids(good.slice(1));
-		assert.equal(x.size, good.length - 1);
-		assert.equal(new Set(x.values()).size, 1);
-		assert.deepEqual([...await storedIds([bad])], []);
+		await assertOnlyFailed(await pipelineBehindLock(c, h, events), events, 3, eventXids);
 	} finally {
 		await planted.remove();
 		c.ws.terminate();
@@ -452,4 +465,178 @@ test('a run of artifact writes with refusals before and inside the database: eac
 	assert.equal(new Set(x.values()).size, 1);
 	assert.deepEqual([...await storedIds([2, 3, 5].map((i) => events[i].id))], []);
 	c.ws.terminate();
+});
+
+/** The "head" notifications psql session s heard (payload fields by name). */
+function heardHeads(s) {
+	const re = /Asynchronous notification "comb" with payload "([^"]*)" received/g;
+	return [...s.output().matchAll(re)].map((m) => m[1].split(' '))
+		.filter((f) => f[0] === 'head')
+		.map(([, cid, channel, xid, d, , id]) => ({ cid, channel, xid, d, id }));
+}
+
+/** The head rows a client tag set gives: (name, first value), once each. */
+function headTagsOf(ev) {
+	const rows = ev.tags.filter((t) => t.length >= 2 && !['d', 'h', 'type'].includes(t[0]))
+		.map((t) => `${t[0]}=${t[1]}`);
+	return [...new Set(rows)].sort();
+}
+
+test('a run of creates of distinct d among repeats, stale prevs and refusals: answered and stored as one by one', async () => {
+	const user = newKey();
+	const h = await createChannel(stack, admin);
+	const closed = await createChannel(stack, admin, { visibility: 'private' });
+	const anchor = message(user.sk, h, 'a root for an artifact');
+	assert.equal((await publishSigned(stack, user.sk, anchor)).status, 200);
+	const write = (extra = {}) => signEvent(user.sk, {
+		kind: 45010, created_at: extra.created_at ?? now(), content: extra.content ?? `content ${uuid()}`,
+		tags: revisionTags({ d: extra.d ?? uuid(), h: extra.h ?? h, op: extra.op ?? 'create',
+			prev: extra.prev, root: extra.root, extra: extra.tags ?? [] }),
+	});
+	const dOf = (ev) => ev.tags.find((t) => t[0] === 'd')[1];
+	const old = write();
+	assert.equal((await publishSigned(stack, user.sk, old)).status, 200);
+	const listen = psqlSession(stack.dbName);
+	await listen.run('LISTEN comb;');
+
+	const first = write();
+	const c1 = write({ tags: [['x', '1'], ['x', '1'], ['x', '2'], ['status', 'open']] });
+	const c2 = write();
+	const repeat = write({ d: dOf(c1), content: 'the same d again' });
+	const c3 = write();
+	const edit = write({ d: dOf(c2), op: 'update', prev: c2.id });
+	const stale = write({ d: dOf(c2), op: 'update', prev: c2.id, content: 'names a replaced head' });
+	const rooted = write({ root: anchor.id });
+	const badRoot = write({ root: 'f'.repeat(64) });
+	const inClosed = write({ h: closed });
+	const taken = write({ d: dOf(old), content: 'a d created before' });
+	const tooOld = write({ created_at: now() - 7 * 24 * 3600 });
+	const c4 = write();
+	const c5 = write();
+	const events = [first, c1, c2, repeat, c3, edit, stale, rooted, badRoot, inClosed, taken, c1,
+		tooOld, c4, c5];
+	const fallbacks = () => fs.readFileSync(stack.logs.relays[0], 'utf8').split('artifact writes failed').length;
+	const fellBackBefore = fallbacks();
+	const c = await connectWs(stack.url, user.sk);
+	const oks = await pipelineBehindLock(c, h, events);
+	c.ws.terminate();
+	assert.equal(fallbacks(), fellBackBefore, 'the run was stored without falling back to one by one');
+
+	assert.equal(oks.length, events.length);
+	const answers = new Map();
+	for (const m of oks)
+		answers.set(m[1], [...(answers.get(m[1]) ?? []), m.slice(2)]);
+	const ok = [true, ''];
+	assert.deepEqual(events.map((ev) => answers.get(ev.id)[0]), [
+		ok, ok, ok, [false, 'conflict: artifact identity is taken'], ok, ok,
+		[false, 'conflict: artifact head changed'], ok,
+		[false, 'invalid: root must be a message in the home channel'],
+		[false, 'restricted: not a channel member'], [false, 'conflict: artifact identity is taken'],
+		ok, [false, 'invalid: created_at is too far from the relay\'s clock'], ok, ok,
+	]);
+	assert.deepEqual(answers.get(c1.id), [ok, ok], 'c1 and its resubmission each answered once');
+
+	// Stored exactly once each, in arrival order, one transaction after
+	// the first.
+	const accepted = [first, c1, c2, c3, edit, rooted, c4, c5];
+	const refused = [repeat, stale, badRoot, inClosed, taken, tooOld];
+	const ids = (evs) => evs.map((ev) => `'${ev.id}'`).join(',');
+	const revs = await stack.query('SELECT r.id, r.seq, r.accepted_xid::text, count(e.*) FROM artifact_revisions r' +
+		' JOIN events e ON e.community_id = r.community_id AND e.id = r.id' +
+		` WHERE r.community_id = ${community} AND r.id IN (${ids([...accepted, ...refused])})` +
+		' GROUP BY r.id, r.seq, r.accepted_xid ORDER BY r.seq');
+	assert.deepEqual(revs.map((r) => r[0]), accepted.map((ev) => ev.id));
+	assert.ok(revs.every((r) => r[3] === '1'));
+	assert.equal(new Set(revs.slice(1).map((r) => r[2])).size, 1);
+	assert.notEqual(revs[0][2], revs[1][2]);
+	assert.deepEqual([...await storedIds(refused.map((ev) => ev.id))], []);
+
+	// Heads, their tags and the events' single-letter tags as one by one.
+	const current = [old, first, c1, c3, edit, rooted, c4, c5];
+	const heads = await stack.query('SELECT d, revision_id, accepted_seq, creator, coalesce(root, \'\'),' +
+		' type, channel_id FROM artifact_heads' +
+		` WHERE community_id = ${community} AND channel_id = '${h}' ORDER BY accepted_seq`);
+	const seqOf = new Map(revs.map((r) => [r[0], r[1]]));
+	assert.deepEqual(heads.map((r) => [r[0], r[1]]), current.map((ev) => [dOf(ev), ev.id]));
+	for (const r of heads.slice(1)) {
+		const ev = current.find((e) => e.id === r[1]);
+		assert.equal(r[2], seqOf.get(r[1]));
+		assert.deepEqual([r[3], r[4], r[5], r[6]], [user.pk, ev === rooted ? anchor.id : '', 'demo.task', h]);
+		const tags = await stack.query('SELECT name || \'=\' || value FROM artifact_head_tags' +
+			` WHERE community_id = ${community} AND d = '${r[0]}' ORDER BY 1`);
+		assert.deepEqual(tags.map((t) => t[0]), headTagsOf(ev), `head tags of ${r[0]}`);
+	}
+	const eventTags = await stack.query('SELECT e.id, string_agg(t.name || \'=\' || t.value, \',\' ORDER BY t.name, t.value)' +
+		' FROM events e JOIN event_tags t ON t.event_seq = e.seq' +
+		` WHERE e.community_id = ${community} AND e.id IN (${ids(accepted)}) GROUP BY e.id`);
+	const letterTags = (ev) => ev.tags.filter((t) => t.length >= 2 && t[0].length === 1)
+		.map((t) => `${t[0]}=${t[1]}`).sort().join(',');
+	assert.deepEqual(new Map(eventTags), new Map(accepted.map((ev) => [ev.id, letterTags(ev)])));
+
+	// Capture hears one head change per accepted write, in arrival order.
+	await listen.run('SELECT 1;');
+	const heard = heardHeads(listen);
+	await listen.close();
+	assert.deepEqual(heard.map((s) => [s.cid, s.channel, s.d, s.id]),
+		accepted.map((ev) => [String(community), h, dOf(ev), ev.id]));
+	assert.equal(new Set(heard.slice(1).map((s) => s.xid)).size, 1);
+
+	// A sync of the channel afterwards holds exactly the current heads.
+	const reader = await connectWs(stack.url, user.sk);
+	reader.send(['REQ', 'all', { artifact: 'current', '#h': [h] }]);
+	const synced = [];
+	for (;;) {
+		const m = await reader.next((x) => x[1] === 'all', 10000);
+		if (m[0] !== 'EVENT')
+			break;
+		synced.push(m[2].id);
+	}
+	reader.ws.terminate();
+	assert.deepEqual(synced.sort(), current.map((ev) => ev.id).sort());
+});
+
+test('a database failure inside a run of creates fails only the create it touched', async () => {
+	const h = await createChannel(stack, admin);
+	const planted = await plantFailure('fail-create');
+	const c = await connectWs(stack.url, admin);
+	const events = [create(h), create(h), create(h), create(h, { content: 'fail-create' }), create(h), create(h)];
+	try {
+		const good = await assertOnlyFailed(await pipelineBehindLock(c, h, events), events, 3, xids);
+		const heads = await stack.query('SELECT revision_id FROM artifact_heads' +
+			` WHERE community_id = ${community} AND channel_id = '${h}'`);
+		assert.deepEqual(heads.map((r) => r[0]).sort(), [...good].sort());
+	} finally {
+		await planted.remove();
+		c.ws.terminate();
+	}
+});
+
+test('the ids every write stores are checked as exactly 64 lowercase hex digits', async () => {
+	const hex = 'a'.repeat(64);
+	const d = uuid();
+	const rows = {
+		events_id_check: (v) => 'INSERT INTO events (community_id, id, pubkey, created_at, kind, raw)' +
+			` VALUES (${community}, ${v}, 'x', 0, 1, '{}')`,
+		artifact_revisions_id_check: (v) => 'INSERT INTO artifact_revisions (community_id, id, d, seq,' +
+			` channel_id, type, op) VALUES (${community}, ${v}, '${d}', 1, '${d}', 't', 'create')`,
+		artifact_revisions_prev_check: (v) => 'INSERT INTO artifact_revisions (community_id, id, d, seq,' +
+			` channel_id, type, op, prev) VALUES (${community}, '${hex}', '${d}', 1, '${d}', 't', 'update', ${v})`,
+		artifact_heads_revision_id_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
+			` accepted_seq, channel_id, type, creator) VALUES (${community}, '${d}', ${v}, 1, '${d}', 't', '${hex}')`,
+		artifact_heads_creator_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
+			` accepted_seq, channel_id, type, creator) VALUES (${community}, '${d}', '${hex}', 1, '${d}', 't', ${v})`,
+		artifact_heads_root_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
+			` accepted_seq, channel_id, type, creator, root) VALUES (${community}, '${d}', '${hex}', 1, '${d}', 't',` +
+			` '${hex}', ${v})`,
+	};
+	const bad = [`'${'A'.repeat(64)}'`, `'${'a'.repeat(63)}'`, `'${'a'.repeat(65)}'`, `'${'a'.repeat(63)}g'`,
+		`'${'a'.repeat(62)}é'`, `E'${'a'.repeat(63)}\\n'`, `'${'a'.repeat(63)} '`, '\'\''];
+	for (const [check, insert] of Object.entries(rows)) {
+		await stack.psql(`BEGIN; ${insert(`'${'0123456789abcdef'.repeat(4)}'`)}; ROLLBACK;`);
+		for (const v of bad)
+			await assert.rejects(stack.psql(`BEGIN; ${insert(v)}; ROLLBACK;`),
+				new RegExp(`violates check constraint "${check}"`), `${check} refuses ${v}`);
+	}
+	await stack.psql(`BEGIN; ${rows.artifact_heads_root_check('NULL')}; ${rows.artifact_revisions_prev_check('NULL')};` +
+		' ROLLBACK;');
 });

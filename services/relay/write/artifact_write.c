@@ -10,8 +10,10 @@
  * marker in the source channel, so it runs in an explicit transaction
  * that stores the marker and the move record after the call. In a
  * group-commit batch, a run of writes that are not moves is one call of
- * comb_artifact_write_run (migrations/0006_write_runs.sql), which calls
- * comb_artifact_write for each in turn (write_artifact_run).
+ * comb_artifact_write_run (migrations/0006_write_runs.sql and
+ * 0007_set_based_writes.sql), which stores each stretch of creates of
+ * distinct d with one statement per table and calls comb_artifact_write
+ * for every other write in turn (write_artifact_run).
  *
  * Every denial about a non-create's current home is the one answer
  * `conflict: artifact head unavailable`, given before anything else about
