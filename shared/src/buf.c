@@ -1,8 +1,8 @@
 /*
- * Growable byte buffers with a hard maximum, and the JSON string writer
- * whose output is byte-identical to JavaScript's JSON.stringify (the event
- * id depends on it), and the elements of PostgreSQL array literals. Every append is all-or-nothing: on failure the buffer
- * keeps exactly what it held before.
+ * Growable byte buffers with a hard maximum, the JSON string writer whose
+ * output is byte-identical to JavaScript's JSON.stringify (the event id
+ * depends on it), and PostgreSQL array literals. Every append is
+ * all-or-nothing: on failure the buffer keeps exactly what it held before.
  */
 #include "comb/buf.h"
 
@@ -258,6 +258,22 @@ int comb_buf_pg_array_item(struct comb_buf *b, const char *s)
 	}
 	if (rc == 0 && s != NULL)
 		rc = comb_buf_putc(b, '"');
+	if (rc < 0) {
+		b->len = start;
+		if (b->data != NULL)
+			b->data[start] = '\0';
+	}
+	return rc;
+}
+
+int comb_buf_pg_array(struct comb_buf *b, const char *const *values, size_t n)
+{
+	size_t start = b->len, i;
+	int rc = comb_buf_putc(b, '{');
+
+	for (i = 0; i < n && rc == 0; i++)
+		rc = comb_buf_pg_array_item(b, values[i]);
+	rc = rc ? rc : comb_buf_putc(b, '}');
 	if (rc < 0) {
 		b->len = start;
 		if (b->data != NULL)

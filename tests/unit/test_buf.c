@@ -291,6 +291,26 @@ static void test_pg_array_items(void **state)
 	comb_buf_release(&b);
 }
 
+static void test_pg_array(void **state)
+{
+	static const char *const values[] = {"a", "b\"c", "d\\e"};
+	struct comb_buf b;
+
+	(void)state;
+	comb_buf_init(&b, 32);
+	assert_int_equal(comb_buf_puts(&b, "x"), 0);
+	assert_int_equal(comb_buf_pg_array(&b, values, 3), 0);
+	assert_string_equal(b.data, "x{\"a\",\"b\\\"c\",\"d\\\\e\"}");
+	comb_buf_reset(&b);
+	assert_int_equal(comb_buf_pg_array(&b, values, 0), 0);
+	assert_string_equal(b.data, "{}");
+	/* Too big: nothing of the literal is appended. */
+	b.max = b.len + 8;
+	assert_int_equal(comb_buf_pg_array(&b, values, 3), COMB_ETOOBIG);
+	assert_string_equal(b.data, "{}");
+	comb_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +323,7 @@ int main(void)
 	    cmocka_unit_test(test_json_string_invalid_utf8),
 	    cmocka_unit_test(test_json_string_roundtrip),
 	    cmocka_unit_test(test_pg_array_items),
+	    cmocka_unit_test(test_pg_array),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -94,18 +94,6 @@ static void send_inc_error(struct request *req, int status, const char *code,
 	comb_buf_release(&b);
 }
 
-/* Appends values as a PostgreSQL array literal of quoted elements. Values
- * are uuids and artifact types, which never hold quotes or backslashes. */
-static int array_literal(struct comb_buf *b, const char *const *values, size_t n)
-{
-	size_t i;
-	int rc = comb_buf_putc(b, '{');
-
-	for (i = 0; i < n && rc == 0; i++)
-		rc = comb_buf_printf(b, "%s\"%s\"", i ? "," : "", values[i]);
-	return rc ? rc : comb_buf_putc(b, '}');
-}
-
 /*
  * Claims a slot among the cluster-wide concurrent reads, and records the
  * use of req's NIP-98 token in the replay store in the same Redis call
@@ -377,7 +365,11 @@ static void known_ids(struct read_ctx *rc)
 
 	common_params(rc, p);
 	comb_buf_init(&ids, 64 * INC_MAX_IDS);
-	array_literal(&ids, rc->in.ids, rc->in.nids);
+	if (comb_buf_pg_array(&ids, rc->in.ids, rc->in.nids)) {
+		comb_buf_release(&ids);
+		http_send_error(rc->req, 503, "error: out of memory");
+		return;
+	}
 	p[6] = ids.data;
 	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
 	comb_buf_release(&ids);
@@ -771,8 +763,8 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 	access_read_keys_literal(req->relay, &actor, rc.keys);
 	comb_cursor_scope(req->pubkey, rc.in.channels, rc.in.nchannels,
 			  rc.in.types, rc.in.ntypes, rc.scope);
-	if (array_literal(&rc.named, rc.in.channels, rc.in.nchannels) ||
-	    array_literal(&rc.types, rc.in.types, rc.in.ntypes) ||
+	if (comb_buf_pg_array(&rc.named, rc.in.channels, rc.in.nchannels) ||
+	    comb_buf_pg_array(&rc.types, rc.in.types, rc.in.ntypes) ||
 	    comb_buf_puts(&rc.out, "{\"changes\":[") ||
 	    comb_cursor_key(req->relay->secret_key, key)) {
 		http_send_error(req, 503, "error: out of memory");

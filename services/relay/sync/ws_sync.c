@@ -383,27 +383,6 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 /* ------------------------------------------------------------------ */
 /* the snapshot */
 
-/* values (n strings) as a PostgreSQL array literal appended to b. */
-static int array_literal(struct comb_buf *b, char *const *values, size_t n)
-{
-	const char *v;
-	size_t i;
-	int rc = comb_buf_putc(b, '{');
-
-	for (i = 0; i < n && rc == 0; i++) {
-		if (i)
-			rc = comb_buf_putc(b, ',');
-		rc = rc ? rc : comb_buf_putc(b, '"');
-		for (v = values[i]; *v && rc == 0; v++) {
-			if (*v == '"' || *v == '\\')
-				rc = comb_buf_putc(b, '\\');
-			rc = rc ? rc : comb_buf_putc(b, *v);
-		}
-		rc = rc ? rc : comb_buf_putc(b, '"');
-	}
-	return rc ? rc : comb_buf_putc(b, '}');
-}
-
 /* sub's channels (canonical uuids) as a uuid[] literal. */
 static int channels_literal(struct comb_buf *b, const struct sync_sub *sub)
 {
@@ -560,7 +539,8 @@ static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 	comb_buf_init(&ds, sub->dfilter.count * 40 + 8);
 	probes = calloc(sub->nchannels, sizeof(*probes));
 	if (!probes || channels_literal(&channels, sub) ||
-	    (sub->types && array_literal(&types, sub->types, sub->ntypes)) ||
+	    (sub->types && comb_buf_pg_array(&types, (const char *const *)sub->types,
+					      sub->ntypes)) ||
 	    (sub->has_dfilter && d_literal(&ds, &sub->dfilter))) {
 		snprintf(why, whylen, "error: out of memory");
 		rc = COMB_ENOMEM;

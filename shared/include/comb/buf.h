@@ -44,6 +44,11 @@ int comb_buf_json_string(struct comb_buf *b, const char *s, size_t len);
  * nothing, like every append. */
 int comb_buf_pg_array_item(struct comb_buf *b, const char *s);
 
+/* Appends the n strings of values as a whole PostgreSQL array literal
+ * ("{...}", each element as comb_buf_pg_array_item writes it). All or
+ * nothing. */
+int comb_buf_pg_array(struct comb_buf *b, const char *const *values, size_t n);
+
 /* Hands the content to the caller (caller frees) and empties the buffer.
  * Returns an empty allocated string when nothing was appended, NULL only
  * when out of memory. */
