@@ -349,9 +349,6 @@ int write_artifact_run(struct writer *w, struct write_item *items, size_t n)
 		struct writer one = *w;
 		struct write_args a;
 
-		items[i].out->status = 200;
-		items[i].out->message[0] = '\0';
-		items[i].live = NULL;
 		if (artifact_envelope_check(items[i].ev, &r.env[called], err,
 					    sizeof(err))) {
 			write_refuse(items[i].out, 400, "invalid: %s", err);
@@ -370,15 +367,10 @@ int write_artifact_run(struct writer *w, struct write_item *items, size_t n)
 		if (!answer(&wr[i], items[r.item[i]].out))
 			rc = COMB_EUNAVAIL;
 	}
-	for (i = 0; i < called && rc == 0; i++) {
-		struct write_item *it = &items[r.item[i]];
-
-		ws_live_local_begin();
-		if (wr[i].outcome == OUTCOME_STORED && wr[i].inserted)
-			ws_live_local_stored(it->community, it->ev, r.env[i].h);
-		it->live = ws_live_local_take(it->community, it->ev,
-					      it->out->status == 200);
-	}
+	for (i = 0; i < called && rc == 0; i++)
+		write_item_deliver(&items[r.item[i]],
+				   wr[i].outcome == OUTCOME_STORED && wr[i].inserted,
+				   r.env[i].h);
 	for (k = 0; k < ARG_COUNT; k++)
 		comb_buf_release(&r.lit[k]);
 	free(r.item);

@@ -13,7 +13,6 @@
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"
-#include "feed/feed.h"
 #include "write.h"
 #include "write_int.h"
 
@@ -151,12 +150,7 @@ int write_chat_run(struct writer *w, struct write_item *items, size_t n)
 	int rc = run_checked_alloc(&r, n);
 
 	for (i = 0; i < n && rc == 0; i++) {
-		struct write_result *out = items[i].out;
-
-		out->status = 200;
-		out->message[0] = '\0';
-		items[i].live = NULL;
-		if (!check_message(w, items[i].ev, out))
+		if (!check_message(w, items[i].ev, items[i].out))
 			continue;
 		r.item[checked] = i;
 		r.writes[checked++] = (struct access_write){
@@ -184,14 +178,8 @@ int write_chat_run(struct writer *w, struct write_item *items, size_t n)
 	if (rc == 0 && accepted > 0)
 		rc = write_store_events(w, r.evs, r.communities, r.hs, accepted,
 					r.inserted);
-	for (i = 0; i < accepted && rc == 0; i++) {
-		struct write_item *it = &items[r.item[i]];
-
-		ws_live_local_begin();
-		if (r.inserted[i])
-			ws_live_local_stored(it->community, it->ev, r.hs[i]);
-		it->live = ws_live_local_take(it->community, it->ev, true);
-	}
+	for (i = 0; i < accepted && rc == 0; i++)
+		write_item_deliver(&items[r.item[i]], r.inserted[i], r.hs[i]);
 	run_checked_free(&r);
 	return rc;
 }

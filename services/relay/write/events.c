@@ -52,8 +52,16 @@ bool write_joins_run(const struct comb_event *first,
 
 int write_run(struct writer *w, struct write_item *items, size_t n)
 {
-	int rc = items[0].ev->kind == 9 ? write_chat_run(w, items, n) :
-					  write_artifact_run(w, items, n);
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		items[i].out->status = 200;
+		items[i].out->message[0] = '\0';
+		items[i].live = NULL;
+	}
+	rc = items[0].ev->kind == 9 ? write_chat_run(w, items, n) :
+				      write_artifact_run(w, items, n);
 
 	if (rc == 0)
 		return 0;
@@ -62,6 +70,14 @@ int write_run(struct writer *w, struct write_item *items, size_t n)
 	else
 		write_exec(w, "ROLLBACK");
 	return rc;
+}
+
+void write_item_deliver(struct write_item *it, bool inserted, const char *h)
+{
+	ws_live_local_begin();
+	if (inserted)
+		ws_live_local_stored(it->community, it->ev, h);
+	it->live = ws_live_local_take(it->community, it->ev, it->out->status == 200);
 }
 
 void write_dispatch(struct writer *w, const struct comb_event *ev,

@@ -87,6 +87,11 @@ struct write_item {
 	struct ws_live_local *live;
 };
 
+/* Sets it->live once a run writer decided it (events.c): the event, when
+ * inserted now (in channel h), for live delivery after the commit, and
+ * its answer. */
+void write_item_deliver(struct write_item *it, bool inserted, const char *h);
+
 /* True when next may join a run that starts with first (events.c):
  * both chat messages, or both artifact writes that are not moves. */
 bool write_joins_run(const struct comb_event *first,
@@ -94,7 +99,8 @@ bool write_joins_run(const struct comb_event *first,
 
 /*
  * Applies the n writes of items, a run (write_joins_run) in arrival
- * order, inside the caller's open transaction (w->batched, in savepoint
+ * order (each item's out set to an acceptance and live to NULL first, so
+ * that the kind's run writer only refuses), inside the caller's open transaction (w->batched, in savepoint
  * "w") with the answers their kind's writer would give them one after
  * another, each seeing the ones before it, in a few statements for the
  * whole run (events.c dispatches to the kind's run writer below).
