@@ -7,6 +7,7 @@
 #include "comb/buf.h"
 
 #include "comb/error.h"
+#include "comb/utf8.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -116,41 +117,6 @@ int comb_buf_printf(struct comb_buf *b, const char *fmt, ...)
 }
 
 /*
- * Returns the length of the well-formed UTF-8 sequence starting at s (at
- * most avail bytes), or 0 when it is malformed: truncated, overlong, a
- * surrogate, above U+10FFFF or a stray continuation byte.
- */
-static size_t utf8_sequence(const unsigned char *s, size_t avail)
-{
-	unsigned char c = s[0];
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		return avail >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (c >= 0xe0 && c <= 0xef) {
-		if (avail < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-			return 0;
-		if (c == 0xe0 && s[1] < 0xa0)
-			return 0; /* overlong */
-		if (c == 0xed && s[1] >= 0xa0)
-			return 0; /* UTF-16 surrogate */
-		return 3;
-	}
-	if (c >= 0xf0 && c <= 0xf4) {
-		if (avail < 4 || (s[1] & 0xc0) != 0x80 ||
-		    (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-			return 0;
-		if (c == 0xf0 && s[1] < 0x90)
-			return 0; /* overlong */
-		if (c == 0xf4 && s[1] >= 0x90)
-			return 0; /* above U+10FFFF */
-		return 4;
-	}
-	return 0;
-}
-
-/*
  * JSON.stringify only needs escapes for '"', '\\' and the C0 controls; a
  * well-formed UTF-8 string has no lone surrogates, so everything else
  * (DEL, U+2028, U+2029, astral characters) is copied raw. Input that is not
@@ -173,7 +139,8 @@ int comb_buf_json_string(struct comb_buf *b, const char *s, size_t len)
 		run = i;
 		while (run < len && p[run] >= 0x20 && p[run] != '"' &&
 		       p[run] != '\\') {
-			n = utf8_sequence(p + run, len - run);
+			n = p[run] < 0x80 ? comb_json_plain_run(p + run, len - run)
+					  : comb_utf8_sequence(p + run, len - run);
 			if (n == 0) {
 				rc = COMB_EINVAL;
 				goto out;

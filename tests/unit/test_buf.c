@@ -1,7 +1,8 @@
 /*
  * Unit tests for comb_buf: growth up to a hard maximum, all-or-nothing
  * appends, detach semantics, the JSON string writer checked against
- * the escaping JSON.stringify performs, and PostgreSQL array elements.
+ * the escaping JSON.stringify performs (with its plain runs read eight
+ * bytes at a time), and PostgreSQL array elements.
  */
 #include "test_util.h"
 
@@ -9,6 +10,7 @@
 
 #include "comb/buf.h"
 #include "comb/error.h"
+#include "comb/utf8.h"
 
 static void test_append_and_terminate(void **state)
 {
@@ -311,6 +313,35 @@ static void test_pg_array(void **state)
 	comb_buf_release(&b);
 }
 
+/* A plain run ends at the first byte needing care, wherever it falls in
+ * or across the eight-byte words. */
+static void test_json_plain_run(void **state)
+{
+	static const unsigned char stops[] = {
+		'"', '\\', 0x00, 0x1f, 0x0a, 0x80, 0xc3, 0xff,
+	};
+	unsigned char text[40];
+	size_t len, at, i;
+
+	(void)state;
+	for (len = 0; len <= sizeof(text); len++) {
+		memset(text, 'a', sizeof(text));
+		text[len % 3] = ' ';
+		text[len / 2 % sizeof(text)] = 0x7f;
+		text[len / 3 % sizeof(text)] = '~';
+		assert_int_equal(comb_json_plain_run(text, len), len);
+		for (at = 0; at < len; at++) {
+			for (i = 0; i < sizeof(stops); i++) {
+				unsigned char keep = text[at];
+
+				text[at] = stops[i];
+				assert_int_equal(comb_json_plain_run(text, len), at);
+				text[at] = keep;
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +353,7 @@ int main(void)
 	    cmocka_unit_test(test_json_string_all_controls),
 	    cmocka_unit_test(test_json_string_invalid_utf8),
 	    cmocka_unit_test(test_json_string_roundtrip),
+	    cmocka_unit_test(test_json_plain_run),
 	    cmocka_unit_test(test_pg_array_items),
 	    cmocka_unit_test(test_pg_array),
 	};

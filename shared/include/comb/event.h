@@ -45,6 +45,20 @@ int comb_event_parse(struct comb_event *ev, const char *buf, size_t len,
 int comb_event_from_json(struct comb_event *ev, const json_t *obj,
 			 char *errbuf, size_t errlen);
 
+/*
+ * Reads the message ["EVENT", <event>] of len bytes at buf in one pass,
+ * without a JSON tree. Returns 0 with ev filled (release with
+ * comb_event_release) only when buf is exactly that message and the event
+ * passes every rule of comb_event_parse; then the general way
+ * (comb_json_parse, comb_event_from_json of its second element) reads the
+ * same event. Returns COMB_ENOTFOUND, ev left empty, for anything else,
+ * valid or not: unusual forms (a \u escape, a number with a fraction) are
+ * left to the general way, which also words every refusal. The caller
+ * checks len against its message limit first.
+ */
+int comb_event_message_parse(struct comb_event *ev, const char *buf,
+			     size_t len);
+
 /* Frees what ev owns and leaves it empty. Safe on an empty event. */
 void comb_event_release(struct comb_event *ev);
 
