@@ -167,9 +167,9 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      "# TYPE comb_ws_connections gauge\ncomb_ws_connections %ld\n"
 			      "# HELP comb_ws_subscriptions Plain REQ subscriptions receiving live events.\n"
 			      "# TYPE comb_ws_subscriptions gauge\ncomb_ws_subscriptions %ld\n"
-			      "# HELP comb_ws_frames_total WebSocket frames written, by who wrote them: the thread that produced them (at_once) or the connection's writer thread (queued: the socket could not take them at once, or others waited).\n"
+			      "# HELP comb_ws_frames_total WebSocket frames written: at once by the thread that produced them (at_once), or after waiting for the client (waited: by the connection's writer thread, for frames the socket could not take at once or that came after others waiting, or by the thread streaming a snapshot or stored events to its own client).\n"
 			      "# TYPE comb_ws_frames_total counter\ncomb_ws_frames_total{path=\"at_once\"} %ld\n"
-			      "comb_ws_frames_total{path=\"queued\"} %ld\n"
+			      "comb_ws_frames_total{path=\"waited\"} %ld\n"
 			      "# HELP comb_syncs Syncs open, by mode.\n"
 			      "# TYPE comb_syncs gauge\ncomb_syncs{mode=\"current\"} %ld\n"
 			      "comb_syncs{mode=\"resumable\"} %ld\n"
@@ -181,7 +181,7 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      atomic_load(&values[METRIC_WS_CONNECTIONS]),
 			      state->subscriptions,
 			      atomic_load(&values[METRIC_WS_FRAMES_AT_ONCE]),
-			      atomic_load(&values[METRIC_WS_FRAMES_QUEUED]),
+			      atomic_load(&values[METRIC_WS_FRAMES_WAITED]),
 			      atomic_load(&values[METRIC_SYNCS]),
 			      atomic_load(&values[METRIC_RESUMABLE_SYNCS]),
 			      atomic_load(&values[METRIC_RESUMABLE_READS]),

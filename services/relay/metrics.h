@@ -32,7 +32,7 @@ enum metric {
 	METRIC_FEED_GAPS,            /* counter: a community's gap or mark ahead */
 	METRIC_FEED_LOSSES,          /* counter: heartbeats lost (three intervals) */
 	METRIC_WS_FRAMES_AT_ONCE,    /* counter: frames the pushing thread wrote */
-	METRIC_WS_FRAMES_QUEUED,     /* counter: frames a writer thread wrote */
+	METRIC_WS_FRAMES_WAITED,     /* counter: frames written after waiting for the client */
 	METRIC_COUNT_,
 };
 

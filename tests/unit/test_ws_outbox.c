@@ -7,7 +7,8 @@
  * writer thread leaving when idle and coming back, freeing while a
  * write is blocked, and frames written at once by the pushing thread
  * (write_now) while nothing waits, in order with the ones that wait,
- * and frames pushed together (one write_now, one bound).
+ * frames pushed together (one write_now, one bound), and streams written
+ * by their own thread while nothing is queued, in order with the rest.
  *
  * The queue is compiled into this test directly: it depends on nothing
  * but libcomb and pthreads.
@@ -35,6 +36,7 @@ struct fake {
 	int now_waiting;      /* write_now calls blocked right now */
 	int now_calls;        /* write_now calls in all */
 	int writing;          /* writes blocked right now */
+	int write_calls;      /* write and write_now calls that wrote */
 	int count;
 	int opcodes[MAX_FRAMES];
 	char *data[MAX_FRAMES];
@@ -42,23 +44,32 @@ struct fake {
 	pthread_t threads[MAX_FRAMES]; /* the thread of each write */
 };
 
-static int fake_write(void *conn, int opcode, const char *data, size_t len)
+/* Records count frames (or fails them all when `fail`), after waiting
+ * while `held`. */
+static int fake_write_frames(struct fake *f, int opcode,
+			     const struct iovec *payloads, int count)
 {
-	struct fake *f = conn;
-	int rc = 1;
+	int rc = 1, i;
 
 	pthread_mutex_lock(&f->mu);
 	f->writing++;
+	f->write_calls++;
 	pthread_cond_broadcast(&f->cond);
 	while (f->held)
 		pthread_cond_wait(&f->cond, &f->mu);
 	f->writing--;
-	if (f->fail) {
-		rc = -1;
-	} else if (f->count < MAX_FRAMES) {
+	for (i = 0; i < count; i++) {
+		size_t len = payloads[i].iov_len;
+
+		if (f->fail) {
+			rc = -1;
+			break;
+		}
+		if (f->count == MAX_FRAMES)
+			continue;
 		f->opcodes[f->count] = opcode;
 		f->data[f->count] = malloc(len + 1);
-		memcpy(f->data[f->count], data, len);
+		memcpy(f->data[f->count], payloads[i].iov_base, len);
 		f->data[f->count][len] = '\0';
 		f->len[f->count] = len;
 		f->threads[f->count] = pthread_self();
@@ -69,6 +80,13 @@ static int fake_write(void *conn, int opcode, const char *data, size_t len)
 	return rc;
 }
 
+/* write of the fake (it waits as long as `held`). */
+static int fake_write(void *conn, int opcode, const struct iovec *payloads,
+		      int count)
+{
+	return fake_write_frames(conn, opcode, payloads, count);
+}
+
 /* write_now of the fake: records the frames when `room`, else writes
  * nothing; `fail` fails it; `now_held` blocks it first. Counts its calls
  * in now_calls. */
@@ -77,7 +95,6 @@ static int fake_write_now(void *conn, int opcode, const struct iovec *payloads,
 {
 	struct fake *f = conn;
 	bool room;
-	int i;
 
 	pthread_mutex_lock(&f->mu);
 	f->now_waiting++;
@@ -92,8 +109,8 @@ static int fake_write_now(void *conn, int opcode, const struct iovec *payloads,
 		return -1;
 	}
 	pthread_mutex_unlock(&f->mu);
-	for (i = 0; room && i < count; i++)
-		fake_write(conn, opcode, payloads[i].iov_base, payloads[i].iov_len);
+	if (room)
+		fake_write_frames(f, opcode, payloads, count);
 	return room ? 1 : 0;
 }
 
@@ -620,6 +637,128 @@ static void test_frames_pushed_together_are_bounded_together(void **state)
 	fake_release(&f);
 }
 
+static const struct iovec stream3[3] = {
+	{.iov_base = "a", .iov_len = 1},
+	{.iov_base = "bb", .iov_len = 2},
+	{.iov_base = "ccc", .iov_len = 3},
+};
+
+static void test_a_stream_is_written_by_its_thread(void **state)
+{
+	struct fake f;
+	struct ws_outbox *ob;
+	int i;
+
+	(void)state;
+	fake_init(&f);
+	f.room = false;  /* the socket is full: write_now takes nothing */
+	ob = outbox_on(&f, true, 4096, 0, 1000);
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, stream3, 3,
+					     WS_PUSH_WAIT | WS_PUSH_STREAM), 0);
+	/* written by this thread in one write, nothing copied or queued, no
+	 * writer thread */
+	assert_int_equal(fake_count(&f), 3);
+	assert_int_equal(f.write_calls, 1);
+	for (i = 0; i < 3; i++)
+		assert_true(pthread_equal(f.threads[i], pthread_self()));
+	assert_string_equal(f.data[2], "ccc");
+	pthread_mutex_lock(&ob->mu);
+	assert_false(ob->thread_started);
+	assert_int_equal(ob->queued, 0);
+	pthread_mutex_unlock(&ob->mu);
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
+static void test_a_stream_waits_behind_queued_frames(void **state)
+{
+	struct fake f;
+	struct ws_outbox *ob;
+
+	(void)state;
+	fake_init(&f);
+	fake_hold(&f, true);
+	ob = outbox(&f, 4096, 0, 1000);
+	/* the writer thread is writing "first" when the stream comes: the
+	 * stream queues behind it, as any push would */
+	assert_int_equal(ws_outbox_push_text(ob, "first", 0), 0);
+	fake_wait_writing(&f);
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, stream3, 3,
+					     WS_PUSH_WAIT | WS_PUSH_STREAM), 0);
+	fake_hold(&f, false);
+	assert_true(ws_outbox_drain(ob, 2000));
+	assert_int_equal(fake_count(&f), 4);
+	assert_string_equal(f.data[0], "first");
+	assert_string_equal(f.data[1], "a");
+	assert_string_equal(f.data[3], "ccc");
+	assert_false(pthread_equal(f.threads[1], pthread_self()));
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
+struct streamer {
+	struct ws_outbox *ob;
+	int rc;
+};
+
+static void *stream_in_thread(void *arg)
+{
+	struct streamer *st = arg;
+
+	st->rc = ws_outbox_push_many(st->ob, WS_OP_TEXT, stream3, 3,
+				     WS_PUSH_WAIT | WS_PUSH_STREAM);
+	return NULL;
+}
+
+static void test_frames_pushed_during_a_stream_follow_it(void **state)
+{
+	struct streamer st;
+	struct fake f;
+	struct ws_outbox *ob;
+	pthread_t t;
+
+	(void)state;
+	fake_init(&f);
+	fake_hold(&f, true);  /* the client reads nothing for now */
+	ob = outbox_on(&f, true, 4096, 0, 1000);
+	st = (struct streamer){ob, -1};
+	pthread_create(&t, NULL, stream_in_thread, &st);
+	fake_wait_writing(&f);
+	/* the stream's thread waits for the client; a frame pushed now by
+	 * another thread is queued, and leaves after the stream */
+	assert_int_equal(ws_outbox_push_text(ob, "after", 0), 0);
+	assert_int_equal(fake_count(&f), 0);
+	fake_hold(&f, false);
+	pthread_join(t, NULL);
+	assert_int_equal(st.rc, 0);
+	assert_true(ws_outbox_drain(ob, 2000));
+	assert_int_equal(fake_count(&f), 4);
+	assert_string_equal(f.data[0], "a");
+	assert_string_equal(f.data[2], "ccc");
+	assert_string_equal(f.data[3], "after");
+	assert_true(pthread_equal(f.threads[0], t));
+	assert_false(pthread_equal(f.threads[3], t));
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
+static void test_a_failed_stream_closes_the_queue(void **state)
+{
+	struct fake f;
+	struct ws_outbox *ob;
+
+	(void)state;
+	fake_init(&f);
+	f.fail = true;
+	ob = outbox(&f, 4096, 0, 1000);
+	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, stream3, 3,
+					     WS_PUSH_WAIT | WS_PUSH_STREAM), COMB_EIO);
+	assert_true(ws_outbox_closed(ob));
+	assert_int_equal(ws_outbox_push_text(ob, "after", 0), COMB_EIO);
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -637,6 +776,10 @@ int main(void)
 		cmocka_unit_test(test_write_now_failure_closes_the_queue),
 		cmocka_unit_test(test_frames_pushed_together),
 		cmocka_unit_test(test_frames_pushed_together_are_bounded_together),
+		cmocka_unit_test(test_a_stream_is_written_by_its_thread),
+		cmocka_unit_test(test_a_stream_waits_behind_queued_frames),
+		cmocka_unit_test(test_frames_pushed_during_a_stream_follow_it),
+		cmocka_unit_test(test_a_failed_stream_closes_the_queue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

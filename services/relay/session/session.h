@@ -56,29 +56,30 @@ enum ws_close_code {
 };
 
 /*
- * How an outbox reaches its client's socket (conn is the connection):
- *   write      writes one whole frame; returns a positive number on
- *              success, 0 or negative when the connection failed. May
- *              block for as long as the client takes to read. Called only
- *              from the writer thread and from ws_outbox_close_now().
- *   write_now  (may be NULL) writes count whole frames of one opcode
- *              (1 to WS_OUTBOX_MAX_BATCH; payloads[i] is frame i's
- *              payload) together, only if the socket takes all of them
- *              without waiting for the client; returns a positive number
- *              when written, 0 when none was (they are then queued for
- *              the writer), negative when the connection failed. Called
- *              from the pushing thread while the queue is empty and
- *              nothing else writes, so that frames that fit cost no
- *              thread wake-up, and several cost one system call.
+ * How an outbox reaches its client's socket (conn is the connection). Both
+ * write count whole frames of one opcode (1 to WS_OUTBOX_MAX_BATCH;
+ * payloads[i] is frame i's payload) together, in as few system calls as
+ * the socket allows:
+ *   write      waits for the client as long as it takes to read them (up
+ *              to the connection's write timeout); returns a positive
+ *              number on success, 0 or negative when the connection
+ *              failed. Called from the writer thread, from
+ *              ws_outbox_close_now(), and from a thread streaming frames
+ *              to its own client (WS_PUSH_STREAM).
+ *   write_now  (may be NULL) only if the socket takes all of them without
+ *              waiting for the client; returns a positive number when
+ *              written, 0 when none was (they are then queued for the
+ *              writer), negative when the connection failed. Called from
+ *              the pushing thread while the queue is empty and nothing
+ *              else writes, so that frames that fit cost no thread
+ *              wake-up, and several cost one system call.
  */
-typedef int (*ws_outbox_write_fn)(void *conn, int opcode, const char *data,
-				  size_t len);
-typedef int (*ws_outbox_write_now_fn)(void *conn, int opcode,
-				      const struct iovec *payloads, int count);
+typedef int (*ws_outbox_write_fn)(void *conn, int opcode,
+				  const struct iovec *payloads, int count);
 
 struct ws_transport {
 	ws_outbox_write_fn write;
-	ws_outbox_write_now_fn write_now;
+	ws_outbox_write_fn write_now;
 	void *conn;
 };
 
@@ -106,6 +107,12 @@ enum ws_push_flags {
 	/* May use reserve_bytes: for the few small frames that must follow an
 	 * overflow (CLOSED, NOTICE). */
 	WS_PUSH_RESERVED = 1 << 1,
+	/* With WS_PUSH_WAIT, for a stream of frames (a snapshot, stored
+	 * events): when nothing is queued, the pushing thread writes them
+	 * itself, waiting for the client as long as it reads (transport
+	 * write), instead of copying them into the queue for the writer
+	 * thread. */
+	WS_PUSH_STREAM = 1 << 2,
 };
 
 struct ws_outbox;

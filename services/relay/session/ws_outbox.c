@@ -4,10 +4,12 @@
  * is empty and nothing writes is written by the pushing thread itself
  * when the socket takes all of it at once (write_now): a live change
  * fanned out to many connections then wakes no thread per frame and is
- * never copied. Every other frame is copied into the queue and waits for
- * the writer thread, which takes a frame under the mutex, writes without
- * it, and exits after linger_ms without work so that idle connections
- * cost no thread. `writing` keeps
+ * never copied; so is a stream of frames (WS_PUSH_STREAM) while nothing
+ * is queued, the pushing thread then waiting for the client itself. Every
+ * other frame is copied into the queue and waits for the writer thread,
+ * which takes a frame under the mutex, writes without it, and exits after
+ * linger_ms without work so that idle connections cost no thread.
+ * `writing` keeps
  * one writer at a time, so frames leave in the order they were pushed.
  * Queued bytes count the frame being written until its write returns, so
  * the bound covers every byte the queue holds.
@@ -86,8 +88,9 @@ static void *writer_main(void *arg)
 			ob->tail = NULL;
 		ob->writing = true;
 		pthread_mutex_unlock(&ob->mu);
-		ok = ob->transport.write(ob->transport.conn, f->opcode, f->data,
-					 f->len) > 0;
+		ok = ob->transport.write(ob->transport.conn, f->opcode,
+					 &(struct iovec){.iov_base = f->data, .iov_len = f->len},
+					 1) > 0;
 		pthread_mutex_lock(&ob->mu);
 		ob->writing = false;
 		ob->queued -= frame_cost(f->len);
@@ -230,6 +233,31 @@ static enum write_now_outcome write_now_locked(struct ws_outbox *ob, int opcode,
 	return n != 0 ? WRITTEN : NOT_WRITTEN;
 }
 
+/*
+ * Writes count frames (payloads borrowed) from the pushing thread,
+ * waiting for the client, before anything pushed meanwhile (which waits
+ * for `writing`). The caller holds mu, which is released during the
+ * write. Returns 0, or COMB_EIO when the write failed (the queue then
+ * failed too).
+ */
+static int write_waiting_locked(struct ws_outbox *ob, int opcode,
+				const struct iovec *payloads, size_t count)
+{
+	bool ok;
+
+	ob->writing = true;
+	pthread_mutex_unlock(&ob->mu);
+	ok = ob->transport.write(ob->transport.conn, opcode, payloads, (int)count) > 0;
+	pthread_mutex_lock(&ob->mu);
+	ob->writing = false;
+	if (!ok && !ob->failed) {
+		ob->failed = true;
+		discard_locked(ob);
+	}
+	pthread_cond_broadcast(&ob->room);
+	return ob->failed ? COMB_EIO : 0;
+}
+
 /* Puts the chain first..last (count frames, bytes cost) at the head of
  * the queue (pushed before everything queued) or at its tail. */
 static void enqueue_locked(struct ws_outbox *ob, struct frame *first,
@@ -251,19 +279,24 @@ static void enqueue_locked(struct ws_outbox *ob, struct frame *first,
 }
 
 /*
- * Sends count frames (payloads borrowed): written at once when they can
- * be (write_now), else copied into the queue in their place for the
- * writer thread; only frames that wait are copied. Returns 0, or COMB_EIO
- * when the queue failed or stopped meanwhile, or COMB_ENOMEM. The caller
- * holds mu.
+ * Sends count frames (payloads borrowed): with WS_PUSH_STREAM in flags
+ * and nothing queued or being written, written by this thread however
+ * long the client takes; else written at once when they can be
+ * (write_now), else copied into the queue in their place for the writer
+ * thread; only frames that wait are copied. Returns 0, or COMB_EIO when
+ * the queue failed or stopped meanwhile, or COMB_ENOMEM. The caller holds
+ * mu.
  */
 static int send_locked(struct ws_outbox *ob, int opcode,
-		       const struct iovec *payloads, size_t count)
+		       const struct iovec *payloads, size_t count, unsigned flags)
 {
-	enum write_now_outcome outcome = write_now_locked(ob, opcode, payloads, count);
+	enum write_now_outcome outcome;
 	struct frame *first = NULL, *last = NULL, *f;
 	size_t i, cost = 0;
 
+	if ((flags & WS_PUSH_STREAM) && !ob->head && !ob->writing)
+		return write_waiting_locked(ob, opcode, payloads, count);
+	outcome = write_now_locked(ob, opcode, payloads, count);
 	if (outcome == WRITTEN)
 		return ob->failed ? COMB_EIO : 0;
 	if (ob->failed || ob->stopping)
@@ -315,7 +348,7 @@ int ws_outbox_push_many(struct ws_outbox *ob, int opcode,
 		}
 		pthread_cond_wait(&ob->room, &ob->mu);
 	}
-	rc = send_locked(ob, opcode, payloads, count);
+	rc = send_locked(ob, opcode, payloads, count, flags);
 out:
 	pthread_mutex_unlock(&ob->mu);
 	return rc;
@@ -351,7 +384,7 @@ int ws_outbox_close(struct ws_outbox *ob, uint16_t code, const char *reason)
 		ob->closing = true;
 		pthread_cond_broadcast(&ob->room);
 		rc = send_locked(ob, WS_OP_CLOSE,
-				 &(struct iovec){.iov_base = payload, .iov_len = rlen + 2}, 1);
+				 &(struct iovec){.iov_base = payload, .iov_len = rlen + 2}, 1, 0);
 	}
 	pthread_mutex_unlock(&ob->mu);
 	return rc == COMB_ENOMEM ? rc : 0;
@@ -372,7 +405,9 @@ void ws_outbox_close_now(struct ws_outbox *ob, const char *payload, size_t len)
 	ob->close_sent = true;
 	pthread_mutex_unlock(&ob->mu);
 	if (!sent)
-		ob->transport.write(ob->transport.conn, WS_OP_CLOSE, payload, len);
+		ob->transport.write(ob->transport.conn, WS_OP_CLOSE,
+				    &(struct iovec){.iov_base = (void *)payload, .iov_len = len},
+				    1);
 }
 
 bool ws_outbox_drain(struct ws_outbox *ob, int timeout_ms)

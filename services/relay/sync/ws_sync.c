@@ -671,7 +671,7 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	sub->started = true;
 	pthread_mutex_unlock(&s->mu);
 	t1 = ms_now();
-	ws_event_batch_init(&st.batch, s, sub->base.id, WS_PUSH_WAIT);
+	ws_event_batch_init(&st.batch, s, sub->base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	st.sub = sub;
 	rc = snapshot(sub, &st, why, sizeof(why));
 	t2 = ms_now();

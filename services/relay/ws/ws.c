@@ -235,12 +235,14 @@ void ws_end_request(const struct mg_connection *conn, int status)
 
 static void go_away_locked(struct ws_conn *wc);
 
-/* The outbox's transport (session.h): civetweb's blocking frame write,
- * and its write of frames the socket takes at once. */
-static int conn_write(void *conn, int opcode, const char *data, size_t len)
+/* The outbox's transport (session.h): civetweb's write of frames that
+ * waits for the client, and its write of frames the socket takes at
+ * once. */
+static int conn_write(void *conn, int opcode, const struct iovec *payloads,
+		      int count)
 {
-	metrics_add(METRIC_WS_FRAMES_QUEUED, 1);
-	return mg_websocket_write(conn, opcode, data, len);
+	metrics_add(METRIC_WS_FRAMES_WAITED, count);
+	return mg_websocket_write_frames(conn, opcode, payloads, count);
 }
 
 static int conn_write_now(void *conn, int opcode, const struct iovec *payloads,

@@ -519,7 +519,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		snprintf(why, whylen, "error: out of memory");
 		return COMB_ENOMEM;
 	}
-	ws_event_batch_init(&out, s, sub->base.id, WS_PUSH_WAIT);
+	ws_event_batch_init(&out, s, sub->base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	for (i = 0; i < sub->nfilters && rc == 0; i++) {
 		const struct plain_filter *f = &sub->filters[i];
 		bool small = query_small_filter(f);
