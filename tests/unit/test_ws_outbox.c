@@ -7,8 +7,9 @@
  * writer thread leaving when idle and coming back, freeing while a
  * write is blocked, and frames written at once by the pushing thread
  * (write_now) while nothing waits, in order with the ones that wait,
- * frames pushed together (one write_now, one bound), and streams written
- * by their own thread while nothing is queued, in order with the rest.
+ * frames pushed together (one write_now, one bound), streams written by
+ * their own thread while nothing is queued, in order with the rest, and
+ * waiting frames of one opcode written together by the writer.
  *
  * The queue is compiled into this test directly: it depends on nothing
  * but libcomb and pthreads.
@@ -449,8 +450,8 @@ static void test_free_waits_for_a_blocked_write(void **state)
 	ob = outbox(&f, 4096, 0, 1000);
 	fake_hold(&f, true);
 	assert_int_equal(ws_outbox_push_text(ob, "blocked", 0), 0);
-	assert_int_equal(ws_outbox_push_text(ob, "never", 0), 0);
 	fake_wait_writing(&f);
+	assert_int_equal(ws_outbox_push_text(ob, "never", 0), 0);
 	pthread_create(&t, NULL, release_later, &r);
 	ws_outbox_free(ob);
 	/* The blocked write finished before free returned; nothing after it. */
@@ -759,6 +760,35 @@ static void test_a_failed_stream_closes_the_queue(void **state)
 	fake_release(&f);
 }
 
+static void test_the_writer_writes_waiting_frames_together(void **state)
+{
+	struct fake f;
+	struct ws_outbox *ob;
+
+	(void)state;
+	fake_init(&f);
+	fake_hold(&f, true);
+	ob = outbox(&f, 4096, 0, 1000);
+	/* while the writer is held on "first", three frames of one opcode
+	 * and a ping wait: the three leave in one write, the ping in its own */
+	assert_int_equal(ws_outbox_push_text(ob, "first", 0), 0);
+	fake_wait_writing(&f);
+	assert_int_equal(ws_outbox_push_text(ob, "a", 0), 0);
+	assert_int_equal(ws_outbox_push_text(ob, "b", 0), 0);
+	assert_int_equal(ws_outbox_push_text(ob, "c", 0), 0);
+	assert_int_equal(ws_outbox_push(ob, WS_OP_PING, "p", 1, 0), 0);
+	fake_hold(&f, false);
+	assert_true(ws_outbox_drain(ob, 2000));
+	assert_int_equal(fake_count(&f), 5);
+	assert_int_equal(f.write_calls, 3);
+	assert_string_equal(f.data[1], "a");
+	assert_string_equal(f.data[3], "c");
+	assert_int_equal(f.opcodes[4], WS_OP_PING);
+	assert_int_equal(ws_outbox_queued(ob), 0);
+	ws_outbox_free(ob);
+	fake_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -780,6 +810,7 @@ int main(void)
 		cmocka_unit_test(test_a_stream_waits_behind_queued_frames),
 		cmocka_unit_test(test_frames_pushed_during_a_stream_follow_it),
 		cmocka_unit_test(test_a_failed_stream_closes_the_queue),
+		cmocka_unit_test(test_the_writer_writes_waiting_frames_together),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

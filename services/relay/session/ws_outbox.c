@@ -7,12 +7,14 @@
  * never copied; so is a stream of frames (WS_PUSH_STREAM) while nothing
  * is queued, the pushing thread then waiting for the client itself. Every
  * other frame is copied into the queue and waits for the writer thread,
- * which takes a frame under the mutex, writes without it, and exits after
- * linger_ms without work so that idle connections cost no thread.
+ * which takes the frames at the head under the mutex (up to
+ * WS_OUTBOX_MAX_BATCH of one opcode, written together), writes without
+ * it, and exits after linger_ms without work so that idle connections
+ * cost no thread.
  * `writing` keeps
  * one writer at a time, so frames leave in the order they were pushed.
- * Queued bytes count the frame being written until its write returns, so
- * the bound covers every byte the queue holds.
+ * Queued bytes count the frames being written until their write returns,
+ * so the bound covers every byte the queue holds.
  */
 #include "session.h"
 
@@ -61,11 +63,36 @@ static void discard_locked(struct ws_outbox *ob)
 	pthread_cond_broadcast(&ob->room);
 }
 
+/* Takes the frames at the head of the queue that one write may carry:
+ * up to WS_OUTBOX_MAX_BATCH of the first one's opcode, into run (their
+ * payloads) and *taken (the chain, still linked). Returns how many. The
+ * caller holds mu; the queue is not empty. */
+static int take_run_locked(struct ws_outbox *ob, struct iovec *run,
+			   struct frame **taken)
+{
+	struct frame *f = ob->head, *last = NULL;
+	int n = 0;
+
+	*taken = f;
+	while (f && n < WS_OUTBOX_MAX_BATCH && f->opcode == ob->head->opcode) {
+		run[n++] = (struct iovec){.iov_base = f->data, .iov_len = f->len};
+		last = f;
+		f = f->next;
+	}
+	ob->head = f;
+	if (!f)
+		ob->tail = NULL;
+	last->next = NULL;
+	return n;
+}
+
 static void *writer_main(void *arg)
 {
 	struct ws_outbox *ob = arg;
+	struct iovec run[WS_OUTBOX_MAX_BATCH];
 	struct timespec deadline;
-	struct frame *f;
+	struct frame *taken, *f;
+	int opcode, n;
 	bool ok;
 
 	pthread_mutex_lock(&ob->mu);
@@ -82,21 +109,20 @@ static void *writer_main(void *arg)
 		}
 		if (ob->stopping || !ob->head)
 			break;
-		f = ob->head;
-		ob->head = f->next;
-		if (!ob->head)
-			ob->tail = NULL;
+		opcode = ob->head->opcode;
+		n = take_run_locked(ob, run, &taken);
 		ob->writing = true;
 		pthread_mutex_unlock(&ob->mu);
-		ok = ob->transport.write(ob->transport.conn, f->opcode,
-					 &(struct iovec){.iov_base = f->data, .iov_len = f->len},
-					 1) > 0;
+		ok = ob->transport.write(ob->transport.conn, opcode, run, n) > 0;
 		pthread_mutex_lock(&ob->mu);
 		ob->writing = false;
-		ob->queued -= frame_cost(f->len);
-		if (f->opcode == WS_OP_CLOSE)
+		if (opcode == WS_OP_CLOSE)
 			ob->close_sent = true;
-		free(f);
+		for (; taken; taken = f) {
+			f = taken->next;
+			ob->queued -= frame_cost(taken->len);
+			free(taken);
+		}
 		if (!ok && !ob->failed) {
 			ob->failed = true;
 			discard_locked(ob);
