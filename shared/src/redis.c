@@ -4,7 +4,9 @@
  * for good after any I/O error or timeout, so a thread takes a context out
  * of the pool for one command and gives it back only when the command
  * completed at the connection level; otherwise the context is freed and a
- * new one is connected on a later use. Connections are opened lazily, so a
+ * new one is connected on a later use. A command sent without waiting
+ * for its reply (comb_redis_send) leaves the reply to the context's next
+ * user, who reads it before its own. Connections are opened lazily, so a
  * pool can be created while Redis is still down. Every connection
  * authenticates (AUTH) when the URL carries a password, then selects the
  * URL's database.
@@ -30,13 +32,20 @@
 #define REDIS_DEFAULT_PORT 6379
 #define REDIS_MAX_DB	   1000000
 
+/* A connection waiting in the pool, with the replies of commands sent
+ * by comb_redis_send that nobody has read yet. */
+struct idle_context {
+	redisContext *c;
+	int pending;
+};
+
 struct comb_redis_pool {
 	struct comb_redis_url url;
 	int size; /* at most this many contexts exist */
 	int timeout_ms;
 	pthread_mutex_t lock;
 	pthread_cond_t returned; /* a context was returned or dropped */
-	redisContext **idle;	 /* size slots, nidle used */
+	struct idle_context *idle; /* size slots, nidle used */
 	int nidle;
 	int nopen; /* idle + in use + being connected */
 	bool down; /* the last connection attempt failed */
@@ -283,7 +292,7 @@ void comb_redis_pool_free(struct comb_redis_pool *pool)
 	if (pool == NULL)
 		return;
 	for (i = 0; i < pool->nidle; i++)
-		redisFree(pool->idle[i]);
+		redisFree(pool->idle[i].c);
 	pthread_cond_destroy(&pool->returned);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->idle);
@@ -322,9 +331,10 @@ static redisContext *pool_connect(struct comb_redis_pool *pool)
 
 /*
  * True when an idle context still looks usable: no error recorded and
- * nothing to read. A pooled connection has no reply outstanding, so
- * readable means the server closed it (restart, idle timeout, CLIENT KILL)
- * or sent something we cannot match to a command.
+ * nothing to read. A pooled connection whose pending replies were read
+ * has no reply outstanding, so readable means the server closed it
+ * (restart, idle timeout, CLIENT KILL) or sent something we cannot match
+ * to a command.
  */
 static bool idle_usable(redisContext *c)
 {
@@ -342,24 +352,52 @@ static bool idle_usable(redisContext *c)
 	return n == 0;
 }
 
+/* Reads and drops the pending replies of c; true when c is usable
+ * afterwards (nothing more to read). */
+static bool drain_pending(redisContext *c, int pending)
+{
+	void *reply;
+
+	while (pending-- > 0) {
+		if (redisGetReply(c, &reply) != REDIS_OK)
+			return false;
+		freeReplyObject(reply);
+	}
+	return idle_usable(c);
+}
+
+/* Drops c, which was taken from the pool, and its slot. */
+static void pool_drop(struct comb_redis_pool *pool, redisContext *c)
+{
+	redisFree(c);
+	pthread_mutex_lock(&pool->lock);
+	pool->nopen--;
+	pthread_cond_signal(&pool->returned);
+	pthread_mutex_unlock(&pool->lock);
+}
+
 /*
- * Takes a usable context out of the pool, connecting a new one when no idle
- * one is left and fewer than size exist. Waits at most timeout_ms for
- * another thread to return one. Returns NULL when Redis is unreachable or
- * the pool stayed exhausted.
+ * Takes a usable context out of the pool (its pending replies read
+ * first), connecting a new one when no idle one is left and fewer than
+ * size exist. Waits at most timeout_ms for another thread to return one.
+ * Returns NULL when Redis is unreachable or the pool stayed exhausted.
  */
 static redisContext *pool_get(struct comb_redis_pool *pool)
 {
 	struct timespec deadline;
-	redisContext *c = NULL;
+	redisContext *c;
+	int pending;
 
 	comb_deadline_in(&deadline, CLOCK_MONOTONIC, pool->timeout_ms);
-
+again:
+	c = NULL;
+	pending = 0;
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
 		while (pool->nidle > 0) {
-			c = pool->idle[--pool->nidle];
-			if (idle_usable(c))
+			c = pool->idle[--pool->nidle].c;
+			pending = pool->idle[pool->nidle].pending;
+			if (pending || idle_usable(c))
 				break;
 			redisFree(c);
 			c = NULL;
@@ -378,8 +416,13 @@ static redisContext *pool_get(struct comb_redis_pool *pool)
 	if (c == NULL)
 		pool->nopen++; /* reserve the slot while connecting */
 	pthread_mutex_unlock(&pool->lock);
-	if (c != NULL)
+	if (c != NULL) {
+		if (pending && !drain_pending(c, pending)) {
+			pool_drop(pool, c);
+			goto again;
+		}
 		return c;
+	}
 
 	c = pool_connect(pool);
 	if (c == NULL) {
@@ -391,18 +434,26 @@ static redisContext *pool_get(struct comb_redis_pool *pool)
 	return c;
 }
 
-/* Gives c back, or frees it (and its slot) when it is no longer usable. */
-static void pool_put(struct comb_redis_pool *pool, redisContext *c, bool ok)
+/* Gives c back with pending replies nobody read yet, or frees it (and its
+ * slot) when it is no longer usable. */
+static void pool_put_pending(struct comb_redis_pool *pool, redisContext *c,
+			     bool ok, int pending)
 {
 	pthread_mutex_lock(&pool->lock);
 	if (ok) {
-		pool->idle[pool->nidle++] = c;
+		pool->idle[pool->nidle++] = (struct idle_context){c, pending};
 	} else {
 		redisFree(c);
 		pool->nopen--;
 	}
 	pthread_cond_signal(&pool->returned);
 	pthread_mutex_unlock(&pool->lock);
+}
+
+/* Gives c back, or frees it (and its slot) when it is no longer usable. */
+static void pool_put(struct comb_redis_pool *pool, redisContext *c, bool ok)
+{
+	pool_put_pending(pool, c, ok, 0);
 }
 
 /* Ends a command run on c (from pool_get) that gave r, errno being
@@ -443,6 +494,25 @@ redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt,
 	r = redisvCommand(c, fmt, ap);
 	va_end(ap);
 	return command_done(pool, c, r, errno);
+}
+
+void comb_redis_send(struct comb_redis_pool *pool, const char *fmt, ...)
+{
+	redisContext *c = pool_get(pool);
+	int rc, done = 0;
+	va_list ap;
+
+	if (c == NULL)
+		return;
+	va_start(ap, fmt);
+	rc = redisvAppendCommand(c, fmt, ap);
+	va_end(ap);
+	while (rc == REDIS_OK && !done)
+		rc = redisBufferWrite(c, &done);
+	if (rc != REDIS_OK)
+		comb_warn("redis %s:%d command not sent: %s", pool->url.host,
+			  pool->url.port, c->err ? c->errstr : "out of memory");
+	pool_put_pending(pool, c, rc == REDIS_OK, 1);
 }
 
 /* Runs one command given as argv on a pooled connection; as

@@ -67,6 +67,14 @@ void comb_redis_pool_free(struct comb_redis_pool *pool);
 redisReply *comb_redis_command(struct comb_redis_pool *pool, const char *fmt, ...);
 
 /*
+ * Sends one command (hiredis format string) on a pooled connection
+ * without waiting for its reply, which the connection's next user reads
+ * and drops. For commands whose loss costs nothing lasting (Redis being
+ * unreachable only logs): a lease given back early, say.
+ */
+void comb_redis_send(struct comb_redis_pool *pool, const char *fmt, ...);
+
+/*
  * Runs the Lua script text with nkeys keys and nargs arguments (keys
  * first in args) on a pooled connection: by its SHA-1 (EVALSHA), and
  * with EVAL when Redis does not know it yet (after a restart, say).
