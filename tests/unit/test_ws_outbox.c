@@ -671,19 +671,29 @@ static void test_a_stream_is_written_by_its_thread(void **state)
 	fake_release(&f);
 }
 
+/* An outbox on a fresh f (no write_now) whose writer thread is blocked
+ * writing "first". */
+static struct ws_outbox *writer_held_on_first(struct fake *f)
+{
+	struct ws_outbox *ob;
+
+	fake_init(f);
+	fake_hold(f, true);
+	ob = outbox(f, 4096, 0, 1000);
+	assert_int_equal(ws_outbox_push_text(ob, "first", 0), 0);
+	fake_wait_writing(f);
+	return ob;
+}
+
 static void test_a_stream_waits_behind_queued_frames(void **state)
 {
 	struct fake f;
 	struct ws_outbox *ob;
 
 	(void)state;
-	fake_init(&f);
-	fake_hold(&f, true);
-	ob = outbox(&f, 4096, 0, 1000);
 	/* the writer thread is writing "first" when the stream comes: the
 	 * stream queues behind it, as any push would */
-	assert_int_equal(ws_outbox_push_text(ob, "first", 0), 0);
-	fake_wait_writing(&f);
+	ob = writer_held_on_first(&f);
 	assert_int_equal(ws_outbox_push_many(ob, WS_OP_TEXT, stream3, 3,
 					     WS_PUSH_WAIT | WS_PUSH_STREAM), 0);
 	fake_hold(&f, false);
@@ -766,13 +776,9 @@ static void test_the_writer_writes_waiting_frames_together(void **state)
 	struct ws_outbox *ob;
 
 	(void)state;
-	fake_init(&f);
-	fake_hold(&f, true);
-	ob = outbox(&f, 4096, 0, 1000);
 	/* while the writer is held on "first", three frames of one opcode
 	 * and a ping wait: the three leave in one write, the ping in its own */
-	assert_int_equal(ws_outbox_push_text(ob, "first", 0), 0);
-	fake_wait_writing(&f);
+	ob = writer_held_on_first(&f);
 	assert_int_equal(ws_outbox_push_text(ob, "a", 0), 0);
 	assert_int_equal(ws_outbox_push_text(ob, "b", 0), 0);
 	assert_int_equal(ws_outbox_push_text(ob, "c", 0), 0);
