@@ -10,11 +10,10 @@
  * which takes the frames at the head under the mutex (up to
  * WS_OUTBOX_MAX_BATCH of one opcode, written together), writes without
  * it, and exits after linger_ms without work so that idle connections
- * cost no thread.
- * `writing` keeps
- * one writer at a time, so frames leave in the order they were pushed.
- * Queued bytes count the frames being written until their write returns,
- * so the bound covers every byte the queue holds.
+ * cost no thread. `writing` keeps one writer at a time, so frames leave
+ * in the order they were pushed. Queued bytes count the frames being
+ * written until their write returns, so the bound covers every byte the
+ * queue holds.
  */
 #include "session.h"
 
