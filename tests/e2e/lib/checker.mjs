@@ -327,17 +327,17 @@ export async function runChecker(stack, opts = {}) {
 		const r = await post(admin, { kind: 9007, tags }, node);
 		if (note('channelCreate', r) || r.status === 0 || r.status >= 500) {
 			const c = { h, visibility, ttl: ttl ?? 0, deleted: false };
+			// An uncertain create enters the model only once the database
+			// has it: operations running meanwhile (a sync's rescope) pick
+			// their channels from the model.
+			if (!isAccepted(r)) {
+				const rows = await sqlRetry(stack, `SELECT 1 FROM channels WHERE id = '${h}'`).catch(() => []);
+				if (rows.length === 0)
+					return null;
+				await refreshChannel(c);
+			}
 			channels.push(c);
 			byId.set(h, c);
-			if (!isAccepted(r)) {
-				await refreshChannel(c);
-				const rows = await sqlRetry(stack, `SELECT 1 FROM channels WHERE id = '${h}'`).catch(() => []);
-				if (rows.length === 0) {
-					channels.splice(channels.indexOf(c), 1);
-					byId.delete(h);
-					return null;
-				}
-			}
 			return c;
 		}
 		return null;
@@ -687,7 +687,10 @@ export async function runChecker(stack, opts = {}) {
 	}
 
 	const readable = async (pk, h) => {
-		const [[vis, deleted]] = await stack.query(`SELECT visibility, deleted FROM channels WHERE id = '${h}'`);
+		const found = await stack.query(`SELECT visibility, deleted FROM channels WHERE id = '${h}'`);
+		if (found.length === 0)
+			return false;  // an unknown channel is read by nobody
+		const [[vis, deleted]] = found;
 		if (deleted === 't')
 			return false;
 		if (vis !== '2')
