@@ -17,14 +17,15 @@ static int to_int(const char *s)
 	return (int)strtol(s, NULL, 10);
 }
 
-int access_load_actor(PGconn *db, const struct community *c,
-		      const char *pubkey, struct actor *out)
+int access_load_actor(struct comb_db_pool *pool, PGconn *db,
+		      const struct community *c, const char *pubkey,
+		      struct actor *out)
 {
 	bool failed;
 
 	memset(out, 0, sizeof(*out));
 	snprintf(out->pubkey, sizeof(out->pubkey), "%s", pubkey);
-	out->community_admin = community_is_admin(db, c, pubkey, &failed);
+	out->community_admin = community_is_admin(pool, db, c, pubkey, &failed);
 	return failed ? COMB_EUNAVAIL : 0;
 }
 

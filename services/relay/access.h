@@ -47,9 +47,11 @@ struct channel_row {
 	int owners;                        /* active owners */
 };
 
-/* Fills actor for pubkey in community c. Returns 0 or COMB_EUNAVAIL. */
-int access_load_actor(PGconn *db, const struct community *c,
-		      const char *pubkey, struct actor *out);
+/* Fills actor for pubkey in community c, asking db (borrowed from pool).
+ * Returns 0 or COMB_EUNAVAIL. */
+int access_load_actor(struct comb_db_pool *pool, PGconn *db,
+		      const struct community *c, const char *pubkey,
+		      struct actor *out);
 
 /*
  * Loads channel channel_id of community c and the actor's active role in

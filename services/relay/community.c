@@ -100,16 +100,17 @@ int community_lookup(PGconn *db, const char *host, struct community *out)
 	return rc;
 }
 
-bool community_is_admin(PGconn *db, const struct community *c,
-			const char *pubkey, bool *failed)
+bool community_is_admin(struct comb_db_pool *pool, PGconn *db,
+			const struct community *c, const char *pubkey,
+			bool *failed)
 {
-	const char *params[2] = {c->id_text, pubkey};
+	static struct comb_db_stmt stmt = COMB_DB_STMT(
+		"SELECT 1 FROM community_admins WHERE community_id = $1 AND pubkey = $2", 2);
 	PGresult *res;
 	bool admin;
 
-	res = PQexecParams(db,
-			   "SELECT 1 FROM community_admins WHERE community_id = $1 AND pubkey = $2",
-			   2, NULL, params, NULL, NULL, 0);
+	res = comb_db_exec_stmt(pool, db, &stmt,
+				(const char *const[]){c->id_text, pubkey});
 	*failed = PQresultStatus(res) != PGRES_TUPLES_OK;
 	admin = !*failed && PQntuples(res) == 1;
 	PQclear(res);

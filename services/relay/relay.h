@@ -40,9 +40,11 @@ struct community {
  * COMB_ENOTFOUND, or COMB_EUNAVAIL when the database failed. */
 int community_lookup(PGconn *db, const char *host, struct community *out);
 
-/* True when pubkey is an admin of community. Returns false on error too;
- * *failed tells the two apart. */
-bool community_is_admin(PGconn *db, const struct community *c,
-			const char *pubkey, bool *failed);
+/* True when pubkey is an admin of community, asked on db (borrowed from
+ * pool, where the statement is prepared once per connection). Returns
+ * false on error too; *failed tells the two apart. */
+bool community_is_admin(struct comb_db_pool *pool, PGconn *db,
+			const struct community *c, const char *pubkey,
+			bool *failed);
 
 #endif

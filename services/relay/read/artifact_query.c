@@ -351,7 +351,7 @@ void artifact_query(struct request *req, json_t *filter, bool count)
 		http_send_error(req, 400, "invalid: incremental filters cannot be counted");
 		return;
 	}
-	if (access_load_actor(req->db, &req->community, req->pubkey, &actor)) {
+	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
 		return;

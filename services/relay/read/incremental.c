@@ -753,7 +753,7 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 	default:
 		break;
 	}
-	if (access_load_actor(req->db, &req->community, req->pubkey, &actor)) {
+	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
 		goto out;

@@ -163,7 +163,7 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 		http_send_error(req, 400, msg);
 		goto out;
 	}
-	if (access_load_actor(req->db, &req->community, req->pubkey, &actor)) {
+	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
 		goto out;

@@ -352,7 +352,7 @@ static int load_read_keys(struct ws_session *s, const char *pubkey,
 	db = comb_db_acquire(s->relay->db, 2000);
 	if (!db)
 		return COMB_EUNAVAIL;
-	rc = access_load_actor(db, &s->community, pubkey, &actor);
+	rc = access_load_actor(s->relay->db, db, &s->community, pubkey, &actor);
 	comb_db_release(s->relay->db, db, rc && comb_db_conn_lost(db));
 	if (rc)
 		return rc;

@@ -53,7 +53,7 @@ static bool lock_writable(struct writer *w, const struct comb_event *ev,
 	struct channel_row channel;
 	struct actor actor;
 
-	if (access_load_actor(w->db, w->community, ev->pubkey, &actor) ||
+	if (access_load_actor(w->relay->db, w->db, w->community, ev->pubkey, &actor) ||
 	    access_load_channel(w->db, w->community, h, &actor, true, ACCESS_LOCK_SHARE,
 				&channel)) {
 		write_db_failed(w, out);
@@ -236,7 +236,7 @@ static bool check_targets(struct writer *w, const struct comb_event *ev,
 	PGresult *res;
 	int i;
 
-	if (access_load_actor(w->db, w->community, ev->pubkey, &actor)) {
+	if (access_load_actor(w->relay->db, w->db, w->community, ev->pubkey, &actor)) {
 		write_db_failed(w, out);
 		return false;
 	}

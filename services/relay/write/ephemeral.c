@@ -31,7 +31,7 @@ void write_ephemeral(struct writer *w, const struct comb_event *ev,
 		write_refuse(out, 400, "invalid: created_at is too far from the relay's clock");
 		return;
 	}
-	if (access_load_actor(w->db, w->community, ev->pubkey, &actor) ||
+	if (access_load_actor(w->relay->db, w->db, w->community, ev->pubkey, &actor) ||
 	    access_load_channel(w->db, w->community, h, &actor, true,
 				ACCESS_LOCK_NONE, &channel)) {
 		write_db_failed(w, out);

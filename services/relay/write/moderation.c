@@ -632,7 +632,7 @@ void write_moderation(struct writer *w, const struct comb_event *ev,
 	}
 	if (!parse_request(&m))
 		return;
-	if (access_load_actor(w->db, w->community, ev->pubkey, &m.actor) ||
+	if (access_load_actor(w->relay->db, w->db, w->community, ev->pubkey, &m.actor) ||
 	    !write_exec(w, "BEGIN")) {
 		write_db_failed(w, out);
 		return;
