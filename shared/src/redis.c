@@ -366,14 +366,26 @@ static bool drain_pending(redisContext *c, int pending)
 	return idle_usable(c);
 }
 
-/* Drops c, which was taken from the pool, and its slot. */
-static void pool_drop(struct comb_redis_pool *pool, redisContext *c)
+/* Gives c back with pending replies nobody read yet, or frees it (and its
+ * slot) when it is no longer usable. */
+static void pool_put_pending(struct comb_redis_pool *pool, redisContext *c,
+			     bool ok, int pending)
 {
-	redisFree(c);
 	pthread_mutex_lock(&pool->lock);
-	pool->nopen--;
+	if (ok) {
+		pool->idle[pool->nidle++] = (struct idle_context){c, pending};
+	} else {
+		redisFree(c);
+		pool->nopen--;
+	}
 	pthread_cond_signal(&pool->returned);
 	pthread_mutex_unlock(&pool->lock);
+}
+
+/* Gives c back, or frees it (and its slot) when it is no longer usable. */
+static void pool_put(struct comb_redis_pool *pool, redisContext *c, bool ok)
+{
+	pool_put_pending(pool, c, ok, 0);
 }
 
 /*
@@ -418,7 +430,7 @@ again:
 	pthread_mutex_unlock(&pool->lock);
 	if (c != NULL) {
 		if (pending && !drain_pending(c, pending)) {
-			pool_drop(pool, c);
+			pool_put(pool, c, false);  /* dropped with its slot */
 			goto again;
 		}
 		return c;
@@ -432,28 +444,6 @@ again:
 		pthread_mutex_unlock(&pool->lock);
 	}
 	return c;
-}
-
-/* Gives c back with pending replies nobody read yet, or frees it (and its
- * slot) when it is no longer usable. */
-static void pool_put_pending(struct comb_redis_pool *pool, redisContext *c,
-			     bool ok, int pending)
-{
-	pthread_mutex_lock(&pool->lock);
-	if (ok) {
-		pool->idle[pool->nidle++] = (struct idle_context){c, pending};
-	} else {
-		redisFree(c);
-		pool->nopen--;
-	}
-	pthread_cond_signal(&pool->returned);
-	pthread_mutex_unlock(&pool->lock);
-}
-
-/* Gives c back, or frees it (and its slot) when it is no longer usable. */
-static void pool_put(struct comb_redis_pool *pool, redisContext *c, bool ok)
-{
-	pool_put_pending(pool, c, ok, 0);
 }
 
 /* Ends a command run on c (from pool_get) that gave r, errno being
