@@ -62,6 +62,37 @@ static void discard_locked(struct ws_outbox *ob)
 	pthread_cond_broadcast(&ob->room);
 }
 
+/*
+ * Writes count frames (payloads borrowed) from the calling thread, as the
+ * queue's one writer: through the transport's write, which waits for the
+ * client (wait), or its write_now. The caller holds mu, which is released
+ * during the write; frames pushed meanwhile are queued behind these. A
+ * failed write fails the queue. Returns the transport's answer, a write
+ * that waits counting 0 as a failure (-1).
+ */
+static int write_here_locked(struct ws_outbox *ob, bool wait, int opcode,
+			     const struct iovec *payloads, size_t count)
+{
+	ws_outbox_write_fn fn = wait ? ob->transport.write : ob->transport.write_now;
+	int n;
+
+	ob->writing = true;
+	pthread_mutex_unlock(&ob->mu);
+	n = fn(ob->transport.conn, opcode, payloads, (int)count);
+	pthread_mutex_lock(&ob->mu);
+	ob->writing = false;
+	if (wait && n == 0)
+		n = -1;
+	if (n > 0 && opcode == WS_OP_CLOSE)
+		ob->close_sent = true;
+	if (n < 0 && !ob->failed) {
+		ob->failed = true;
+		discard_locked(ob);
+	}
+	pthread_cond_broadcast(&ob->room);
+	return n;
+}
+
 /* Takes the frames at the head of the queue that one write may carry:
  * up to WS_OUTBOX_MAX_BATCH of the first one's opcode, into run (their
  * payloads) and *taken (the chain, still linked). Returns how many. The
@@ -92,7 +123,6 @@ static void *writer_main(void *arg)
 	struct timespec deadline;
 	struct frame *taken, *f;
 	int opcode, n;
-	bool ok;
 
 	pthread_mutex_lock(&ob->mu);
 	for (;;) {
@@ -110,23 +140,13 @@ static void *writer_main(void *arg)
 			break;
 		opcode = ob->head->opcode;
 		n = take_run_locked(ob, run, &taken);
-		ob->writing = true;
-		pthread_mutex_unlock(&ob->mu);
-		ok = ob->transport.write(ob->transport.conn, opcode, run, n) > 0;
-		pthread_mutex_lock(&ob->mu);
-		ob->writing = false;
-		if (opcode == WS_OP_CLOSE)
-			ob->close_sent = true;
+		write_here_locked(ob, true, opcode, run, (size_t)n);
+		/* their bytes counted until the write returned */
 		for (; taken; taken = f) {
 			f = taken->next;
 			ob->queued -= frame_cost(taken->len);
 			free(taken);
 		}
-		if (!ok && !ob->failed) {
-			ob->failed = true;
-			discard_locked(ob);
-		}
-		pthread_cond_broadcast(&ob->room);
 	}
 	ob->thread_running = false;
 	pthread_cond_broadcast(&ob->room);
@@ -232,55 +252,17 @@ enum write_now_outcome {
 /*
  * Writes count frames (payloads borrowed) from the pushing thread when
  * nothing is queued or being written and the socket takes all of them
- * now. The caller holds mu, which is released during the write; frames
- * pushed meanwhile are queued, so these, when NOT_WRITTEN, go before them.
+ * now (write_here_locked). The caller holds mu; when NOT_WRITTEN, these
+ * go before the frames pushed meanwhile.
  */
 static enum write_now_outcome write_now_locked(struct ws_outbox *ob, int opcode,
 					       const struct iovec *payloads,
 					       size_t count)
 {
-	int n;
-
 	if (!ob->transport.write_now || ob->head || ob->writing)
 		return NOT_TRIED;
-	ob->writing = true;
-	pthread_mutex_unlock(&ob->mu);
-	n = ob->transport.write_now(ob->transport.conn, opcode, payloads, (int)count);
-	pthread_mutex_lock(&ob->mu);
-	ob->writing = false;
-	if (n > 0 && opcode == WS_OP_CLOSE)
-		ob->close_sent = true;
-	if (n < 0 && !ob->failed) {
-		ob->failed = true;
-		discard_locked(ob);
-	}
-	pthread_cond_broadcast(&ob->room);
-	return n != 0 ? WRITTEN : NOT_WRITTEN;
-}
-
-/*
- * Writes count frames (payloads borrowed) from the pushing thread,
- * waiting for the client, before anything pushed meanwhile (which waits
- * for `writing`). The caller holds mu, which is released during the
- * write. Returns 0, or COMB_EIO when the write failed (the queue then
- * failed too).
- */
-static int write_waiting_locked(struct ws_outbox *ob, int opcode,
-				const struct iovec *payloads, size_t count)
-{
-	bool ok;
-
-	ob->writing = true;
-	pthread_mutex_unlock(&ob->mu);
-	ok = ob->transport.write(ob->transport.conn, opcode, payloads, (int)count) > 0;
-	pthread_mutex_lock(&ob->mu);
-	ob->writing = false;
-	if (!ok && !ob->failed) {
-		ob->failed = true;
-		discard_locked(ob);
-	}
-	pthread_cond_broadcast(&ob->room);
-	return ob->failed ? COMB_EIO : 0;
+	return write_here_locked(ob, false, opcode, payloads, count) != 0 ?
+		       WRITTEN : NOT_WRITTEN;
 }
 
 /* Puts the chain first..last (count frames, bytes cost) at the head of
@@ -319,8 +301,10 @@ static int send_locked(struct ws_outbox *ob, int opcode,
 	struct frame *first = NULL, *last = NULL, *f;
 	size_t i, cost = 0;
 
-	if ((flags & WS_PUSH_STREAM) && !ob->head && !ob->writing)
-		return write_waiting_locked(ob, opcode, payloads, count);
+	if ((flags & WS_PUSH_STREAM) && !ob->head && !ob->writing) {
+		write_here_locked(ob, true, opcode, payloads, count);
+		return ob->failed ? COMB_EIO : 0;
+	}
 	outcome = write_now_locked(ob, opcode, payloads, count);
 	if (outcome == WRITTEN)
 		return ob->failed ? COMB_EIO : 0;
