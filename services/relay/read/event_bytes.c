@@ -57,6 +57,8 @@ static int miss_cmp(const void *a, const void *b)
 static int fetch_misses(struct relay *relay, PGconn *held, struct batch *b,
 			size_t nmiss, PGresult **res, char *why, size_t whylen)
 {
+	static struct comb_db_stmt stmt = COMB_DB_STMT(
+		"SELECT seq, raw FROM events WHERE seq = ANY ($1::bigint[]) ORDER BY seq", 1);
 	struct comb_buf list;
 	const char *params[1];
 	PGconn *db = held;
@@ -77,8 +79,7 @@ static int fetch_misses(struct relay *relay, PGconn *held, struct batch *b,
 		rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
 		goto out;
 	}
-	*res = PQexecParams(db, "SELECT seq, raw FROM events WHERE seq = ANY ($1::bigint[])"
-			    " ORDER BY seq", 1, NULL, params, NULL, NULL, 0);
+	*res = comb_db_exec_stmt(relay->db, db, &stmt, params);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(*res, "57014")) {
 			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: query budget exceeded");

@@ -73,6 +73,7 @@ struct read_ctx {
 	int nlist, caplist;
 	int next;               /* the first item of list not written yet */
 	bool streaming;         /* the answer goes out in chunks */
+	bool expect_change;     /* skip the no-change probe (SYNC_READ_LIVE) */
 	struct incremental_page *page; /* told what a 200 answer holds, or NULL */
 };
 
@@ -478,10 +479,11 @@ static int by_d_then_row(const void *a, const void *b)
 /*
  * Appends up to limit changes after *pos and below the statement's
  * horizon, reading that horizon, the database identity and the epoch into
- * rc; on return *pos is the last position delivered. A first statement
- * takes the horizon and asks comb_incremental_unchanged; *ran tells
- * whether the change query then ran: it does not when the horizon is not
- * above *pos or no stamp lies in between. Returns the
+ * rc; on return *pos is the last position delivered. Unless rc expects a
+ * change, a first statement takes the horizon and asks
+ * comb_incremental_unchanged; *ran tells whether the change query then
+ * ran: it does not when the horizon is not above *pos or no stamp lies in
+ * between. Returns the
  * number of rows seen (limit + 1 means there are more), or -1 after
  * sending an error.
  */
@@ -521,18 +523,21 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	p[7] = after_src;
 	p[8] = *pos->key ? pos->key : NIL_UUID;
 	p[9] = lim;
-	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &probe,
-				(const char *const[]){p[0], p[1], after_xid});
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		send_db_failure(rc, res);
+	*ran = true;
+	if (!rc->expect_change) {
+		res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &probe,
+					(const char *const[]){p[0], p[1], after_xid});
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+			send_db_failure(rc, res);
+			PQclear(res);
+			return -1;
+		}
+		read_horizon(rc, res);
+		*ran = PQgetvalue(res, 0, 3)[0] == 't';
 		PQclear(res);
-		return -1;
+		if (!*ran)
+			return 0;
 	}
-	read_horizon(rc, res);
-	*ran = PQgetvalue(res, 0, 3)[0] == 't';
-	PQclear(res);
-	if (!*ran)
-		return 0;
 	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
 		send_db_failure(rc, res);
@@ -709,10 +714,13 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 	send_page(rc, text, more);
 }
 
+/* One incremental read (see incremental_read_for_sync), under admission
+ * control when admission is true, skipping the no-change probe when
+ * expect_change is true. */
 static void incremental_run(struct request *req, json_t *filter, bool admission,
-			    struct incremental_page *page)
+			    bool expect_change, struct incremental_page *page)
 {
-	struct read_ctx rc = {.req = req, .page = page};
+	struct read_ctx rc = {.req = req, .page = page, .expect_change = expect_change};
 	unsigned char key[32];
 	struct actor actor;
 	char err[256], token[ADMISSION_TOKEN_LEN];
@@ -784,11 +792,11 @@ out:
 
 void incremental_read(struct request *req, json_t *filter)
 {
-	incremental_run(req, filter, true, NULL);
+	incremental_run(req, filter, true, false, NULL);
 }
 
 void incremental_read_for_sync(struct request *req, json_t *filter,
-			       bool admission, struct incremental_page *page)
+			       enum sync_read kind, struct incremental_page *page)
 {
-	incremental_run(req, filter, admission, page);
+	incremental_run(req, filter, kind == SYNC_READ_CATCHUP, kind == SYNC_READ_LIVE, page);
 }

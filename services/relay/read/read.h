@@ -57,6 +57,14 @@ struct incremental_page {
 	int items;
 };
 
+/* How a resumable sync reads (see incremental_read_for_sync). */
+enum sync_read {
+	SYNC_READ_CATCHUP,  /* under admission control, as over HTTP */
+	SYNC_READ_LIVE,     /* after a signal of the scope: without admission,
+			     * and straight to the change query (the probe
+			     * for a read that finds nothing is skipped) */
+};
+
 /*
  * One incremental read (PROTOCOL.md section 8) for filter (borrowed, an
  * "incremental" filter without #d) as req->pubkey, answered exactly as
@@ -64,12 +72,12 @@ struct incremental_page {
  * req->status; when that is 200, *page says what the answer holds, so
  * that the caller need not parse it. The caller fills relay, community,
  * pubkey, capture and db (borrowed from the pool; the answer gives it
- * back). Admission control applies only when admission is true. The
- * resumable sync (sync/ws_resume.c) reads its catch-up pages and live
- * frames with it, so its cursors are the HTTP ones.
+ * back). The resumable sync (sync/ws_resume.c) reads its catch-up pages
+ * and live frames with it, so its cursors are the HTTP ones; kind says
+ * which of the two this read is, which changes its cost, never its answer.
  */
 void incremental_read_for_sync(struct request *req, json_t *filter,
-			       bool admission, struct incremental_page *page);
+			       enum sync_read kind, struct incremental_page *page);
 
 /* Takes one stored event's bytes (raw, len: borrowed for the call);
  * returns 0 to go on, or a negative COMB_E* (with a CLOSED message in

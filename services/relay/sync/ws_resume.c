@@ -63,7 +63,7 @@
 /* The largest answer of one read. */
 #define MAX_ANSWER (64u << 20)
 /* Subs with one cursor read together at most. */
-#define GROUP_MAX 256
+#define GROUP_MAX 1024
 
 struct resume_sub {
 	struct ws_sub base;             /* first: the session's list */
@@ -327,12 +327,12 @@ struct page {
 };
 
 /*
- * Reads one page from sub's cursor into pg (limit items), with admission
- * control when admission is true; db (borrowed) is given back. Returns 0,
+ * Reads one page from sub's cursor into pg (limit items), a catch-up or a
+ * live read as kind says; db (borrowed) is given back. Returns 0,
  * or a negative COMB_E* with the CLOSED reason in why.
  */
 static int read_page(struct resume_sub *sub, PGconn *db, int limit,
-		     bool admission, struct page *pg, char *why, size_t whylen)
+		     enum sync_read kind, struct page *pg, char *why, size_t whylen)
 {
 	struct ws_session *s = sub->session;
 	struct request req = {
@@ -352,7 +352,7 @@ static int read_page(struct resume_sub *sub, PGconn *db, int limit,
 		http_release_db(&req);
 		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 	}
-	incremental_read_for_sync(&req, sub->filter, admission, &page);
+	incremental_read_for_sync(&req, sub->filter, kind, &page);
 	http_release_db(&req);
 	if (req.status != 200) {
 		/* an error answer: small, read for its code and message */
@@ -499,7 +499,7 @@ static void live_read(struct member *group, size_t n)
 			break;
 		db = comb_db_acquire(reader->session->relay->db, 2000);
 		comb_buf_init(&pg.answer, MAX_ANSWER);
-		rc = db ? read_page(reader, db, LIVE_PAGE, false, &pg, why, sizeof(why))
+		rc = db ? read_page(reader, db, LIVE_PAGE, SYNC_READ_LIVE, &pg, why, sizeof(why))
 			: comb_fail(why, sizeof(why), COMB_EUNAVAIL, "error: database unavailable");
 		metrics_add(rc == 0 && pg.items > 0 ? METRIC_RESUMABLE_READS
 						    : METRIC_RESUMABLE_READS_EMPTY, 1);
@@ -810,7 +810,7 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 		}
 		first = false;
 		comb_buf_init(&pg.answer, MAX_ANSWER);
-		rc = read_page(sub, db, CATCHUP_PAGE, true, &pg, why, whylen);
+		rc = read_page(sub, db, CATCHUP_PAGE, SYNC_READ_CATCHUP, &pg, why, whylen);
 		if (rc == 0 && format_changes(&frame, sub->base.id, &pg))
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 		if (rc == 0) {
