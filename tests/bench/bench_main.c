@@ -4,8 +4,8 @@
  * diagnostics go to stderr. The exit status is 0 when what was measured
  * was also read correctly.
  *
- * usage: comb-bench keys|load|floor-copy|insert-floor|incr-initial|
- *                   incr-nochange|incr-delta|incr-read|incr-visibility|
+ * usage: comb-bench keys|load|floor-copy|insert-floor|fanout-floor|
+ *                   incr-initial|incr-nochange|incr-delta|incr-read|incr-visibility|
  *                   sync-snapshot|sync-live|req-read|req-burst|
  *                   resume-catchup|resume-live|resume-reconnect|
  *                   ingest|chat-ingest|conns [--option value]...
@@ -55,6 +55,7 @@ static const struct {
 	{"load", bench_cmd_load},
 	{"floor-copy", bench_cmd_floor_copy},
 	{"insert-floor", bench_cmd_insert_floor},
+	{"fanout-floor", bench_cmd_fanout_floor},
 	{"incr-initial", bench_cmd_incr_initial},
 	{"incr-nochange", bench_cmd_incr_nochange},
 	{"incr-delta", bench_cmd_incr_delta},

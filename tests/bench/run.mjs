@@ -674,11 +674,27 @@ async function main() {
 		};
 	});
 
+	// The floor of both live-latency scenarios, measured once after the first:
+	// as many loopback TCP readers as subscribers, written to by one
+	// thread per node, no relay in between.
+	let liveFloor = null;
+	const withLiveFloor = async (r) => {
+		liveFloor ??= await bench('fanout-floor', ['--conns', String(P.liveSubs),
+			'--writers', String(nodes.length), '--bytes', '5200', '--rounds', String(P.liveEdits)]);
+		return {
+			floor: `fanout-floor: ${P.liveSubs} loopback TCP readers in one epoll loop, 5,200 bytes ` +
+				`(about one live frame) written to each by ${nodes.length} threads, no relay`,
+			floor_p50_ms: round(liveFloor.p50_ms), floor_p99_ms: round(liveFloor.p99_ms),
+			ratio_p50: liveFloor.p50_ms ? round(r.p50_ms / liveFloor.p50_ms, 2) : null,
+		};
+	};
+
 	// sync_live_latency
 	await scenario('sync_live_latency', nodes, async () => {
 		const r = await bench('sync-live', [...overNodes, '--manifest', manifest,
 			'--subs', String(P.liveSubs), '--edits', String(P.liveEdits)]);
 		return {
+			...await withLiveFloor(r),
 			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
 			edits_delivered: r.edits_completed, snapshot_events: r.snapshot_events,
 			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
@@ -698,6 +714,7 @@ async function main() {
 		const r = await bench('resume-live', [...overNodes, '--subs', String(P.liveSubs),
 			'--edits', String(P.liveEdits)]);
 		return {
+			...await withLiveFloor(r),
 			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
 			edits_delivered: r.edits_completed, first_catchup_items: r.first_catchup_items,
 			unexpected_frames: r.unexpected_frames,
