@@ -60,15 +60,27 @@ stop_child() {
 	wait "$pid" 2>/dev/null || true
 }
 
-# Runs once, on the way out whatever the cause. A signal sent to the process
-# group reaches this script twice (GNU make passes its own on) and a user may
-# press Ctrl-C again: from here on signals are caught and dropped, so that
-# nothing cuts the stop short, and a closed stdout (a pipe whose reader died)
-# makes a message fail instead of killing the script.
+# Set by cleanup when it starts.
+stopping=0
+
+# Stops what this script started and exits with status $1, else $?. It is
+# the EXIT trap and the trap of INT, TERM, HUP and QUIT, and stops once
+# however many signals come: a signal to the process group reaches this
+# script twice (GNU make passes its own on) and more may follow (another
+# Ctrl-C). bash runs a pending trap before every command, an EXIT trap's
+# first ones included, and an `exit` while the EXIT trap runs ends the
+# script on the spot, nothing stopped: so no signal trap exits before
+# cleanup has begun. A call that comes before `stopping=1` does the whole
+# stop itself; a later one returns at once.
+# Signals are then ignored rather than caught, and what cleanup runs
+# inherits that: a later signal to the group cannot end a `$(...)`, sleep or
+# pg_ctl half way and make a server look stopped. A closed stdout (a pipe
+# whose reader died) makes a message fail instead of killing the script.
 cleanup() {
-	local rc=$?
-	trap '' PIPE
-	trap : INT TERM HUP QUIT
+	local rc=${1:-$?}
+	[ "$stopping" = 0 ] || return 0
+	stopping=1
+	trap '' INT TERM HUP QUIT PIPE
 	trap - EXIT
 	set +e
 	stop_child "$board_pid" "the task board"
@@ -80,10 +92,11 @@ cleanup() {
 	fi
 	if [ "$started_pg" = 1 ]; then
 		say "stopping PostgreSQL"
-		# A signal to the group also ends pg_ctl while it waits: ask again.
-		for _ in 1 2 3; do
-			comb_pg_stop "$var/pg" && break
-		done
+		# As root pg_ctl runs under runuser, which catches SIGTERM, SIGINT
+		# and SIGQUIT even when they are ignored and then ends pg_ctl early:
+		# in a session of its own no signal to our group reaches it.
+		setsid -w bash -c '. "$1/scripts/servers.sh" && comb_pg_stop "$2"' \
+			_ "$root" "$var/pg"
 	fi
 	if [ "$(cat "$var/run.pid" 2>/dev/null)" = $$ ]; then
 		rm -f "$var/run.pid"
@@ -92,10 +105,10 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 131' QUIT
-trap 'exit 143' TERM
+trap 'cleanup 129' HUP
+trap 'cleanup 130' INT
+trap 'cleanup 131' QUIT
+trap 'cleanup 143' TERM
 
 if [ "${COMB_SKIP_DEPS:-0}" != 1 ]; then
 	"$root/scripts/install-deps.sh"
