@@ -74,7 +74,8 @@ enum sync_read {
  * pubkey, capture and db (borrowed from the pool; the answer gives it
  * back). The resumable sync (sync/ws_resume.c) reads its catch-up pages
  * and live frames with it, so its cursors are the HTTP ones; kind says
- * which of the two this read is, which changes its cost, never its answer.
+ * which of the two this read is: it decides whether admission control
+ * applies and what the read costs, never which changes it returns.
  */
 void incremental_read_for_sync(struct request *req, json_t *filter,
 			       enum sync_read kind, struct incremental_page *page);
