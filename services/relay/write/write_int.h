@@ -25,7 +25,8 @@ bool write_exec(struct writer *w, const char *sql);
 /*
  * Inserts ev into events (and its single-letter tags into event_tags)
  * inside the caller's transaction, with channel_id (NULL for none).
- * *inserted is false when the community already had this event id.
+ * *inserted is false when the community already had this event id; an
+ * event it inserted is also kept in the node's revision cache.
  * Returns 0, or COMB_EUNAVAIL / COMB_ENOMEM.
  */
 int write_store_event(struct writer *w, const struct comb_event *ev,

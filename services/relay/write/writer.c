@@ -15,6 +15,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
+#include "revcache.h"
 #include "write.h"
 #include "write_int.h"
 
@@ -84,6 +85,17 @@ void write_event_params_release(struct event_params *p)
 	comb_buf_release(&p->raw);
 }
 
+/*
+ * Keeps the bytes raw of an event this write inserted, as seq (text), in
+ * the node's revision cache, so that reads on this node find it there.
+ * Done before the transaction commits: a rolled-back insert's seq is
+ * never used again, so no read ever asks for it.
+ */
+static void keep_stored(struct writer *w, const char *seq, const struct comb_buf *raw)
+{
+	revcache_put(w->relay->revisions, strtoll(seq, NULL, 10), raw->data, raw->len);
+}
+
 int write_store_event(struct writer *w, const struct comb_event *ev,
 		      const char *channel_id, bool *inserted)
 {
@@ -110,6 +122,8 @@ int write_store_event(struct writer *w, const struct comb_event *ev,
 		rc = COMB_EUNAVAIL;
 	} else {
 		*inserted = PQgetvalue(res, 0, 1)[0] == 't';
+		if (*inserted)
+			keep_stored(w, PQgetvalue(res, 0, 0), &p.raw);
 	}
 	PQclear(res);
 	if (rc == 0 && *inserted)
@@ -125,25 +139,25 @@ enum store_column {
 	STORE_CHANNEL, STORE_RAW, STORE_TAGS, STORE_COLUMNS,
 };
 
-/* Appends ev's elements to the array literals lit (see enum store_column). */
+/* Fills *p from ev and appends ev's elements to the array literals lit
+ * (see enum store_column); the caller releases *p either way. */
 static int store_columns_add(const struct writer *w, struct comb_buf *lit,
 			     const struct comb_event *ev,
-			     const struct community *c, const char *channel)
+			     const struct community *c, const char *channel,
+			     struct event_params *p)
 {
-	struct event_params p;
 	char kind[16];
-	int rc = write_event_params(w, ev, &p);
+	int rc = write_event_params(w, ev, p);
 
 	snprintf(kind, sizeof(kind), "%d", ev->kind);
 	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_COMMUNITY], c->id_text);
 	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_ID], ev->id);
 	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_PUBKEY], ev->pubkey);
-	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_CREATED_AT], p.created_at);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_CREATED_AT], p->created_at);
 	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_KIND], kind);
 	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_CHANNEL], channel);
-	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_RAW], p.raw.data);
-	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_TAGS], p.tags);
-	write_event_params_release(&p);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_RAW], p->raw.data);
+	rc = rc ? rc : comb_buf_pg_array_item(&lit[STORE_TAGS], p->tags);
 	return rc;
 }
 
@@ -157,18 +171,19 @@ int write_store_events(struct writer *w, const struct comb_event *const *evs,
 		" $7::text[], $8::json[])", 8);
 	/* Each raw event and its tags may double when escaped. */
 	size_t max = n * (16 * (size_t)w->relay->cfg.max_message_length + 16384);
+	struct event_params *ps = calloc(n, sizeof(*ps));
 	struct comb_buf lit[STORE_COLUMNS];
 	const char *params[STORE_COLUMNS];
 	PGresult *res = NULL;
-	size_t i;
-	int rc = 0, k;
+	size_t i, filled = 0;
+	int rc = ps ? 0 : COMB_ENOMEM, k;
 
 	for (k = 0; k < STORE_COLUMNS; k++) {
 		comb_buf_init(&lit[k], max);
 		rc = rc ? rc : comb_buf_putc(&lit[k], '{');
 	}
-	for (i = 0; i < n && rc == 0; i++)
-		rc = store_columns_add(w, lit, evs[i], communities[i], channels[i]);
+	for (i = 0; i < n && rc == 0; i++, filled++)
+		rc = store_columns_add(w, lit, evs[i], communities[i], channels[i], &ps[i]);
 	for (k = 0; k < STORE_COLUMNS && rc == 0; k++) {
 		rc = comb_buf_putc(&lit[k], '}');
 		params[k] = lit[k].data;
@@ -183,11 +198,17 @@ int write_store_events(struct writer *w, const struct comb_event *const *evs,
 		rc = COMB_EUNAVAIL;
 		goto out;
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		inserted[i] = PQgetvalue(res, (int)i, 1)[0] == 't';
+		if (inserted[i])
+			keep_stored(w, PQgetvalue(res, (int)i, 0), &ps[i].raw);
+	}
 out:
 	PQclear(res);
 	for (k = 0; k < STORE_COLUMNS; k++)
 		comb_buf_release(&lit[k]);
+	for (i = 0; i < filled; i++)
+		write_event_params_release(&ps[i]);
+	free(ps);
 	return rc;
 }
