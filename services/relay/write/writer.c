@@ -171,7 +171,7 @@ int write_store_events(struct writer *w, const struct comb_event *const *evs,
 		" $7::text[], $8::json[])", 8);
 	/* Each raw event and its tags may double when escaped. */
 	size_t max = n * (16 * (size_t)w->relay->cfg.max_message_length + 16384);
-	struct event_params *ps = calloc(n, sizeof(*ps));
+	struct event_params *ps = calloc(n ? n : 1, sizeof(*ps));
 	struct comb_buf lit[STORE_COLUMNS];
 	const char *params[STORE_COLUMNS];
 	PGresult *res = NULL;
