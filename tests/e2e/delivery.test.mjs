@@ -143,6 +143,7 @@ describe('snapshots through the revision cache', () => {
 		assert.equal(after.entries, 0);
 		assert.equal(after.misses - before.misses, COUNT);
 	});
+
 	test('messages stored on a node are read from its cache', async () => {
 		const sent = [];
 		for (let i = 0; i < 20; i++) {
