@@ -702,6 +702,11 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 				cur.after = (struct comb_position){.xid = rc->horizon};
 		}
 	}
+	/* The horizon pinned by the first page only tells the listing where
+	 * the changes begin: past it, two cursors at one position are one
+	 * text (a resumable sync reads the subs of one cursor together). */
+	if (cur.phase == COMB_CURSOR_CHANGES)
+		cur.horizon = 0;
 	if (comb_cursor_encode(&cur, key, text, sizeof(text))) {
 		http_send_error(rc->req, 503, "error: out of memory");
 		return;
