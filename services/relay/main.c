@@ -314,7 +314,8 @@ int main(void)
 					  1000, err, sizeof(err));
 	relay.revisions = revcache_new((size_t)relay.cfg.revision_cache_mb << 20);
 	if (!relay.db || !relay.redis || !relay.revisions ||
-	    comb_db_pool_warm(relay.db, incremental_warm_sql)) {
+	    comb_db_pool_warm(relay.db, read_warm_sql) ||
+	    comb_db_pool_open_all(relay.db)) {
 		comb_error("cannot set up connection pools: %s",
 			   relay.redis ? "out of memory" : err);
 		goto out;

@@ -35,6 +35,9 @@ struct comb_db_pool {
 	char *conninfo;
 	char options[64];
 	char *warm_sql;     /* run on each new connection, or NULL */
+	pthread_t opener;   /* comb_db_pool_open_all's thread */
+	bool opening;       /* it was started (and is joined on free) */
+	atomic_bool closing;
 	int size;
 	struct slot *slots;
 	long waits;
@@ -70,6 +73,9 @@ void comb_db_pool_free(struct comb_db_pool *pool)
 
 	if (!pool)
 		return;
+	atomic_store(&pool->closing, true);
+	if (pool->opening)
+		pthread_join(pool->opener, NULL);
 	for (i = 0; i < pool->size; i++)
 		if (pool->slots[i].conn)
 			PQfinish(pool->slots[i].conn);
@@ -116,6 +122,54 @@ static PGconn *connect_db(struct comb_db_pool *pool)
 		PQclear(res);
 	}
 	return conn;
+}
+
+/* Opens the connection of one slot nobody holds that has none; returns
+ * false when there is no such slot or the database cannot be reached. */
+static bool open_one(struct comb_db_pool *pool)
+{
+	struct slot *slot = NULL;
+	PGconn *conn;
+	int i;
+
+	pthread_mutex_lock(&pool->lock);
+	for (i = 0; i < pool->size && !slot; i++)
+		if (!pool->slots[i].busy && !pool->slots[i].conn)
+			slot = &pool->slots[i];
+	if (slot)
+		slot->busy = true;
+	pthread_mutex_unlock(&pool->lock);
+	if (!slot)
+		return false;
+	conn = connect_db(pool);
+	pthread_mutex_lock(&pool->lock);
+	slot->conn = conn;
+	slot->prepared = 0;
+	slot->busy = false;
+	if (!conn)
+		pool->failures++;
+	pthread_cond_signal(&pool->freed);
+	pthread_mutex_unlock(&pool->lock);
+	return conn != NULL;
+}
+
+static void *open_slots(void *arg)
+{
+	struct comb_db_pool *pool = arg;
+
+	while (!atomic_load(&pool->closing) && open_one(pool))
+		;
+	return NULL;
+}
+
+int comb_db_pool_open_all(struct comb_db_pool *pool)
+{
+	if (pool->opening)
+		return 0;
+	if (pthread_create(&pool->opener, NULL, open_slots, pool))
+		return COMB_ENOMEM;
+	pool->opening = true;
+	return 0;
 }
 
 static int find_free(struct comb_db_pool *pool)

@@ -13,6 +13,8 @@
 #define ID_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define ID_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 #define UUID_A "5a0f2f6e-3c1b-4a9e-8f7d-2b6c1e0d9a84"
+#define UUID_B "0c2d7e4a-9b1f-4f3a-8e6d-5a7b9c1d2e3f"
+#define UUID_UPPER "5A0F2F6E-3C1B-4A9E-8F7D-2B6C1E0D9A84"
 
 static json_t *load(const char *text)
 {
@@ -241,8 +243,7 @@ static void test_sql(void **state)
 		" AND e.created_at <= $8::bigint"
 		" AND e.seq IN (SELECT t.event_seq FROM event_tags t"
 		" WHERE t.community_id = $1 AND t.name = 'p' AND t.value = ANY($9::text[]))"
-		" AND e.seq IN (SELECT t.event_seq FROM event_tags t"
-		" WHERE t.community_id = $1 AND t.name = 'h' AND t.value = ANY($10::text[]))");
+		" AND e.channel_id = ANY($10::uuid[])");
 	assert_int_equal(p.count, 6);
 	assert_string_equal(p.values[0], "{\"" ID_A "\",\"" ID_B "\"}");
 	assert_string_equal(p.values[1], "{9,5}");
@@ -268,6 +269,80 @@ static void test_sql(void **state)
 	assert_string_equal(p.values[0], ID_A);
 	assert_string_equal(p.values[1], ID_B);
 	assert_string_equal(p.values[2], "9");
+	filter_params_release(&p);
+	json_decref(obj);
+
+	/* #h is a condition on the channel (an event's h tag names it): one
+	 * canonical channel with =, several with ANY, and values that are no
+	 * canonical channel uuid left out, so that they match nothing. */
+	comb_buf_reset(&sql);
+	assert_int_equal(parse("{\"#h\":[\"" UUID_A "\"]}", &f, &obj, err, sizeof(err)), 0);
+	assert_int_equal(filter_append_sql(&f, &sql, 1, 5, &p), 0);
+	assert_string_equal(sql.data, " AND e.channel_id = $5::uuid");
+	assert_string_equal(p.values[0], UUID_A);
+	filter_params_release(&p);
+	json_decref(obj);
+	comb_buf_reset(&sql);
+	assert_int_equal(parse("{\"#h\":[\"" UUID_UPPER "\"]}", &f, &obj, err, sizeof(err)), 0);
+	assert_int_equal(filter_append_sql(&f, &sql, 1, 5, &p), 0);
+	assert_string_equal(sql.data, " AND e.channel_id = ANY($5::uuid[])");
+	assert_string_equal(p.values[0], "{}");
+	filter_params_release(&p);
+	json_decref(obj);
+	comb_buf_reset(&sql);
+	assert_int_equal(parse("{\"#h\":[\"" UUID_A "\",\"x\",\"" UUID_B "\"]}",
+			       &f, &obj, err, sizeof(err)), 0);
+	assert_int_equal(filter_append_sql(&f, &sql, 1, 5, &p), 0);
+	assert_string_equal(sql.data, " AND e.channel_id = ANY($5::uuid[])");
+	assert_string_equal(p.values[0], "{" UUID_A "," UUID_B "}");
+	filter_params_release(&p);
+	comb_buf_release(&sql);
+	json_decref(obj);
+}
+
+/* Which filters are read by comb_channel_events, and its arguments. */
+static void test_one_channel(void **state)
+{
+	static const char *const general[] = {
+		"{}",
+		"{\"#h\":[]}",
+		"{\"#h\":[\"" UUID_A "\",\"" UUID_B "\"]}",
+		"{\"#h\":[\"" UUID_UPPER "\"]}",
+		"{\"#h\":[\"" UUID_A "\"],\"ids\":[\"" ID_A "\"]}",
+		"{\"#h\":[\"" UUID_A "\"],\"authors\":[\"" ID_A "\"]}",
+		"{\"#h\":[\"" UUID_A "\"],\"#p\":[\"" ID_A "\"]}",
+		"{\"#h\":[\"" UUID_A "\"],\"#d\":[\"x\"]}",
+	};
+	struct filter_params p = {0};
+	struct plain_filter f;
+	struct comb_buf sql;
+	char err[256];
+	json_t *obj;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(general) / sizeof(general[0]); i++) {
+		assert_int_equal(parse(general[i], &f, &obj, err, sizeof(err)), 0);
+		assert_null(filter_one_channel(&f));
+		json_decref(obj);
+	}
+	comb_buf_init(&sql, 1 << 16);
+	assert_int_equal(parse("{\"#h\":[\"" UUID_A "\"],\"kinds\":[9,5],\"since\":10,"
+			       "\"until\":20,\"limit\":7}", &f, &obj, err, sizeof(err)), 0);
+	assert_string_equal(filter_one_channel(&f), UUID_A);
+	assert_int_equal(filter_channel_args(&f, 5, &sql, &p), 0);
+	assert_string_equal(sql.data, ", $5::uuid, $6::int[], 10, 20, 7");
+	assert_int_equal(p.count, 2);
+	assert_string_equal(p.values[0], UUID_A);
+	assert_string_equal(p.values[1], "{9,5}");
+	filter_params_release(&p);
+	json_decref(obj);
+	/* No kinds: any kind; no since or until: every created_at. */
+	comb_buf_reset(&sql);
+	assert_int_equal(parse("{\"#h\":[\"" UUID_A "\"]}", &f, &obj, err, sizeof(err)), 0);
+	assert_int_equal(filter_channel_args(&f, 5, &sql, &p), 0);
+	assert_string_equal(sql.data, ", $5::uuid, NULL, 0, 9223372036854775807, 100");
+	assert_int_equal(p.count, 1);
 	filter_params_release(&p);
 	comb_buf_release(&sql);
 	json_decref(obj);
@@ -326,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_value_size_limit),
 		cmocka_unit_test(test_sql),
 		cmocka_unit_test(test_sql_empty_filter),
+		cmocka_unit_test(test_one_channel),
 		cmocka_unit_test(test_named_channels),
 	};
 

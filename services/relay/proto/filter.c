@@ -249,6 +249,30 @@ static int match_set(const json_t *array, const char *column, const char *type,
 	return rc;
 }
 
+/*
+ * Appends the predicate of f's #h: an event's h tag names its channel
+ * (migrations/0010_channel_reads.sql), so "#h" is a condition on
+ * e.channel_id, "= $n::uuid" for one channel (an index walk in the
+ * answer's order) and "= ANY($n::uuid[])" otherwise. Values that are not
+ * canonical channel uuids name no stored channel and match nothing. The
+ * value goes to the next parameter (v is scratch); moves *n on.
+ */
+static int channel_match(const struct plain_filter *f, struct comb_buf *v,
+			 struct comb_buf *sql, struct filter_params *params,
+			 int *n)
+{
+	const char *one = filter_one_channel_value(f);
+	int rc = one ? comb_buf_puts(v, one) : filter_named_channels(f, v);
+
+	if (rc == 0)
+		rc = push_param(params, v);
+	if (rc == 0)
+		rc = comb_buf_printf(sql, one ? " AND e.channel_id = $%d::uuid"
+					      : " AND e.channel_id = ANY($%d::uuid[])",
+				     (*n)++);
+	return rc;
+}
+
 int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
 		      int community_param, int first_param,
 		      struct filter_params *params)
@@ -281,6 +305,10 @@ int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
 	for (i = 0; i < FILTER_TAGS && rc == 0; i++) {
 		if (!f->tags[i])
 			continue;
+		if (i == FILTER_TAG_H) {
+			rc = channel_match(f, &v, sql, params, &n);
+			continue;
+		}
 		rc = filter_array_literal(f->tags[i], &v);
 		if (rc == 0)
 			rc = push_param(params, &v);
@@ -304,9 +332,60 @@ void filter_params_release(struct filter_params *params)
 	params->count = 0;
 }
 
+const char *filter_one_channel_value(const struct plain_filter *f)
+{
+	const json_t *h = f->tags[FILTER_TAG_H];
+	const char *s = json_string_value(json_array_get(h, 0));
+
+	if (json_array_size(h) != 1 || !comb_uuid_is_canonical(s))
+		return NULL;
+	return s;
+}
+
+const char *filter_one_channel(const struct plain_filter *f)
+{
+	int i;
+
+	if (f->ids || f->authors)
+		return NULL;
+	for (i = 0; i < FILTER_TAGS; i++)
+		if (f->tags[i] && i != FILTER_TAG_H)
+			return NULL;
+	return filter_one_channel_value(f);
+}
+
+int filter_channel_args(const struct plain_filter *f, int first_param,
+			struct comb_buf *sql, struct filter_params *params)
+{
+	struct comb_buf v;
+	int rc;
+
+	comb_buf_init(&v, (size_t)COMB_MAX_VALUES * 8 + 64);
+	rc = comb_buf_puts(&v, filter_one_channel(f));
+	if (rc == 0)
+		rc = push_param(params, &v);
+	if (rc == 0 && f->kinds) {
+		rc = kinds_literal(f->kinds, &v);
+		if (rc == 0)
+			rc = push_param(params, &v);
+	}
+	if (rc == 0)
+		rc = comb_buf_printf(sql, ", $%d::uuid, ", first_param);
+	if (rc == 0)
+		rc = f->kinds ? comb_buf_printf(sql, "$%d::int[]", first_param + 1)
+			      : comb_buf_puts(sql, "NULL");
+	if (rc == 0)
+		rc = comb_buf_printf(sql, ", %lld, %lld, %d",
+				     (long long)(f->has_since ? f->since : 0),
+				     (long long)(f->has_until ? f->until : INT64_MAX),
+				     f->limit);
+	comb_buf_release(&v);
+	return rc;
+}
+
 int filter_named_channels(const struct plain_filter *f, struct comb_buf *out)
 {
-	const json_t *h = f->tags[2];
+	const json_t *h = f->tags[FILTER_TAG_H];
 	bool first = true;
 	size_t i;
 	int rc = comb_buf_putc(out, '{');

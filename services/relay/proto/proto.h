@@ -32,6 +32,8 @@
 /* The tag predicates a plain filter accepts, in this order. */
 #define FILTER_TAG_NAMES "ephd"
 #define FILTER_TAGS 4
+/* The index of #h among them. */
+#define FILTER_TAG_H 2
 /* Parameters filter_append_sql adds at most. */
 #define FILTER_MAX_PARAMS 9
 
@@ -87,6 +89,29 @@ void filter_params_release(struct filter_params *params);
  * names. Returns 0 or COMB_ENOMEM / COMB_ETOOBIG.
  */
 int filter_named_channels(const struct plain_filter *f, struct comb_buf *out);
+
+/* The channel of f's #h when it names exactly one canonical channel uuid,
+ * else NULL (borrowed from f). */
+const char *filter_one_channel_value(const struct plain_filter *f);
+
+/*
+ * The channel f reads when it names exactly one channel in #h and narrows
+ * it by nothing but kinds, since and until (no ids, authors or other
+ * tags), else NULL (borrowed from f). Such a filter is read by the SQL
+ * function comb_channel_events (migrations/0010_channel_reads.sql), whose
+ * plan is made once per connection.
+ */
+const char *filter_one_channel(const struct plain_filter *f);
+
+/*
+ * For a filter f of filter_one_channel: appends the arguments of
+ * comb_channel_events that follow its access ones, from p_channel to
+ * p_limit (", $first::uuid, kinds, since, until, limit"), the channel and
+ * the kinds as parameters from first_param, whose values go to params
+ * (which must start empty). Returns 0, or COMB_ENOMEM / COMB_ETOOBIG.
+ */
+int filter_channel_args(const struct plain_filter *f, int first_param,
+			struct comb_buf *sql, struct filter_params *params);
 
 /*
  * Appends the strings of array (borrowed JSON array of strings) as a

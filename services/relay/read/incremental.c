@@ -46,14 +46,16 @@
 #define ADMISSION_LEASE_MS 30000
 #define ADMISSION_TOKEN_LEN 33   /* 16 random bytes in hex */
 
-/* For comb_db_pool_warm (read.h): calls the change function and the
- * probe for no community, so that a new connection has compiled them and
- * loaded what planning their queries needs before its first read (about
- * 20 ms otherwise paid by that read). */
-const char incremental_warm_sql[] =
+/* For comb_db_pool_warm (read.h): calls the change function, the probe
+ * and the channel read of plain filters for no community, so that a new
+ * connection has compiled them and planned what they run before its
+ * first read (about 20 ms otherwise paid by that read). */
+const char read_warm_sql[] =
 	"SELECT (SELECT count(*) FROM comb_incremental_changes(0, '', '{}', '{}',"
 	" false, NULL, '0', 0, '" NIL_UUID "', '1', 1)),"
-	" comb_incremental_unchanged(0, '', '0', '1')";
+	" comb_incremental_unchanged(0, '', '0', '1'),"
+	" (SELECT count(*) FROM comb_channel_events(0, '', '{}', '{}',"
+	" '" NIL_UUID "', NULL, 0, 0, 0, false))";
 
 /* Everything one read needs, gathered before the first statement. */
 struct read_ctx {

@@ -23,13 +23,33 @@
 #include "read_int.h"
 #include "request.h"
 
-int query_plain_sql(const struct plain_filter *f, const char *columns,
-		    bool ordered, struct comb_buf *sql,
-		    struct filter_params *params)
+static const char *const column_sql[] = {
+	[QUERY_SEQ] = "e.seq",
+	[QUERY_RAW] = "e.raw",
+	[QUERY_ID_SEQ] = "e.id, e.seq",
+	[QUERY_ID_SEQ_RAW] = "e.id, e.seq, e.raw",
+	[QUERY_COUNT] = "count(*)",
+};
+
+int query_plain_sql(const struct plain_filter *f, enum query_columns columns,
+		    struct comb_buf *sql, struct filter_params *params)
 {
 	char join[256], readable[256];
 	int rc;
 
+	if (columns != QUERY_COUNT && filter_one_channel(f)) {
+		rc = comb_buf_printf(sql, "SELECT %s FROM comb_channel_events("
+				     "$%d, $%d, $%d::uuid[], $%d::int[]",
+				     column_sql[columns], QUERY_P_COMMUNITY,
+				     QUERY_P_READER, QUERY_P_NAMED, QUERY_P_KEYS);
+		if (rc == 0)
+			rc = filter_channel_args(f, QUERY_P_FIRST_FILTER, sql, params);
+		if (rc == 0)
+			rc = comb_buf_printf(sql, ", %s) e",
+					     columns == QUERY_RAW ||
+					     columns == QUERY_ID_SEQ_RAW ? "true" : "false");
+		return rc;
+	}
 	access_member_join_sql(join, sizeof(join), QUERY_P_READER);
 	access_readable_sql(readable, sizeof(readable), QUERY_P_NAMED,
 			    QUERY_P_KEYS);
@@ -40,11 +60,12 @@ int query_plain_sql(const struct plain_filter *f, const char *columns,
 		" WHERE e.community_id = $%d AND NOT e.deleted AND NOT e.redacted"
 		" AND ((e.channel_id IS NULL AND e.pubkey = $%d)"
 		" OR (c.id IS NOT NULL AND %s))",
-		columns, join, QUERY_P_COMMUNITY, QUERY_P_READER, readable);
+		column_sql[columns], join, QUERY_P_COMMUNITY, QUERY_P_READER,
+		readable);
 	if (rc == 0)
 		rc = filter_append_sql(f, sql, QUERY_P_COMMUNITY,
 				       QUERY_P_FIRST_FILTER, params);
-	if (rc == 0 && ordered)
+	if (rc == 0 && columns != QUERY_COUNT)
 		rc = comb_buf_printf(sql, " ORDER BY e.created_at DESC, e.id LIMIT %d",
 				     f->limit);
 	return rc;
@@ -170,8 +191,8 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	}
 	access_read_keys_literal(req->relay, &actor, keys);
 	if (filter_named_channels(&f, &named) ||
-	    query_plain_sql(&f, count ? "count(*)" : query_small_filter(&f) ? "e.raw" : "e.seq",
-			    !count, &sql, &params)) {
+	    query_plain_sql(&f, count ? QUERY_COUNT : query_small_filter(&f) ? QUERY_RAW : QUERY_SEQ,
+			    &sql, &params)) {
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}

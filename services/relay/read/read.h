@@ -28,17 +28,27 @@ enum {
 	QUERY_P_MAX = QUERY_P_FIRST_FILTER + FILTER_MAX_PARAMS,
 };
 
+/* What a plain query selects of each event (or of all of them). */
+enum query_columns {
+	QUERY_SEQ,          /* e.seq */
+	QUERY_RAW,          /* e.raw */
+	QUERY_ID_SEQ,       /* e.id, e.seq */
+	QUERY_ID_SEQ_RAW,   /* e.id, e.seq, e.raw */
+	QUERY_COUNT,        /* count(*): one row, unordered */
+};
+
 /*
- * Appends the statement selecting columns (e.g. "e.raw" or "count(*)") of
- * every stored event of the community matching f that is neither deleted
- * nor redacted, in a channel the reader may read (its read key is among
- * the reader's) or, with no channel, written by the reader. With ordered,
- * newest first and limited to f->limit. The filter's values are added to
+ * Appends the statement selecting columns of every stored event of the
+ * community matching f that is neither deleted nor redacted, in a channel
+ * the reader may read (its read key is among the reader's) or, with no
+ * channel, written by the reader; newest first (then by id) and limited to
+ * f->limit unless columns is QUERY_COUNT. A filter of one channel
+ * (filter_one_channel) is read by comb_channel_events, the same answer
+ * with a plan made once per connection. The filter's values are added to
  * params. Shared by POST /query and /count and WebSocket REQ (ws/ws_req.c).
  */
-int query_plain_sql(const struct plain_filter *f, const char *columns,
-		    bool ordered, struct comb_buf *sql,
-		    struct filter_params *params);
+int query_plain_sql(const struct plain_filter *f, enum query_columns columns,
+		    struct comb_buf *sql, struct filter_params *params);
 
 /* True when filter f asks for so few events (16 at most) that their bytes
  * come with its query and the answer is sent whole: a second statement
@@ -103,7 +113,7 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 		       void *ctx, char *why, size_t whylen);
 
 /* A statement for comb_db_pool_warm: it readies a new connection for
- * incremental reads (incremental.c). */
-extern const char incremental_warm_sql[];
+ * incremental reads and plain filters of one channel (incremental.c). */
+extern const char read_warm_sql[];
 
 #endif

@@ -376,8 +376,7 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 	comb_buf_init(&sql, 16384);
 	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
 	if (filter_named_channels(f, &named) ||
-	    query_plain_sql(f, bytes ? "e.id, e.seq, e.raw" : "e.id, e.seq", true,
-			    &sql, &params)) {
+	    query_plain_sql(f, bytes ? QUERY_ID_SEQ_RAW : QUERY_ID_SEQ, &sql, &params)) {
 		snprintf(why, whylen, "error: out of memory");
 		rc = COMB_ENOMEM;
 		goto out;

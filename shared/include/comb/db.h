@@ -40,6 +40,17 @@ void comb_db_pool_free(struct comb_db_pool *pool);
 int comb_db_pool_warm(struct comb_db_pool *pool, const char *sql);
 
 /*
+ * Opens (and warms) every connection of the pool in a thread of its own,
+ * one after the other, so that no reader pays for a connection, or for
+ * warming it, while it is served; borrowers meanwhile take the open ones
+ * or open their own as before. It stops at the first connection that
+ * cannot be opened (the rest are opened on demand). Call at most once,
+ * before the pool is shared; comb_db_pool_free waits for the thread.
+ * Returns 0 or COMB_ENOMEM.
+ */
+int comb_db_pool_open_all(struct comb_db_pool *pool);
+
+/*
  * Lends a live connection (waiting up to wait_ms for a free one). Returns
  * NULL when none is free in time or the database cannot be reached; the
  * caller answers 503. Give it back with comb_db_release.

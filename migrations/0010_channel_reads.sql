@@ -1,0 +1,159 @@
+-- Plain filters read a channel by its column, not by its tag.
+--
+-- An event's channel is its h tag: every stored event either has no
+-- channel and no h tag, or a channel and h tags (of two elements or more)
+-- that all name it. Every write path checked this before storing (one
+-- canonical h, or none for a deletion without one); from here on the
+-- store functions refuse anything else, and the events stored before are
+-- checked once below. With it, a plain filter's "#h" is the same as a
+-- condition on events.channel_id, which the relay uses (read/query.c):
+-- PostgreSQL reads a channel's events through events_in_channel in the
+-- answer's own order instead of probing event_tags once per event, and a
+-- filter of one channel is read by comb_channel_events, whose plan is made
+-- once per connection.
+
+-- The h tags of an event with tags p_tags stored in channel p_channel are
+-- as described above.
+CREATE FUNCTION comb_channel_tag_ok(p_channel uuid, p_tags json)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT coalesce(bool_and(t->>1 = p_channel::text), true)
+	       AND (p_channel IS NULL) = (count(*) = 0)
+	  FROM json_array_elements(p_tags) t
+	 WHERE json_array_length(t) >= 2 AND t->>0 = 'h'
+$$;
+
+DO $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM events e
+		    WHERE NOT comb_channel_tag_ok(e.channel_id, e.raw::json->'tags')) THEN
+		RAISE EXCEPTION 'comb: stored events whose h tag does not name their channel (see migrations/0010_channel_reads.sql)';
+	END IF;
+END $$;
+
+-- comb_store_event (0001_core.sql), refusing an event whose h tags do not
+-- name p_channel (SQLSTATE 23514, check_violation).
+CREATE OR REPLACE FUNCTION comb_store_event(p_community bigint, p_id text,
+					    p_pubkey text, p_created_at bigint,
+					    p_kind integer, p_channel uuid,
+					    p_raw text, p_tags json,
+					    OUT seq bigint, OUT inserted boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF NOT comb_channel_tag_ok(p_channel, p_tags) THEN
+		RAISE EXCEPTION 'comb: the h tag of event % does not name its channel', p_id
+		      USING ERRCODE = 'check_violation';
+	END IF;
+	INSERT INTO events (community_id, id, pubkey, created_at, kind, channel_id, raw)
+	VALUES (p_community, p_id, p_pubkey, p_created_at, p_kind, p_channel, p_raw)
+	ON CONFLICT (community_id, id) DO NOTHING
+	RETURNING events.seq INTO seq;
+	inserted := FOUND;
+	IF NOT inserted THEN
+		SELECT e.seq INTO seq FROM events e
+		 WHERE e.community_id = p_community AND e.id = p_id;
+		RETURN;
+	END IF;
+	INSERT INTO event_tags (community_id, event_seq, name, value)
+	SELECT p_community, seq, t->>0, t->>1 FROM json_array_elements(p_tags) t
+	 WHERE json_array_length(t) >= 2 AND octet_length(t->>0) = 1;
+END $$;
+
+-- comb_store_events (0006_write_runs.sql), with the same refusal for any
+-- of its events.
+CREATE OR REPLACE FUNCTION comb_store_events(p_community bigint[], p_id text[],
+					     p_pubkey text[], p_created_at bigint[],
+					     p_kind integer[], p_channel uuid[],
+					     p_raw text[], p_tags json[])
+RETURNS TABLE (seq bigint, inserted boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_key text[];     -- community:id of each event inserted here
+	v_seq bigint[];   -- and its seq
+	v_bad text;       -- the id of an event whose h tag is not its channel
+BEGIN
+	SELECT u.id INTO v_bad FROM unnest(p_id, p_channel, p_tags) AS u(id, channel, tags)
+	 WHERE NOT comb_channel_tag_ok(u.channel, u.tags) LIMIT 1;
+	IF v_bad IS NOT NULL THEN
+		RAISE EXCEPTION 'comb: the h tag of event % does not name its channel', v_bad
+		      USING ERRCODE = 'check_violation';
+	END IF;
+	WITH stored AS (
+		INSERT INTO events (community_id, id, pubkey, created_at, kind,
+				    channel_id, raw)
+		SELECT * FROM unnest(p_community, p_id, p_pubkey, p_created_at,
+				     p_kind, p_channel, p_raw)
+		ON CONFLICT (community_id, id) DO NOTHING
+		RETURNING events.community_id, events.id, events.seq
+	), tagged AS (
+		-- Copies of one id carry the same signed tags: take the first.
+		INSERT INTO event_tags (community_id, event_seq, name, value)
+		SELECT s.community_id, s.seq, t->>0, t->>1
+		  FROM stored s
+		  JOIN (SELECT DISTINCT ON (u.community_id, u.id)
+			       u.community_id, u.id, u.tags
+			  FROM unnest(p_community, p_id, p_tags) WITH ORDINALITY
+			       AS u(community_id, id, tags, ord)
+			 ORDER BY u.community_id, u.id, u.ord) f
+		    ON f.community_id = s.community_id AND f.id = s.id
+		  CROSS JOIN LATERAL json_array_elements(f.tags) t
+		 WHERE json_array_length(t) >= 2 AND octet_length(t->>0) = 1
+	)
+	SELECT array_agg(s.community_id || ':' || s.id), array_agg(s.seq)
+	  INTO v_key, v_seq FROM stored s;
+
+	-- A new statement, so that events stored before are looked up as
+	-- they are now.
+	RETURN QUERY
+	SELECT coalesce(n.seq, (SELECT e.seq FROM events e
+				 WHERE e.community_id = i.community_id
+				   AND e.id = i.id)),
+	       n.seq IS NOT NULL
+	       AND i.ord = min(i.ord) OVER (PARTITION BY i.community_id, i.id)
+	  FROM unnest(p_community, p_id) WITH ORDINALITY
+	       AS i(community_id, id, ord)
+	  LEFT JOIN unnest(v_key, v_seq) AS n(key, seq)
+	    ON n.key = i.community_id || ':' || i.id
+	 ORDER BY i.ord;
+END $$;
+
+-- A channel's events in a plain filter's order (created_at descending,
+-- then id), so that its newest are read first and a LIMIT stops the scan.
+-- It serves everything events_by_channel served.
+CREATE INDEX events_in_channel ON events (community_id, channel_id, created_at DESC, id);
+DROP INDEX events_by_channel;
+
+-- The stored events of channel p_channel of community p_community that
+-- reader p_reader may read (the channel's read key, computed as in
+-- comb_read_key with p_named the channels the filter names, is among
+-- p_keys; otherwise none), neither deleted nor redacted, of a kind in
+-- p_kinds (NULL: any), created from p_since to p_until, newest first and
+-- then by id, at most p_limit (NULL: all); raw only with p_bytes. The
+-- same answer as the general plain query of read/query.c for such a
+-- filter, with a plan made once per connection: the channel's access is
+-- one lookup, and its events come from events_in_channel in order.
+CREATE FUNCTION comb_channel_events(p_community bigint, p_reader text,
+				    p_named uuid[], p_keys integer[],
+				    p_channel uuid, p_kinds integer[],
+				    p_since bigint, p_until bigint,
+				    p_limit integer, p_bytes boolean)
+RETURNS TABLE (id text, seq bigint, raw text)
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+	RETURN QUERY
+	SELECT e.id, e.seq, CASE WHEN p_bytes THEN e.raw END
+	  FROM events e
+	 WHERE e.community_id = p_community AND e.channel_id = p_channel
+	   AND NOT e.deleted AND NOT e.redacted
+	   AND (p_kinds IS NULL OR e.kind = ANY(p_kinds))
+	   AND e.created_at >= p_since AND e.created_at <= p_until
+	   AND EXISTS (SELECT FROM channels c
+			LEFT JOIN members m ON m.community_id = c.community_id
+			 AND m.channel_id = c.id AND m.pubkey = p_reader AND m.active
+		       WHERE c.community_id = p_community AND c.id = p_channel
+			 AND comb_read_key(c.visibility, c.is_dm, c.deleted,
+					   c.archived, m.role,
+					   c.id = ANY(p_named)) = ANY(p_keys))
+	 ORDER BY e.created_at DESC, e.id
+	 LIMIT p_limit;
+END $$;
