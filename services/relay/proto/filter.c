@@ -251,7 +251,7 @@ static int match_set(const json_t *array, const char *column, const char *type,
 
 /*
  * Appends the predicate of f's #h: an event's h tag names its channel
- * (migrations/0010_channel_reads.sql), so "#h" is a condition on
+ * (migrations/0010_reads_planned_once.sql), so "#h" is a condition on
  * e.channel_id, "= $n::uuid" for one channel (an index walk in the
  * answer's order) and "= ANY($n::uuid[])" otherwise. Values that are not
  * canonical channel uuids name no stored channel and match nothing. The

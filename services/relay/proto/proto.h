@@ -98,7 +98,7 @@ const char *filter_one_channel_value(const struct plain_filter *f);
  * The channel f reads when it names exactly one channel in #h and narrows
  * it by nothing but kinds, since and until (no ids, authors or other
  * tags), else NULL (borrowed from f). Such a filter is read by the SQL
- * function comb_channel_events (migrations/0010_channel_reads.sql), whose
+ * function comb_channel_events (migrations/0010_reads_planned_once.sql), whose
  * plan is made once per connection.
  */
 const char *filter_one_channel(const struct plain_filter *f);

@@ -46,16 +46,19 @@
 #define ADMISSION_LEASE_MS 30000
 #define ADMISSION_TOKEN_LEN 33   /* 16 random bytes in hex */
 
-/* For comb_db_pool_warm (read.h): calls the change function, the probe
- * and the channel read of plain filters for no community, so that a new
- * connection has compiled them and planned what they run before its
- * first read (about 20 ms otherwise paid by that read). */
+/* For comb_db_pool_warm (read.h): calls the change function, the probe,
+ * the listing of unscoped first reads and the channel read of plain
+ * filters for no community, so that a new connection has compiled them
+ * and planned what they run before its first read (about 20 ms otherwise
+ * paid by that read). */
 const char read_warm_sql[] =
 	"SELECT (SELECT count(*) FROM comb_incremental_changes(0, '', '{}', '{}',"
 	" false, NULL, '0', 0, '" NIL_UUID "', '1', 1)),"
 	" comb_incremental_unchanged(0, '', '0', '1'),"
 	" (SELECT count(*) FROM comb_channel_events(0, '', '{}', '{}',"
-	" '" NIL_UUID "', NULL, 0, 0, 0, false))";
+	" '" NIL_UUID "', NULL, 0, 0, 0, false)),"
+	" (SELECT count(*) FROM comb_heads_page(0, '', '{}', '{}', NULL,"
+	" '" NIL_UUID "', 0))";
 
 /* Everything one read needs, gathered before the first statement. */
 struct read_ctx {
@@ -413,7 +416,8 @@ static void known_ids(struct read_ctx *rc)
 static int initial_page(struct read_ctx *rc, const char *after, int limit,
 			char last[37])
 {
-	static struct comb_db_stmt stmt = COMB_DB_STMT(
+	/* A read of some channels: planned for them at each page. */
+	static struct comb_db_stmt scoped = COMB_DB_STMT(
 		SNAPSHOT_CTE
 		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.accepted_seq"
 		" FROM s LEFT JOIN LATERAL ("
@@ -421,24 +425,35 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 		"  JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id"
 		"  LEFT JOIN members m ON m.community_id = c.community_id"
 		"   AND m.channel_id = c.id AND m.pubkey = $2 AND m.active"
-		"  WHERE h.community_id = $1 AND h.d > $7::uuid"
+		"  WHERE h.community_id = $1 AND h.d > $6::uuid"
 		"   AND NOT h.deleted AND NOT h.redacted AND c.ttl IS NULL"
-		"   AND (NOT $5::boolean OR c.id = ANY($4::uuid[]))"
-		"   AND ($6::text[] IS NULL OR h.type = ANY($6::text[]))"
+		"   AND c.id = ANY($4::uuid[])"
+		"   AND ($5::text[] IS NULL OR h.type = ANY($5::text[]))"
 		"   AND comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,"
-		"    m.role, c.id = ANY($4::uuid[])) = ANY($3::int[])"
-		"  ORDER BY h.d LIMIT $8::int) l ON true"
-		" ORDER BY l.d", 8);
-	const char *p[8];
+		"    m.role, true) = ANY($3::int[])"
+		"  ORDER BY h.d LIMIT $7::int) l ON true"
+		" ORDER BY l.d", 7);
+	/* A read of every channel: the same plan for every page, made once
+	 * per connection (comb_heads_page). */
+	static struct comb_db_stmt unscoped = COMB_DB_STMT(
+		SNAPSHOT_CTE
+		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.accepted_seq"
+		" FROM s LEFT JOIN LATERAL comb_heads_page($1, $2, $3::int[], $4::uuid[],"
+		"  $5::text[], $6::uuid, $7::int) l ON true"
+		" ORDER BY l.d", 7);
+	const char *p[7];
 	char lim[16];
 	PGresult *res;
 	int i, n, err = 0;
 
 	common_params(rc, p);
-	p[6] = after;
+	/* common_params' $5 (scoped) is the statement's choice here. */
+	p[4] = p[5];
+	p[5] = after;
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
-	p[7] = lim;
-	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
+	p[6] = lim;
+	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db,
+				rc->in.has_channels ? &scoped : &unscoped, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
 		send_db_failure(rc, res);
 		PQclear(res);

@@ -1,3 +1,9 @@
+-- Reads whose plan is made once per connection (PL/pgSQL functions that
+-- keep a generic plan, plan_cache_mode = force_generic_plan) where the
+-- plan is the same whatever the parameters and planning it cost more than
+-- running it: a plain filter of one channel, and a page of an unscoped
+-- incremental listing.
+--
 -- Plain filters read a channel by its column, not by its tag.
 --
 -- An event's channel is its h tag: every stored event either has no
@@ -26,7 +32,7 @@ DO $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM events e
 		    WHERE NOT comb_channel_tag_ok(e.channel_id, e.raw::json->'tags')) THEN
-		RAISE EXCEPTION 'comb: stored events whose h tag does not name their channel (see migrations/0010_channel_reads.sql)';
+		RAISE EXCEPTION 'comb: stored events whose h tag does not name their channel (see migrations/0010_reads_planned_once.sql)';
 	END IF;
 END $$;
 
@@ -156,4 +162,34 @@ BEGIN
 					   c.id = ANY(p_named)) = ANY(p_keys))
 	 ORDER BY e.created_at DESC, e.id
 	 LIMIT p_limit;
+END $$;
+
+-- The next page of the listing of an incremental first read that names no
+-- channel (read/incremental.c, initial_page): up to p_limit readable
+-- current artifacts of community p_community after d p_after, by d, of a
+-- type in p_types (NULL: any). Readable as in comb_read_key, the read key
+-- computed with p_named, among p_keys; a channel with a ttl lists nothing.
+-- STABLE, so it reads with the calling statement's snapshot, whose
+-- horizon the caller takes in the same statement. The plan is the same
+-- for every page (artifact_heads in d order, each head's channel and
+-- membership looked up), so it is made once per connection: planning it
+-- took longer than running it.
+CREATE FUNCTION comb_heads_page(p_community bigint, p_reader text,
+				p_keys integer[], p_named uuid[],
+				p_types text[], p_after uuid, p_limit integer)
+RETURNS TABLE (d uuid, accepted_seq bigint)
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+	RETURN QUERY
+	SELECT h.d, h.accepted_seq FROM artifact_heads h
+	  JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id
+	  LEFT JOIN members m ON m.community_id = c.community_id
+	   AND m.channel_id = c.id AND m.pubkey = p_reader AND m.active
+	 WHERE h.community_id = p_community AND h.d > p_after
+	   AND NOT h.deleted AND NOT h.redacted AND c.ttl IS NULL
+	   AND (p_types IS NULL OR h.type = ANY(p_types))
+	   AND comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,
+			     m.role, c.id = ANY(p_named)) = ANY(p_keys)
+	 ORDER BY h.d LIMIT p_limit;
 END $$;
