@@ -133,7 +133,8 @@ DROP INDEX events_by_channel;
 -- comb_read_key with p_named the channels the filter names, is among
 -- p_keys; otherwise none), neither deleted nor redacted, of a kind in
 -- p_kinds (NULL: any), created from p_since to p_until, newest first and
--- then by id, at most p_limit (NULL: all); raw only with p_bytes. The
+-- then by id, at most p_limit (NULL: all), as (id, seq) (the relay
+-- takes their bytes from its revision cache or a second statement). The
 -- same answer as the general plain query of read/query.c for such a
 -- filter, with a plan made once per connection: the channel's access is
 -- one lookup, and its events come from events_in_channel in order.
@@ -141,14 +142,13 @@ CREATE FUNCTION comb_channel_events(p_community bigint, p_reader text,
 				    p_named uuid[], p_keys integer[],
 				    p_channel uuid, p_kinds integer[],
 				    p_since bigint, p_until bigint,
-				    p_limit integer, p_bytes boolean)
-RETURNS TABLE (id text, seq bigint, raw text)
+				    p_limit integer)
+RETURNS TABLE (id text, seq bigint)
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
 	RETURN QUERY
-	SELECT e.id, e.seq, CASE WHEN p_bytes THEN e.raw END
-	  FROM events e
+	SELECT e.id, e.seq FROM events e
 	 WHERE e.community_id = p_community AND e.channel_id = p_channel
 	   AND NOT e.deleted AND NOT e.redacted
 	   AND (p_kinds IS NULL OR e.kind = ANY(p_kinds))

@@ -56,7 +56,7 @@ const char read_warm_sql[] =
 	" false, NULL, '0', 0, '" NIL_UUID "', '1', 1)),"
 	" comb_incremental_unchanged(0, '', '0', '1'),"
 	" (SELECT count(*) FROM comb_channel_events(0, '', '{}', '{}',"
-	" '" NIL_UUID "', NULL, 0, 0, 0, false)),"
+	" '" NIL_UUID "', NULL, 0, 0, 0)),"
 	" (SELECT count(*) FROM comb_heads_page(0, '', '{}', '{}', NULL,"
 	" '" NIL_UUID "', 0))";
 

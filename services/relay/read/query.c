@@ -3,11 +3,12 @@
  * array holding exactly one filter. Artifact filters go to
  * artifact_query(); plain NIP-01 filters are answered here over the stored
  * events the caller can read, with access applied inside the SQL before
- * LIMIT so a page is never filtered afterwards. A large answer is sent as
- * it is read: the query lists the events' seqs, and their bytes follow a
- * batch at a time (read_events_by_seq) in a chunked answer, so neither
- * the whole result nor a database connection is held while the client
- * reads.
+ * LIMIT so a page is never filtered afterwards. The query lists the
+ * events' seqs, and their bytes come from the revision cache, the misses
+ * read with one statement a batch at a time (read_events_by_seq). A small
+ * answer is sent whole; a larger one as it is read, in a chunked answer,
+ * so neither the whole result nor a database connection is held while
+ * the client reads.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +26,7 @@
 
 static const char *const column_sql[] = {
 	[QUERY_SEQ] = "e.seq",
-	[QUERY_RAW] = "e.raw",
 	[QUERY_ID_SEQ] = "e.id, e.seq",
-	[QUERY_ID_SEQ_RAW] = "e.id, e.seq, e.raw",
 	[QUERY_COUNT] = "count(*)",
 };
 
@@ -45,9 +44,7 @@ int query_plain_sql(const struct plain_filter *f, enum query_columns columns,
 		if (rc == 0)
 			rc = filter_channel_args(f, QUERY_P_FIRST_FILTER, sql, params);
 		if (rc == 0)
-			rc = comb_buf_printf(sql, ", %s) e",
-					     columns == QUERY_RAW ||
-					     columns == QUERY_ID_SEQ_RAW ? "true" : "false");
+			rc = comb_buf_puts(sql, ") e");
 		return rc;
 	}
 	access_member_join_sql(join, sizeof(join), QUERY_P_READER);
@@ -76,40 +73,16 @@ bool query_small_filter(const struct plain_filter *f)
 	return f->limit > 0 && f->limit <= READ_SMALL_ANSWER;
 }
 
-/* Sends the rows of res as a bare JSON array of their raw events. */
-static void send_rows(struct request *req, const PGresult *res, int limit)
-{
-	struct comb_buf out;
-	int i, n = PQntuples(res), rc;
-
-	comb_buf_init(&out, (size_t)limit *
-		      (4 * (size_t)req->relay->cfg.max_message_length + 4096) + 2);
-	rc = comb_buf_putc(&out, '[');
-	for (i = 0; i < n && rc == 0; i++) {
-		if (i)
-			rc = comb_buf_putc(&out, ',');
-		if (rc == 0)
-			rc = comb_buf_append(&out, PQgetvalue(res, i, 0),
-					     (size_t)PQgetlength(res, i, 0));
-	}
-	if (rc == 0)
-		rc = comb_buf_putc(&out, ']');
-	if (rc)
-		http_send_error(req, 503, "error: out of memory");
-	else
-		http_send_json(req, 200, out.data, "");
-	comb_buf_release(&out);
-}
-
-/* A streamed answer on its way (see send_streamed). */
+/* An answer on its way (see send_whole and send_streamed). */
 struct stream_out {
 	struct request *req;
 	struct comb_buf buf;       /* not sent yet */
 	size_t events;
+	bool whole;                /* sent at the end, not in chunks */
 };
 
 /* Appends one event to the answer, sending a chunk when enough gathered
- * (the emit of read_events_by_seq). */
+ * and the answer is streamed (the emit of read_events_by_seq). */
 static int stream_event(void *ctx, const char *raw, size_t len, char *why,
 			size_t whylen)
 {
@@ -118,7 +91,7 @@ static int stream_event(void *ctx, const char *raw, size_t len, char *why,
 	if ((o->events++ && comb_buf_putc(&o->buf, ',')) ||
 	    comb_buf_append(&o->buf, raw, len))
 		return comb_fail(why, whylen, COMB_ENOMEM, "out of memory");
-	if (o->buf.len < READ_CHUNK_BYTES)
+	if (o->whole || o->buf.len < READ_CHUNK_BYTES)
 		return 0;
 	if (http_stream_write(o->req, o->buf.data, o->buf.len))
 		return comb_fail(why, whylen, COMB_EIO, "the client left");
@@ -150,8 +123,37 @@ static void send_streamed(struct request *req, const int64_t *seqs, size_t n)
 	comb_buf_release(&o.buf);
 }
 
-/* Sends the events res lists by seq, streamed. */
-static void send_listed(struct request *req, const PGresult *res)
+/* Sends the few events seqs[0..n) as a bare JSON array in one answer
+ * with its length, their bytes read (the misses on the request's own
+ * connection) before it is sent. */
+static void send_whole(struct request *req, const int64_t *seqs, size_t n)
+{
+	struct stream_out o = {.req = req, .whole = true};
+	char why[160] = "out of memory";
+	int rc;
+
+	comb_buf_init(&o.buf, (size_t)READ_SMALL_ANSWER *
+		      (4 * (size_t)req->relay->cfg.max_message_length + 4096) + 2);
+	rc = comb_buf_putc(&o.buf, '[') ? COMB_ENOMEM : 0;
+	if (rc == 0)
+		rc = read_events_by_seq(req->relay, req->db, seqs, n, stream_event,
+					&o, why, sizeof(why));
+	if (rc == 0)
+		rc = comb_buf_putc(&o.buf, ']') ? COMB_ENOMEM : 0;
+	if (rc == COMB_ENOMEM) {
+		http_send_error(req, 503, "error: out of memory");
+	} else if (rc) {
+		req->db_broken = comb_db_conn_lost(req->db);
+		http_send_unavailable(req, "database");
+	} else {
+		http_send_json(req, 200, o.buf.data, "");
+	}
+	comb_buf_release(&o.buf);
+}
+
+/* Sends the events res lists by seq: whole when the filter is small
+ * (query_small_filter), else streamed. */
+static void send_listed(struct request *req, const PGresult *res, bool small)
 {
 	size_t i, n = (size_t)PQntuples(res);
 	int64_t *seqs = malloc((n + 1) * sizeof(*seqs));
@@ -162,7 +164,10 @@ static void send_listed(struct request *req, const PGresult *res)
 	}
 	for (i = 0; i < n; i++)
 		seqs[i] = strtoll(PQgetvalue(res, (int)i, 0), NULL, 10);
-	send_streamed(req, seqs, n);
+	if (small)
+		send_whole(req, seqs, n);
+	else
+		send_streamed(req, seqs, n);
 	free(seqs);
 }
 
@@ -191,8 +196,7 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	}
 	access_read_keys_literal(req->relay, &actor, keys);
 	if (filter_named_channels(&f, &named) ||
-	    query_plain_sql(&f, count ? QUERY_COUNT : query_small_filter(&f) ? QUERY_RAW : QUERY_SEQ,
-			    &sql, &params)) {
+	    query_plain_sql(&f, count ? QUERY_COUNT : QUERY_SEQ, &sql, &params)) {
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}
@@ -217,10 +221,8 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	if (count) {
 		snprintf(msg, sizeof(msg), "{\"count\":%s}", PQgetvalue(res, 0, 0));
 		http_send_json(req, 200, msg, "");
-	} else if (query_small_filter(&f)) {
-		send_rows(req, res, f.limit);
 	} else {
-		send_listed(req, res);
+		send_listed(req, res, query_small_filter(&f));
 	}
 out:
 	PQclear(res);

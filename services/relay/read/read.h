@@ -31,9 +31,7 @@ enum {
 /* What a plain query selects of each event (or of all of them). */
 enum query_columns {
 	QUERY_SEQ,          /* e.seq */
-	QUERY_RAW,          /* e.raw */
 	QUERY_ID_SEQ,       /* e.id, e.seq */
-	QUERY_ID_SEQ_RAW,   /* e.id, e.seq, e.raw */
 	QUERY_COUNT,        /* count(*): one row, unordered */
 };
 
@@ -50,9 +48,9 @@ enum query_columns {
 int query_plain_sql(const struct plain_filter *f, enum query_columns columns,
 		    struct comb_buf *sql, struct filter_params *params);
 
-/* True when filter f asks for so few events (16 at most) that their bytes
- * come with its query and the answer is sent whole: a second statement
- * would cost more than streaming saves (POST /query, WebSocket REQ). */
+/* True when filter f asks for so few events (16 at most) that POST /query
+ * sends its answer whole and a plain REQ sends no first events ahead of
+ * its list. */
 bool query_small_filter(const struct plain_filter *f);
 
 /* Answers POST /query (count false) or POST /count (count true) for the

@@ -358,12 +358,12 @@ static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
 	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
 }
 
-/* Runs the stored query of filter f into *result (each event's id, seq
- * and, with bytes, its bytes, in the filter's order), borrowing a
- * database connection for the statement only. Returns 0, or a negative
- * COMB_E* with the CLOSED message in why. */
+/* Runs the stored query of filter f into *result (each event's id and
+ * seq, in the filter's order), borrowing a database connection for the
+ * statement only. Returns 0, or a negative COMB_E* with the CLOSED
+ * message in why. */
 static int query_stored(struct ws_session *s, const struct plain_filter *f,
-			bool bytes, PGresult **result, char *why, size_t whylen)
+			PGresult **result, char *why, size_t whylen)
 {
 	char keys[ACCESS_KEYS_LITERAL];
 	const char *values[QUERY_P_MAX];
@@ -376,7 +376,7 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 	comb_buf_init(&sql, 16384);
 	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
 	if (filter_named_channels(f, &named) ||
-	    query_plain_sql(f, bytes ? QUERY_ID_SEQ_RAW : QUERY_ID_SEQ, &sql, &params)) {
+	    query_plain_sql(f, QUERY_ID_SEQ, &sql, &params)) {
 		snprintf(why, whylen, "error: out of memory");
 		rc = COMB_ENOMEM;
 		goto out;
@@ -465,7 +465,7 @@ static int send_first(struct ws_session *s, struct ws_event_batch *out,
 	size_t n = 0;
 
 	head.limit = FIRST_EVENTS;
-	rc = query_stored(s, &head, false, &result, why, whylen);
+	rc = query_stored(s, &head, &result, why, whylen);
 	for (row = 0; rc == 0 && row < PQntuples(result) && row < FIRST_EVENTS; row++) {
 		snprintf(first[(*nfirst)++], 65, "%s", PQgetvalue(result, row, 0));
 		if (idset_add(sent, PQgetvalue(result, row, 0)))
@@ -492,14 +492,14 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
 /*
  * Sends the stored events (each once) with waiting pushes, one filter at
  * a time, their frames pushed together a batch at a time
- * (ws_event_batch). A small filter's few events come with its query. A
- * larger one first sends its newest few (send_first), then its query
- * lists its events' ids and seqs and their bytes are fetched a batch at a
- * time as the client reads (read_events_by_seq, revision cache first):
- * the first events go out before the rest is listed, at most one
- * filter's list and one batch are held beside the outbox, and no database
- * connection while the client reads. The listing may see events newer than the first
- * query did; the filter still yields at most its limit.
+ * (ws_event_batch). A filter's query lists its events' ids and seqs,
+ * and their bytes come from the revision cache, the misses fetched a
+ * batch at a time as the client reads (read_events_by_seq). A filter of
+ * more than a few events first sends its newest few (send_first): they
+ * go out before the rest is listed. At most one filter's list and one
+ * batch are held beside the outbox, and no database connection while the
+ * client reads. The listing may see events newer than the first query
+ * did; the filter still yields at most its limit.
  */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
@@ -521,17 +521,15 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 	ws_event_batch_init(&out, s, sub->base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	for (i = 0; i < sub->nfilters && rc == 0; i++) {
 		const struct plain_filter *f = &sub->filters[i];
-		bool small = query_small_filter(f);
-
 		if (repeated_filter(sub, i))
 			continue;
 		want = (size_t)(f->limit > 0 ? f->limit : s->relay->cfg.max_limit);
 		nfirst = 0;
-		if (!small)
+		if (!query_small_filter(f))
 			rc = send_first(s, &out, f, sent, first, &nfirst, why, whylen);
 		taken = (size_t)nfirst;
 		if (rc == 0)
-			rc = query_stored(s, f, small, &result, why, whylen);
+			rc = query_stored(s, f, &result, why, whylen);
 		seqs = rc ? NULL : malloc(((size_t)PQntuples(result) + 1) * sizeof(*seqs));
 		if (rc == 0 && !seqs)
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
@@ -544,11 +542,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 				break;
 			if (!idset_add(sent, id))
 				continue;
-			if (small)
-				rc = send_event(&out, PQgetvalue(result, row, 2),
-						(size_t)PQgetlength(result, row, 2), why, whylen);
-			else
-				seqs[n++] = strtoll(PQgetvalue(result, row, 1), NULL, 10);
+			seqs[n++] = strtoll(PQgetvalue(result, row, 1), NULL, 10);
 		}
 		PQclear(result);
 		if (rc == 0 && n > 0)
