@@ -315,7 +315,6 @@ static void test_one_channel(void **state)
 	};
 	struct filter_params p = {0};
 	struct plain_filter f;
-	struct comb_buf sql;
 	char err[256];
 	json_t *obj;
 	size_t i;
@@ -326,25 +325,27 @@ static void test_one_channel(void **state)
 		assert_null(filter_one_channel(&f));
 		json_decref(obj);
 	}
-	comb_buf_init(&sql, 1 << 16);
 	assert_int_equal(parse("{\"#h\":[\"" UUID_A "\"],\"kinds\":[9,5],\"since\":10,"
 			       "\"until\":20,\"limit\":7}", &f, &obj, err, sizeof(err)), 0);
 	assert_string_equal(filter_one_channel(&f), UUID_A);
-	assert_int_equal(filter_channel_args(&f, 5, &sql, &p), 0);
-	assert_string_equal(sql.data, ", $5::uuid, $6::int[], 10, 20, 7");
-	assert_int_equal(p.count, 2);
+	assert_int_equal(filter_channel_params(&f, &p), 0);
+	assert_int_equal(p.count, 5);
 	assert_string_equal(p.values[0], UUID_A);
 	assert_string_equal(p.values[1], "{9,5}");
+	assert_string_equal(p.values[2], "10");
+	assert_string_equal(p.values[3], "20");
+	assert_string_equal(p.values[4], "7");
 	filter_params_release(&p);
 	json_decref(obj);
-	/* No kinds: any kind; no since or until: every created_at. */
-	comb_buf_reset(&sql);
+	/* No kinds: NULL, any kind; no since or until: every created_at. */
 	assert_int_equal(parse("{\"#h\":[\"" UUID_A "\"]}", &f, &obj, err, sizeof(err)), 0);
-	assert_int_equal(filter_channel_args(&f, 5, &sql, &p), 0);
-	assert_string_equal(sql.data, ", $5::uuid, NULL, 0, 9223372036854775807, 100");
-	assert_int_equal(p.count, 1);
+	assert_int_equal(filter_channel_params(&f, &p), 0);
+	assert_int_equal(p.count, 5);
+	assert_null(p.values[1]);
+	assert_string_equal(p.values[2], "0");
+	assert_string_equal(p.values[3], "9223372036854775807");
+	assert_string_equal(p.values[4], "100");
 	filter_params_release(&p);
-	comb_buf_release(&sql);
 	json_decref(obj);
 }
 

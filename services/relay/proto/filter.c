@@ -354,31 +354,37 @@ const char *filter_one_channel(const struct plain_filter *f)
 	return filter_one_channel_value(f);
 }
 
-int filter_channel_args(const struct plain_filter *f, int first_param,
-			struct comb_buf *sql, struct filter_params *params)
+int filter_channel_params(const struct plain_filter *f,
+			  struct filter_params *params)
 {
 	struct comb_buf v;
 	int rc;
 
+	if (params->count + 5 > FILTER_MAX_PARAMS)
+		return COMB_ETOOBIG;
 	comb_buf_init(&v, (size_t)COMB_MAX_VALUES * 8 + 64);
 	rc = comb_buf_puts(&v, filter_one_channel(f));
 	if (rc == 0)
 		rc = push_param(params, &v);
-	if (rc == 0 && f->kinds) {
+	if (rc == 0 && f->kinds)
 		rc = kinds_literal(f->kinds, &v);
-		if (rc == 0)
-			rc = push_param(params, &v);
-	}
+	if (rc == 0 && f->kinds)
+		rc = push_param(params, &v);
+	else if (rc == 0)
+		params->values[params->count++] = NULL;
 	if (rc == 0)
-		rc = comb_buf_printf(sql, ", $%d::uuid, ", first_param);
+		rc = comb_buf_printf(&v, "%lld", (long long)(f->has_since ? f->since : 0));
 	if (rc == 0)
-		rc = f->kinds ? comb_buf_printf(sql, "$%d::int[]", first_param + 1)
-			      : comb_buf_puts(sql, "NULL");
+		rc = push_param(params, &v);
 	if (rc == 0)
-		rc = comb_buf_printf(sql, ", %lld, %lld, %d",
-				     (long long)(f->has_since ? f->since : 0),
-				     (long long)(f->has_until ? f->until : INT64_MAX),
-				     f->limit);
+		rc = comb_buf_printf(&v, "%lld",
+				     (long long)(f->has_until ? f->until : INT64_MAX));
+	if (rc == 0)
+		rc = push_param(params, &v);
+	if (rc == 0)
+		rc = comb_buf_printf(&v, "%d", f->limit);
+	if (rc == 0)
+		rc = push_param(params, &v);
 	comb_buf_release(&v);
 	return rc;
 }

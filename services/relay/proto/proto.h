@@ -49,8 +49,9 @@ struct plain_filter {
 	int limit;
 };
 
-/* Parameter values built by filter_append_sql, each owned (caller releases
- * with filter_params_release). */
+/* Parameter values built by filter_append_sql or filter_channel_params,
+ * each owned or NULL for SQL NULL (caller releases with
+ * filter_params_release). */
 struct filter_params {
 	int count;
 	char *values[FILTER_MAX_PARAMS];
@@ -104,14 +105,14 @@ const char *filter_one_channel_value(const struct plain_filter *f);
 const char *filter_one_channel(const struct plain_filter *f);
 
 /*
- * For a filter f of filter_one_channel: appends the arguments of
- * comb_channel_events that follow its access ones, from p_channel to
- * p_limit (", $first::uuid, kinds, since, until, limit"), the channel and
- * the kinds as parameters from first_param, whose values go to params
- * (which must start empty). Returns 0, or COMB_ENOMEM / COMB_ETOOBIG.
+ * For a filter f of filter_one_channel: adds to params the values of the
+ * arguments of comb_channel_events that follow its access ones, p_channel
+ * to p_limit: the channel, the kinds as an int[] literal (NULL, meaning
+ * any, when f has none), since (0 when absent), until (INT64_MAX when
+ * absent) and the limit. Returns 0, or COMB_ENOMEM / COMB_ETOOBIG.
  */
-int filter_channel_args(const struct plain_filter *f, int first_param,
-			struct comb_buf *sql, struct filter_params *params);
+int filter_channel_params(const struct plain_filter *f,
+			  struct filter_params *params);
 
 /*
  * Appends the strings of array (borrowed JSON array of strings) as a

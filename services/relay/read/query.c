@@ -30,23 +30,14 @@ static const char *const column_sql[] = {
 	[QUERY_COUNT] = "count(*)",
 };
 
-int query_plain_sql(const struct plain_filter *f, enum query_columns columns,
-		    struct comb_buf *sql, struct filter_params *params)
+/* Appends the general plain query of f (any filter), with its values in
+ * params. */
+static int general_sql(const struct plain_filter *f, enum query_columns columns,
+		       struct comb_buf *sql, struct filter_params *params)
 {
 	char join[256], readable[256];
 	int rc;
 
-	if (columns != QUERY_COUNT && filter_one_channel(f)) {
-		rc = comb_buf_printf(sql, "SELECT %s FROM comb_channel_events("
-				     "$%d, $%d, $%d::uuid[], $%d::int[]",
-				     column_sql[columns], QUERY_P_COMMUNITY,
-				     QUERY_P_READER, QUERY_P_NAMED, QUERY_P_KEYS);
-		if (rc == 0)
-			rc = filter_channel_args(f, QUERY_P_FIRST_FILTER, sql, params);
-		if (rc == 0)
-			rc = comb_buf_puts(sql, ") e");
-		return rc;
-	}
 	access_member_join_sql(join, sizeof(join), QUERY_P_READER);
 	access_readable_sql(readable, sizeof(readable), QUERY_P_NAMED,
 			    QUERY_P_KEYS);
@@ -66,6 +57,50 @@ int query_plain_sql(const struct plain_filter *f, enum query_columns columns,
 		rc = comb_buf_printf(sql, " ORDER BY e.created_at DESC, e.id LIMIT %d",
 				     f->limit);
 	return rc;
+}
+
+PGresult *query_plain_run(struct comb_db_pool *pool, PGconn *db,
+			  const struct plain_filter *f, enum query_columns columns,
+			  const char *community, const char *reader,
+			  const char *keys)
+{
+	/* A filter of one channel, by columns (QUERY_SEQ, QUERY_ID_SEQ). */
+#define CHANNEL_EVENTS(cols) COMB_DB_STMT("SELECT " cols " FROM comb_channel_events(" \
+	"$1, $2, $3::uuid[], $4::int[], $5::uuid, $6::int[], $7::bigint, $8::bigint," \
+	" $9::int) e", 9)
+	static struct comb_db_stmt one_channel[] = {
+		[QUERY_SEQ] = CHANNEL_EVENTS("e.seq"),
+		[QUERY_ID_SEQ] = CHANNEL_EVENTS("e.id, e.seq"),
+	};
+#undef CHANNEL_EVENTS
+	const char *values[QUERY_P_MAX];
+	struct filter_params params = {0};
+	struct comb_buf sql, named;
+	PGresult *res = NULL;
+	bool channel = columns != QUERY_COUNT && filter_one_channel(f);
+	int i, rc;
+
+	comb_buf_init(&sql, 16384);
+	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
+	rc = filter_named_channels(f, &named);
+	if (rc == 0)
+		rc = channel ? filter_channel_params(f, &params)
+			     : general_sql(f, columns, &sql, &params);
+	if (rc == 0) {
+		values[QUERY_P_COMMUNITY - 1] = community;
+		values[QUERY_P_READER - 1] = reader;
+		values[QUERY_P_NAMED - 1] = named.data;
+		values[QUERY_P_KEYS - 1] = keys;
+		for (i = 0; i < params.count; i++)
+			values[QUERY_P_FIRST_FILTER - 1 + i] = params.values[i];
+		res = channel ? comb_db_exec_stmt(pool, db, &one_channel[columns], values)
+			      : PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
+					     NULL, values, NULL, NULL, 0);
+	}
+	filter_params_release(&params);
+	comb_buf_release(&named);
+	comb_buf_release(&sql);
+	return res;
 }
 
 bool query_small_filter(const struct plain_filter *f)
@@ -174,41 +209,26 @@ static void send_listed(struct request *req, const PGresult *res, bool small)
 static void plain_query(struct request *req, const json_t *obj, bool count)
 {
 	char err[256], msg[300], keys[ACCESS_KEYS_LITERAL];
-	const char *values[QUERY_P_MAX];
-	struct filter_params params = {0};
-	struct comb_buf sql, named;
 	struct plain_filter f;
 	struct actor actor;
-	PGresult *res = NULL;
-	int i;
+	PGresult *res;
 
-	comb_buf_init(&sql, 16384);
-	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
 	if (filter_parse(&f, obj, req->relay->cfg.max_limit, err, sizeof(err))) {
 		snprintf(msg, sizeof(msg), "invalid: %s", err);
 		http_send_error(req, 400, msg);
-		goto out;
+		return;
 	}
 	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
-		goto out;
+		return;
 	}
 	access_read_keys_literal(req->relay, &actor, keys);
-	if (filter_named_channels(&f, &named) ||
-	    query_plain_sql(&f, count ? QUERY_COUNT : QUERY_SEQ, &sql, &params)) {
+	res = query_plain_run(req->relay->db, req->db, &f, count ? QUERY_COUNT : QUERY_SEQ,
+			      req->community.id_text, req->pubkey, keys);
+	if (!res) {
 		http_send_error(req, 503, "error: out of memory");
-		goto out;
-	}
-	values[QUERY_P_COMMUNITY - 1] = req->community.id_text;
-	values[QUERY_P_READER - 1] = req->pubkey;
-	values[QUERY_P_NAMED - 1] = named.data;
-	values[QUERY_P_KEYS - 1] = keys;
-	for (i = 0; i < params.count; i++)
-		values[QUERY_P_FIRST_FILTER - 1 + i] = params.values[i];
-	res = PQexecParams(req->db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
-			   NULL, values, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	} else if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(res, "57014")) {
 			http_send_error(req, 503, "error: query budget exceeded");
 		} else {
@@ -216,19 +236,13 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 			req->db_broken = comb_db_conn_lost(req->db);
 			http_send_unavailable(req, "database");
 		}
-		goto out;
-	}
-	if (count) {
+	} else if (count) {
 		snprintf(msg, sizeof(msg), "{\"count\":%s}", PQgetvalue(res, 0, 0));
 		http_send_json(req, 200, msg, "");
 	} else {
 		send_listed(req, res, query_small_filter(&f));
 	}
-out:
 	PQclear(res);
-	filter_params_release(&params);
-	comb_buf_release(&named);
-	comb_buf_release(&sql);
 }
 
 void handle_query(struct request *req, bool count)

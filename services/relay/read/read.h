@@ -36,17 +36,22 @@ enum query_columns {
 };
 
 /*
- * Appends the statement selecting columns of every stored event of the
- * community matching f that is neither deleted nor redacted, in a channel
- * the reader may read (its read key is among the reader's) or, with no
- * channel, written by the reader; newest first (then by id) and limited to
- * f->limit unless columns is QUERY_COUNT. A filter of one channel
- * (filter_one_channel) is read by comb_channel_events, the same answer
- * with a plan made once per connection. The filter's values are added to
- * params. Shared by POST /query and /count and WebSocket REQ (ws/ws_req.c).
+ * Runs on db (borrowed from pool) the query selecting columns of every
+ * stored event of community matching f that is neither deleted nor
+ * redacted, in a channel reader may read (its read key is among keys, an
+ * int[] literal) or, with no channel, written by reader; newest first
+ * (then by id) and limited to f->limit unless columns is QUERY_COUNT. A
+ * filter of one channel (filter_one_channel) is read by the prepared
+ * statement of comb_channel_events, the same answer planned once per
+ * connection; any other is planned for its values. Returns the result
+ * (the caller PQclear()s it and checks its status), or NULL when out of
+ * memory. Shared by POST /query and /count and WebSocket REQ
+ * (ws/ws_req.c).
  */
-int query_plain_sql(const struct plain_filter *f, enum query_columns columns,
-		    struct comb_buf *sql, struct filter_params *params);
+PGresult *query_plain_run(struct comb_db_pool *pool, PGconn *db,
+			  const struct plain_filter *f, enum query_columns columns,
+			  const char *community, const char *reader,
+			  const char *keys);
 
 /* True when filter f asks for so few events (16 at most) that POST /query
  * sends its answer whole and a plain REQ sends no first events ahead of

@@ -366,37 +366,22 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 			PGresult **result, char *why, size_t whylen)
 {
 	char keys[ACCESS_KEYS_LITERAL];
-	const char *values[QUERY_P_MAX];
-	struct filter_params params = {0};
-	struct comb_buf sql, named;
 	PGconn *db;
-	int rc = 0, p;
+	int rc = 0;
 
-	*result = NULL;
-	comb_buf_init(&sql, 16384);
-	comb_buf_init(&named, (size_t)COMB_MAX_VALUES * 40 + 8);
-	if (filter_named_channels(f, &named) ||
-	    query_plain_sql(f, QUERY_ID_SEQ, &sql, &params)) {
-		snprintf(why, whylen, "error: out of memory");
-		rc = COMB_ENOMEM;
-		goto out;
-	}
 	db = comb_db_acquire(s->relay->db, 2000);
 	if (!db) {
+		*result = NULL;
 		snprintf(why, whylen, "error: database unavailable");
-		rc = COMB_EUNAVAIL;
-		goto out;
+		return COMB_EUNAVAIL;
 	}
 	keys_literal(s->read_keys, keys);
-	values[QUERY_P_COMMUNITY - 1] = s->community.id_text;
-	values[QUERY_P_READER - 1] = s->pubkey;
-	values[QUERY_P_NAMED - 1] = named.data;
-	values[QUERY_P_KEYS - 1] = keys;
-	for (p = 0; p < params.count; p++)
-		values[QUERY_P_FIRST_FILTER - 1 + p] = params.values[p];
-	*result = PQexecParams(db, sql.data, QUERY_P_FIRST_FILTER - 1 + params.count,
-			       NULL, values, NULL, NULL, 0);
-	if (PQresultStatus(*result) != PGRES_TUPLES_OK) {
+	*result = query_plain_run(s->relay->db, db, f, QUERY_ID_SEQ,
+				  s->community.id_text, s->pubkey, keys);
+	if (!*result) {
+		snprintf(why, whylen, "error: out of memory");
+		rc = COMB_ENOMEM;
+	} else if (PQresultStatus(*result) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(*result, "57014")) {
 			snprintf(why, whylen, "error: query budget exceeded");
 		} else {
@@ -407,10 +392,6 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 		rc = COMB_EUNAVAIL;
 	}
 	comb_db_release(s->relay->db, db, comb_db_conn_lost(db));
-out:
-	filter_params_release(&params);
-	comb_buf_release(&named);
-	comb_buf_release(&sql);
 	return rc;
 }
 
