@@ -15,8 +15,13 @@
  *     the fixed templates (no quote but the tag letter's, no backslash, no
  *     semicolon), its parameters must be numbered in order, and every
  *     array parameter must parse back to exactly the client's values
- *     (escaping is lossless and nothing is dropped or added);
- *   - named channels that are not exactly the canonical uuids of #h.
+ *     (escaping is lossless and nothing is dropped or added), but #h's,
+ *     which holds exactly its canonical channel uuids (the one channel
+ *     itself when #h is exactly one such uuid);
+ *   - named channels that are not exactly the canonical uuids of #h;
+ *   - a filter read as one channel (filter_one_channel) that is not
+ *     exactly one canonical #h with nothing but kinds, since, until and
+ *     limit, or whose arguments (filter_channel_params) are not its own.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -217,6 +222,55 @@ static void check_set(const char *param, const json_t *array, const char *sql)
 	FUZZ_CHECK(sql != NULL && strstr(sql, " = $") != NULL);
 }
 
+/* The parameter of #h: its one canonical channel itself (compared with
+ * =), else the named channels' literal (compared with = ANY). */
+static void check_channels(const char *param, const struct plain_filter *f,
+			   const char *named, const char *sql)
+{
+	const json_t *h = f->tags[FILTER_TAG_H];
+	const char *first = json_string_value(json_array_get(h, 0));
+	bool one = json_array_size(h) == 1 && comb_uuid_is_canonical(first);
+
+	FUZZ_CHECK((filter_one_channel_value(f) != NULL) == one);
+	FUZZ_CHECK(sql != NULL);
+	if (one) {
+		FUZZ_CHECK(strcmp(param, first) == 0);
+		FUZZ_CHECK(strstr(sql, " AND e.channel_id = $") != NULL);
+	} else {
+		FUZZ_CHECK(strcmp(param, named) == 0);
+		FUZZ_CHECK(strstr(sql, " AND e.channel_id = ANY($") != NULL);
+	}
+}
+
+/* filter_one_channel and the arguments of comb_channel_events. */
+static void check_one_channel(const struct plain_filter *f)
+{
+	struct filter_params params = {0};
+	const char *channel = filter_one_channel(f);
+	bool others = f->ids || f->authors;
+	char num[32];
+	int t;
+
+	for (t = 0; t < FILTER_TAGS; t++)
+		others = others || (t != FILTER_TAG_H && f->tags[t]);
+	FUZZ_CHECK((channel != NULL) == (!others && filter_one_channel_value(f)));
+	if (!channel)
+		return;
+	FUZZ_CHECK(filter_channel_params(f, &params) == 0);
+	FUZZ_CHECK(params.count == 5);
+	FUZZ_CHECK(strcmp(params.values[0], channel) == 0);
+	if (f->kinds)
+		check_kinds_literal(params.values[1], f->kinds);
+	else
+		FUZZ_CHECK(params.values[1] == NULL);
+	FUZZ_CHECK(strtoll(params.values[2], NULL, 10) == (f->has_since ? f->since : 0));
+	FUZZ_CHECK(strtoll(params.values[3], NULL, 10) ==
+		   (f->has_until ? f->until : INT64_MAX));
+	snprintf(num, sizeof(num), "%d", f->limit);
+	FUZZ_CHECK(strcmp(params.values[4], num) == 0);
+	filter_params_release(&params);
+}
+
 static void check_sql(const struct plain_filter *f)
 {
 	const int community_param = 1, first_param = 2;
@@ -245,18 +299,24 @@ static void check_sql(const struct plain_filter *f)
 		FUZZ_CHECK(strtoll(params.values[k++], NULL, 10) == f->since);
 	if (f->has_until)
 		FUZZ_CHECK(strtoll(params.values[k++], NULL, 10) == f->until);
-	for (t = 0; t < FILTER_TAGS; t++)
-		if (f->tags[t])
+	comb_buf_init(&named, 1 << 16);
+	FUZZ_CHECK(filter_named_channels(f, &named) == 0);
+	for (t = 0; t < FILTER_TAGS; t++) {
+		if (!f->tags[t])
+			continue;
+		if (t == FILTER_TAG_H)
+			check_channels(params.values[k++], f, named.data, sql.data);
+		else
 			check_literal(params.values[k++], f->tags[t]);
+	}
 	FUZZ_CHECK(k == params.count);
 	filter_params_release(&params);
 	FUZZ_CHECK(params.count == 0);
 	comb_buf_release(&sql);
+	check_one_channel(f);
 
 	/* named channels: exactly the canonical uuids of #h, in order */
-	comb_buf_init(&named, 1 << 16);
-	FUZZ_CHECK(filter_named_channels(f, &named) == 0);
-	h = f->tags[2];
+	h = f->tags[FILTER_TAG_H];
 	p = named.data;
 	FUZZ_CHECK(p != NULL && *p++ == '{');
 	for (i = 0; h && i < json_array_size(h); i++) {
