@@ -197,6 +197,18 @@ function closed(id) {
 }
 
 describe('metrics', () => {
+	test('a node opens its whole database pool when it starts', async () => {
+		// The node was restarted by the stop test and has served nothing
+		// since but /metrics, which needs no database connection.
+		await until('every pooled connection open', async () => {
+			const m = await scrape();
+			return m.get('comb_db_pool_open') === m.get('comb_db_pool_size');
+		});
+		const m = await scrape();
+		assert.ok(m.get('comb_db_pool_size') > 1);
+		assert.equal(m.get('comb_db_pool_failures_total'), 0);
+	});
+
 	test('a scripted session shows in /metrics', async () => {
 		// The node was restarted by the stop test: its counters start at 0.
 		const before = await scrape();
