@@ -36,45 +36,40 @@ BEGIN
 	END IF;
 END $$;
 
--- comb_store_event (0001_core.sql), refusing an event whose h tags do not
--- name p_channel (SQLSTATE 23514, check_violation).
-CREATE OR REPLACE FUNCTION comb_store_event(p_community bigint, p_id text,
-					    p_pubkey text, p_created_at bigint,
-					    p_kind integer, p_channel uuid,
-					    p_raw text, p_tags json,
-					    OUT seq bigint, OUT inserted boolean)
+-- The store functions (0001_core.sql, 0006_write_runs.sql) keep their
+-- bodies under new names; under their own names they first refuse an
+-- event whose h tags do not name its channel (SQLSTATE 23514,
+-- check_violation), and every caller (the relay, comb_artifact_write and
+-- the run functions, which call them by name) goes through the check.
+ALTER FUNCTION comb_store_event(bigint, text, text, bigint, integer, uuid,
+				text, json)
+	RENAME TO comb_store_event_unchecked;
+ALTER FUNCTION comb_store_events(bigint[], text[], text[], bigint[],
+				 integer[], uuid[], text[], json[])
+	RENAME TO comb_store_events_unchecked;
+
+CREATE FUNCTION comb_store_event(p_community bigint, p_id text, p_pubkey text,
+				 p_created_at bigint, p_kind integer,
+				 p_channel uuid, p_raw text, p_tags json,
+				 OUT seq bigint, OUT inserted boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
 	IF NOT comb_channel_tag_ok(p_channel, p_tags) THEN
 		RAISE EXCEPTION 'comb: the h tag of event % does not name its channel', p_id
 		      USING ERRCODE = 'check_violation';
 	END IF;
-	INSERT INTO events (community_id, id, pubkey, created_at, kind, channel_id, raw)
-	VALUES (p_community, p_id, p_pubkey, p_created_at, p_kind, p_channel, p_raw)
-	ON CONFLICT (community_id, id) DO NOTHING
-	RETURNING events.seq INTO seq;
-	inserted := FOUND;
-	IF NOT inserted THEN
-		SELECT e.seq INTO seq FROM events e
-		 WHERE e.community_id = p_community AND e.id = p_id;
-		RETURN;
-	END IF;
-	INSERT INTO event_tags (community_id, event_seq, name, value)
-	SELECT p_community, seq, t->>0, t->>1 FROM json_array_elements(p_tags) t
-	 WHERE json_array_length(t) >= 2 AND octet_length(t->>0) = 1;
+	SELECT s.seq, s.inserted INTO seq, inserted
+	  FROM comb_store_event_unchecked(p_community, p_id, p_pubkey, p_created_at,
+					  p_kind, p_channel, p_raw, p_tags) s;
 END $$;
 
--- comb_store_events (0006_write_runs.sql), with the same refusal for any
--- of its events.
-CREATE OR REPLACE FUNCTION comb_store_events(p_community bigint[], p_id text[],
-					     p_pubkey text[], p_created_at bigint[],
-					     p_kind integer[], p_channel uuid[],
-					     p_raw text[], p_tags json[])
+CREATE FUNCTION comb_store_events(p_community bigint[], p_id text[],
+				  p_pubkey text[], p_created_at bigint[],
+				  p_kind integer[], p_channel uuid[],
+				  p_raw text[], p_tags json[])
 RETURNS TABLE (seq bigint, inserted boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
-	v_key text[];     -- community:id of each event inserted here
-	v_seq bigint[];   -- and its seq
 	v_bad text;       -- the id of an event whose h tag is not its channel
 BEGIN
 	SELECT u.id INTO v_bad FROM unnest(p_id, p_channel, p_tags) AS u(id, channel, tags)
@@ -83,43 +78,12 @@ BEGIN
 		RAISE EXCEPTION 'comb: the h tag of event % does not name its channel', v_bad
 		      USING ERRCODE = 'check_violation';
 	END IF;
-	WITH stored AS (
-		INSERT INTO events (community_id, id, pubkey, created_at, kind,
-				    channel_id, raw)
-		SELECT * FROM unnest(p_community, p_id, p_pubkey, p_created_at,
-				     p_kind, p_channel, p_raw)
-		ON CONFLICT (community_id, id) DO NOTHING
-		RETURNING events.community_id, events.id, events.seq
-	), tagged AS (
-		-- Copies of one id carry the same signed tags: take the first.
-		INSERT INTO event_tags (community_id, event_seq, name, value)
-		SELECT s.community_id, s.seq, t->>0, t->>1
-		  FROM stored s
-		  JOIN (SELECT DISTINCT ON (u.community_id, u.id)
-			       u.community_id, u.id, u.tags
-			  FROM unnest(p_community, p_id, p_tags) WITH ORDINALITY
-			       AS u(community_id, id, tags, ord)
-			 ORDER BY u.community_id, u.id, u.ord) f
-		    ON f.community_id = s.community_id AND f.id = s.id
-		  CROSS JOIN LATERAL json_array_elements(f.tags) t
-		 WHERE json_array_length(t) >= 2 AND octet_length(t->>0) = 1
-	)
-	SELECT array_agg(s.community_id || ':' || s.id), array_agg(s.seq)
-	  INTO v_key, v_seq FROM stored s;
-
-	-- A new statement, so that events stored before are looked up as
-	-- they are now.
 	RETURN QUERY
-	SELECT coalesce(n.seq, (SELECT e.seq FROM events e
-				 WHERE e.community_id = i.community_id
-				   AND e.id = i.id)),
-	       n.seq IS NOT NULL
-	       AND i.ord = min(i.ord) OVER (PARTITION BY i.community_id, i.id)
-	  FROM unnest(p_community, p_id) WITH ORDINALITY
-	       AS i(community_id, id, ord)
-	  LEFT JOIN unnest(v_key, v_seq) AS n(key, seq)
-	    ON n.key = i.community_id || ':' || i.id
-	 ORDER BY i.ord;
+	SELECT s.seq, s.inserted
+	  FROM comb_store_events_unchecked(p_community, p_id, p_pubkey, p_created_at,
+					   p_kind, p_channel, p_raw, p_tags)
+	       WITH ORDINALITY AS s(seq, inserted, n)
+	 ORDER BY s.n;
 END $$;
 
 -- A channel's events in a plain filter's order (created_at descending,
