@@ -15,7 +15,7 @@ import {
 	accept, addMember, assertAccepted, assertRefused, chat, createChannel,
 	editChannel, events, publish, publishSigned, revisionTags, uuid, writeRevision,
 } from './lib/artifacts.mjs';
-import { startRelay } from './lib/harness.mjs';
+import { startRelay, strayChannelEvents } from './lib/harness.mjs';
 
 const HEAD_UNAVAILABLE = 'conflict: artifact head unavailable';
 const HEAD_CHANGED = 'conflict: artifact head changed';
@@ -497,4 +497,11 @@ describe('concurrency', () => {
 		const [[n]] = await stack.query(`SELECT count(*) FROM artifact_revisions WHERE d = '${d}'`);
 		assert.equal(n, '2');
 	});
+});
+
+// Plain filters read "#h" by channel: whatever this file stored (every
+// artifact operation, its markers, messages, deletions and moderation
+// events) names its channel in its h tag.
+test('every event stored names its channel in its h tag', async () => {
+	assert.deepEqual(await strayChannelEvents(stack), []);
 });

@@ -23,7 +23,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, newKey, post, pubkeyOf, signEvent, startRelay } from './lib/harness.mjs';
+import { connectWs, newKey, post, pubkeyOf, signEvent, startRelay, strayChannelEvents } from './lib/harness.mjs';
 
 const A = 'localhost';
 const B = 'b.example';
@@ -567,4 +567,12 @@ describe('the same UUIDs in another community', () => {
 		await outsiders.control.ws.next((m) => m[0] === 'EVENT' && m[2].id === probe.id, 10000);
 		await c.none((m) => m[0] === 'EVENT', QUIET_MS);
 	});
+});
+
+// Plain filters read "#h" by channel: whatever this file stored (messages,
+// redactions, artifacts created, updated, deleted, restored, moved and
+// redacted, the relay's markers, moderation events) names its channel in
+// its h tag.
+test('every event stored names its channel in its h tag', async () => {
+	assert.deepEqual(await strayChannelEvents(stack), []);
 });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { newKey, now, post, signEvent, startRelay } from './lib/harness.mjs';
+import { newKey, now, post, signEvent, startRelay, strayChannelEvents } from './lib/harness.mjs';
 
 let stack;
 let admin;
@@ -180,27 +180,10 @@ describe('filters of one channel', () => {
 		assert.deepEqual(await readIds(bob.sk, { '#h': [ch.toUpperCase()] }), []);
 	});
 
-	test('the database refuses an event whose h tag does not name its channel', async () => {
-		const [ch, other] = [crypto.randomUUID(), crypto.randomUUID()];
-		const { pk } = newKey();
-		const id = () => crypto.randomBytes(32).toString('hex');
-		const sqlChannel = (c) => (c ? `'${c}'::uuid` : 'NULL::uuid');
-		// Community -1: no community of this stack reads these rows.
-		const one = (c, tags) => stack.psql(`SELECT comb_store_event(-1, '${id()}', '${pk}', 1, 9,` +
-			` ${sqlChannel(c)}, '{}', '${JSON.stringify(tags)}')`);
-		const many = (c, tags) => stack.psql(`SELECT count(*) FROM comb_store_events('{-1,-1}',` +
-			` ARRAY['${id()}', '${id()}'], ARRAY['${pk}', '${pk}'], '{1,1}', '{9,9}',` +
-			` ARRAY['${ch}'::uuid, ${sqlChannel(c)}], '{"{}","{}"}',` +
-			` ARRAY['[["h","${ch}"]]'::json, '${JSON.stringify(tags)}'::json])`);
-		for (const [c, tags] of [[ch, [['h', other]]], [ch, []], [ch, [['p', ch]]], [null, [['h', ch]]],
-			[ch, [['h', ch], ['h', other]]]]) {
-			await assert.rejects(one(c, tags), /does not name its channel/, JSON.stringify([c, tags]));
-			await assert.rejects(many(c, tags), /does not name its channel/, JSON.stringify([c, tags]));
-		}
-		for (const [c, tags] of [[ch, [['h', ch]]], [ch, [['h', ch, 'wss://x'], ['h']]], [null, []], [null, [['e', ch]]]]) {
-			await one(c, tags);
-			await many(c, tags);
-		}
+	test('every event stored here names its channel in its h tag', async () => {
+		// Messages, moderation events and deletions of this file so far.
+		assert.ok(Number((await stack.query('SELECT count(*) FROM events'))[0][0]) > 10);
+		assert.deepEqual(await strayChannelEvents(stack), []);
 	});
 });
 

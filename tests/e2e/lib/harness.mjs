@@ -409,6 +409,17 @@ export async function queryOn(db, sql) {
 }
 
 /**
+ * The ids of the events `stack` stored whose h tags do not name their
+ * channel (comb_event_channel_ok, migrations/0010_reads_planned_once.sql):
+ * plain filters read "#h" by channel, so every write path keeps this empty.
+ */
+export async function strayChannelEvents(stack) {
+	const rows = await stack.query(
+		'SELECT id FROM events e WHERE NOT comb_event_channel_ok(e.seq, e.channel_id)');
+	return rows.map((r) => r[0]);
+}
+
+/**
  * A psql session on database db whose statements a test feeds one at a
  * time, so that it can hold a transaction open between two steps of
  * another writer. run(sql) resolves once psql has executed sql (and
