@@ -13,9 +13,9 @@
 -- has exactly one canonical h and is stored in that channel; a deletion
 -- has at most one), the end-to-end tests check it of everything they
 -- stored (comb_event_channel_ok), and the events stored before this
--- migration are checked once below. (A check inside the store functions
--- cost a tenth of their time per event: the relay's own checks are where
--- it is kept.) With it, a plain filter's "#h" is the same as a condition
+-- migration are checked once below. (Checking it again inside the store
+-- functions cost a tenth to a quarter of their time per event: the
+-- relay's own checks are where it is kept.) With it, a plain filter's "#h" is the same as a condition
 -- on events.channel_id, which the relay uses (read/query.c): PostgreSQL
 -- reads a channel's events through events_in_channel in the answer's own
 -- order instead of probing event_tags once per event, and a filter of one
