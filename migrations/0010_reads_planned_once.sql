@@ -55,7 +55,10 @@ DROP INDEX events_by_channel;
 -- takes their bytes from its revision cache or a second statement). The
 -- same answer as the general plain query of read/query.c for such a
 -- filter, with a plan made once per connection: the channel's access is
--- one lookup, and its events come from events_in_channel in order.
+-- one lookup, and its events come from events_in_channel in order. The
+-- access is written out rather than asked of comb_channel_view, which is
+-- not inlined here and then plans its body at every call (1,000 plain
+-- REQs at once: 1.5 ms per statement against 0.2 to 0.4).
 CREATE FUNCTION comb_channel_events(p_community bigint, p_reader text,
 				    p_named uuid[], p_keys integer[],
 				    p_channel uuid, p_kinds integer[],
