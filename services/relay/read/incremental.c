@@ -5,7 +5,7 @@
  * so items stamped below it can never appear later. A read returns only
  * such items and never moves the cursor past the horizon; a slow writer
  * delays the horizon but is never skipped. The change sources and their
- * access rules live in SQL (migrations/0004_incremental.sql and 0005,
+ * access rules live in SQL (migrations/0004_incremental.sql, 0005 and 0011,
  * comb_incremental_changes) so that access is applied before the page
  * limit.
  *
@@ -519,12 +519,10 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
 		SNAPSHOT_CTE
 		" SELECT s.horizon::text, s.sysid::text, s.epoch, true,"
-		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, h.accepted_seq"
+		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, c.seq"
 		" FROM s LEFT JOIN LATERAL comb_incremental_changes($1, $2, $3::int[],"
 		"  $4::uuid[], $5::boolean, $6::text[], $7::xid8, $8::int, $9::uuid,"
 		"  s.horizon, $10::int) c ON true"
-		" LEFT JOIN artifact_heads h ON c.what = 'upsert'"
-		"  AND h.community_id = $1 AND h.d = c.d"
 		" ORDER BY c.xid, c.src, c.d", 10);
 	char after_xid[24], after_src[8], lim[16];
 	struct change *items = NULL, *sorted = NULL;
@@ -603,9 +601,9 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 			continue;
 #endif
 		if (!strcmp(c->what, "upsert") && PQgetisnull(res, c->row, 9)) {
-			/* Heads are never deleted: a change without one is a
-			 * broken database, not an answer. */
-			comb_warn("incremental read: an upsert of %s has no head", c->d);
+			/* An upsert always names its revision: one without is
+			 * a broken database, not an answer. */
+			comb_warn("incremental read: an upsert of %s has no revision", c->d);
 			http_send_unavailable(rc->req, "database");
 			n = -1;
 			goto out;

@@ -1,0 +1,174 @@
+-- The change query hands out the revision to send with each upsert, and
+-- plans nothing per read.
+--
+-- comb_incremental_changes (0005) returned positions and reasons only, and
+-- its caller looked every upsert's head up again for the revision's seq;
+-- the `heads` and `gained` branches read that head already, so they now
+-- return its accepted_seq (NULL for every removal): the same rows, in the
+-- same snapshot, one index probe per upsert fewer. And the `grants`
+-- branch called comb_channel_view, a SQL function that PostgreSQL does not
+-- inline into a generic plan and so planned again at every read (about a
+-- millisecond of each read that found a membership change): it now joins
+-- the channel and writes the same CASE out, as `heads` and `moves` do. For
+-- a membership change the reader's membership is the changed row itself
+-- (members' key is community, channel, pubkey), counted only while
+-- active, as comb_channel_view counts it. The items and their order are
+-- those of 0005.
+DROP FUNCTION comb_incremental_changes(bigint, text, integer[], uuid[], boolean,
+				       text[], xid8, integer, uuid, xid8, integer);
+
+CREATE FUNCTION comb_incremental_changes(
+	p_community bigint, p_reader text, p_keys integer[], p_named uuid[],
+	p_scoped boolean, p_types text[], p_after_xid xid8, p_after_src integer,
+	p_after_d uuid, p_horizon xid8, p_limit integer)
+RETURNS TABLE (xid xid8, src integer, d uuid, channel uuid, what text,
+	       seq bigint)
+LANGUAGE plpgsql STABLE ROWS 100 SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH
+heads AS (
+	SELECT h.changed_xid AS xid, 1 AS src, h.d, h.channel_id AS channel,
+	       CASE WHEN h.deleted THEN 'deleted'
+		    WHEN h.redacted THEN 'redacted' ELSE 'upsert' END AS what,
+	       CASE WHEN NOT h.deleted AND NOT h.redacted THEN h.accepted_seq END AS seq
+	  FROM artifact_heads h
+	  JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id
+	  LEFT JOIN members m ON m.community_id = c.community_id
+		AND m.channel_id = c.id AND m.pubkey = p_reader AND m.active
+	 WHERE h.community_id = p_community
+	   AND h.changed_xid >= p_after_xid AND h.changed_xid < p_horizon
+	   AND (h.changed_xid, 1, h.d) > (p_after_xid, p_after_src, p_after_d)
+	   AND (p_types IS NULL OR h.type = ANY(p_types))
+	   AND (NOT p_scoped OR c.id = ANY(p_named))
+	   AND c.ttl IS NULL
+	   AND comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,
+			     m.role, c.id = ANY(p_named)) = ANY(p_keys)
+	 ORDER BY h.changed_xid, h.d
+	 LIMIT p_limit),
+move_views AS (
+	-- how the destination and the source stand for the reader now
+	-- (0, 1, 2 as comb_channel_view)
+	SELECT mv.moved_xid, mv.d, mv.from_channel,
+	       CASE WHEN ct.id IS NULL THEN 0
+		    WHEN p_scoped AND NOT (ct.id = ANY(p_named)) THEN 0
+		    WHEN comb_read_key(ct.visibility, ct.is_dm, ct.deleted, ct.archived,
+				       mt.role, ct.id = ANY(p_named)) <> ALL(p_keys) THEN 0
+		    WHEN ct.ttl IS NOT NULL THEN 2
+		    ELSE 1 END AS to_view,
+	       CASE WHEN cf.id IS NULL THEN 0
+		    WHEN p_scoped AND NOT (cf.id = ANY(p_named)) THEN 0
+		    WHEN comb_read_key(cf.visibility, cf.is_dm, cf.deleted, cf.archived,
+				       mf.role, cf.id = ANY(p_named)) <> ALL(p_keys) THEN 0
+		    WHEN cf.ttl IS NOT NULL THEN 2
+		    ELSE 1 END AS from_view
+	  FROM artifact_moves mv
+	  JOIN artifact_heads h ON h.community_id = mv.community_id AND h.d = mv.d
+	  LEFT JOIN channels ct ON ct.community_id = mv.community_id
+		AND ct.id = mv.to_channel
+	  LEFT JOIN members mt ON mt.community_id = mv.community_id
+		AND mt.channel_id = mv.to_channel AND mt.pubkey = p_reader AND mt.active
+	  LEFT JOIN channels cf ON cf.community_id = mv.community_id
+		AND cf.id = mv.from_channel
+	  LEFT JOIN members mf ON mf.community_id = mv.community_id
+		AND mf.channel_id = mv.from_channel AND mf.pubkey = p_reader AND mf.active
+	 WHERE mv.community_id = p_community
+	   AND mv.moved_xid >= p_after_xid AND mv.moved_xid < p_horizon
+	   AND (mv.moved_xid, 2, mv.d) > (p_after_xid, p_after_src, p_after_d)
+	   AND (p_types IS NULL OR h.type = ANY(p_types))
+	   AND (NOT p_scoped OR mv.from_channel = ANY(p_named))),
+moves AS (
+	SELECT v.moved_xid AS xid, 2 AS src, v.d, v.from_channel AS channel,
+	       CASE WHEN v.to_view = 2 THEN 'ttl' ELSE 'moved' END AS what,
+	       NULL::bigint AS seq
+	  FROM move_views v
+	 WHERE v.to_view <> 1
+	   AND (v.from_view = 1
+		-- or the reader lost the source after the move, so may hold it
+		OR EXISTS (SELECT 1 FROM members x
+			    WHERE x.community_id = p_community
+			      AND x.channel_id = v.from_channel
+			      AND x.pubkey = p_reader AND x.changed_xid > v.moved_xid)
+		OR EXISTS (SELECT 1 FROM channel_policy_log pl
+			    WHERE pl.community_id = p_community
+			      AND pl.channel_id = v.from_channel
+			      AND pl.xid > v.moved_xid
+			      AND comb_channel_view_before(pl, p_reader, p_keys,
+							   p_named, p_scoped) = 1))
+	 ORDER BY v.moved_xid, v.d
+	 LIMIT p_limit),
+grants AS (
+	-- membership changes (src 3) and policy changes (src 4) of channels,
+	-- with how the channel stands now (view_now: comb_channel_view's
+	-- CASE over the joined channel and the reader's active membership,
+	-- written out so that no function body is planned per read) and
+	-- whether it stood otherwise before
+	SELECT mb.changed_xid AS xid, 3 AS src, mb.channel_id AS channel,
+	       CASE WHEN c.id IS NULL THEN 0
+		    WHEN p_scoped AND NOT (c.id = ANY(p_named)) THEN 0
+		    WHEN comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,
+				       CASE WHEN mb.active THEN mb.role END,
+				       c.id = ANY(p_named)) <> ALL(p_keys) THEN 0
+		    WHEN c.ttl IS NOT NULL THEN 2
+		    ELSE 1 END AS now_view,
+	       -1 AS was_view
+	  FROM members mb
+	  LEFT JOIN channels c ON c.community_id = mb.community_id
+		AND c.id = mb.channel_id
+	 WHERE mb.community_id = p_community AND mb.pubkey = p_reader
+	   AND mb.changed_xid >= p_after_xid AND mb.changed_xid < p_horizon
+	   AND (NOT p_scoped OR mb.channel_id = ANY(p_named))
+	UNION ALL
+	SELECT pl.xid, 4, pl.channel_id,
+	       CASE WHEN c.id IS NULL THEN 0
+		    WHEN p_scoped AND NOT (c.id = ANY(p_named)) THEN 0
+		    WHEN comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,
+				       m.role, c.id = ANY(p_named)) <> ALL(p_keys) THEN 0
+		    WHEN c.ttl IS NOT NULL THEN 2
+		    ELSE 1 END,
+	       comb_channel_view_before(pl, p_reader, p_keys, p_named, p_scoped)
+	  FROM channel_policy_log pl
+	  LEFT JOIN channels c ON c.community_id = pl.community_id
+		AND c.id = pl.channel_id
+	  LEFT JOIN members m ON m.community_id = pl.community_id
+		AND m.channel_id = pl.channel_id AND m.pubkey = p_reader AND m.active
+	 WHERE pl.community_id = p_community
+	   AND pl.xid >= p_after_xid AND pl.xid < p_horizon
+	   AND (NOT p_scoped OR pl.channel_id = ANY(p_named))),
+gained AS (
+	-- every head of the channel, the deleted and redacted ones as their
+	-- removals: an earlier read may have passed their change while the
+	-- channel was out of view (a later loss already committed, xid above
+	-- its horizon) and a grant since then undid the loss
+	SELECT g.xid, g.src, h.d, h.channel_id AS channel,
+	       CASE WHEN h.deleted THEN 'deleted'
+		    WHEN h.redacted THEN 'redacted' ELSE 'upsert' END AS what,
+	       CASE WHEN NOT h.deleted AND NOT h.redacted THEN h.accepted_seq END AS seq
+	  FROM grants g
+	  JOIN artifact_heads h ON h.community_id = p_community
+		AND h.channel_id = g.channel
+	 WHERE g.now_view = 1 AND g.was_view <> 1
+	   AND (p_types IS NULL OR h.type = ANY(p_types))
+	   AND (g.xid, g.src, h.d) > (p_after_xid, p_after_src, p_after_d)
+	 ORDER BY g.xid, g.src, h.d
+	 LIMIT p_limit),
+lost AS (
+	SELECT g.xid, g.src, a.d, g.channel,
+	       CASE WHEN g.now_view = 2 THEN 'ttl' ELSE 'access' END AS what,
+	       NULL::bigint AS seq
+	  FROM grants g
+	 CROSS JOIN LATERAL comb_artifacts_at(p_community, g.channel, g.xid) a
+	  JOIN artifact_heads h ON h.community_id = p_community AND h.d = a.d
+	 WHERE g.now_view <> 1 AND (g.src = 3 OR g.was_view = 1)
+	   AND (p_types IS NULL OR h.type = ANY(p_types))
+	   AND (g.xid, g.src, a.d) > (p_after_xid, p_after_src, p_after_d)
+	 ORDER BY g.xid, g.src, a.d
+	 LIMIT p_limit)
+SELECT * FROM (
+	SELECT * FROM heads UNION ALL SELECT * FROM moves
+	UNION ALL SELECT * FROM gained UNION ALL SELECT * FROM lost) page
+ORDER BY page.xid, page.src, page.d
+LIMIT p_limit;
+END
+$$;
