@@ -14,12 +14,16 @@
 // - Messages a node stored are in its cache from their write on: a plain
 //   REQ for them on that node takes every one from the cache (no miss),
 //   and they are exactly the events sent.
+// - So are the artifact revisions it stored, created together (a run of
+//   creates) or one by one, and updated: a sync of their channel on that
+//   node takes every current revision from the cache, exactly the
+//   accepted ones.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, post, signEvent, startRelay } from './lib/harness.mjs';
-import { accept, createChannel, tagValue, uuid } from './lib/artifacts.mjs';
+import { connectWs, get, post, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
+import { accept, createChannel, revisionTags, tagValue, uuid } from './lib/artifacts.mjs';
 
 // 400 revisions of about 60 KB: 24 MB, well above the outbox (1 MiB) and
 // the loopback socket buffers of both ends (a few MB each).
@@ -172,5 +176,62 @@ describe('snapshots through the revision cache', () => {
 		const after = await metrics(0);
 		assert.equal(after.misses, before.misses, 'a message stored on this node was not in its cache');
 		assert.equal(after.hits - before.hits, sent.length);
+	});
+
+	test('artifact revisions stored on a node are read from its cache', async () => {
+		const T = await createChannel(stack, admin, { name: 'written' });
+		const current = new Map();   // d -> revision id
+		// Sixteen creates pipelined on one connection while the channel is
+		// locked, so that all but the first wait and are stored together
+		// (one run of creates, comb_artifact_create_run), and four posted
+		// one after another (each alone, comb_artifact_write).
+		const together = Array.from({ length: 16 }, (_, i) => signEvent(admin, {
+			kind: 45010,
+			tags: revisionTags({ d: uuid(), h: T, op: 'create' }),
+			content: `together ${i}`,
+		}));
+		const w = await connectWs(stack.wsUrls[0], admin);
+		sockets.push(w);
+		const lock = psqlSession(stack.dbName);
+		await lock.run('BEGIN;');
+		await lock.run(`SELECT 1 FROM channels WHERE id = '${T}' FOR UPDATE;`);
+		for (const ev of together)
+			w.send(['EVENT', ev]);
+		await sleep(300);
+		await lock.run('COMMIT;');
+		await lock.close();
+		for (const ev of together) {
+			const ok = await w.next((m) => m[0] === 'OK' && m[1] === ev.id, 10000);
+			assert.deepEqual(ok, ['OK', ev.id, true, '']);
+		}
+		const alone = [];
+		for (let i = 0; i < 4; i++)
+			alone.push(await accept(stack, admin, { d: uuid(), h: T, op: 'create',
+				type: 'demo.task', content: `alone ${i}` }));
+		for (const r of [...together, ...alone])
+			current.set(tagValue(r, 'd'), r.id);
+		// Updates of five of them: the updated revisions are current.
+		for (const r of [...together.slice(0, 3), ...alone.slice(0, 2)]) {
+			const u = await accept(stack, admin, { d: tagValue(r, 'd'), h: T, op: 'update',
+				type: 'demo.task', prev: r.id, content: 'updated' });
+			current.set(tagValue(u, 'd'), u.id);
+		}
+		const c = await connectWs(stack.wsUrls[0], admin);
+		sockets.push(c);
+		const before = await metrics(0);
+		c.send(['REQ', 'written', { artifact: 'current', '#h': [T] }]);
+		const got = new Map();
+		for (;;) {
+			const m = await c.next(isFor('written'), 20000);
+			if (m[0] === 'EOSE')
+				break;
+			assert.equal(m[0], 'EVENT', JSON.stringify(m).slice(0, 200));
+			got.set(tagValue(m[2], 'd'), m[2].id);
+		}
+		assert.deepEqual(got, current);
+		const after = await metrics(0);
+		assert.equal(after.misses, before.misses,
+			'an artifact revision stored on this node was not in its cache');
+		assert.equal(after.hits - before.hits, current.size);
 	});
 });

@@ -74,6 +74,7 @@ static const struct {
 struct written {
 	int outcome;
 	bool inserted;          /* the revision's event was new */
+	char seq[24];           /* the new event's seq, or "" */
 	char source[37];        /* a move: the home it left */
 	char replaced[65];      /* a move: the revision it replaced */
 };
@@ -193,7 +194,8 @@ static int write_args_fill(const struct writer *w, const struct comb_event *ev,
 }
 
 /*
- * Calls comb_artifact_write for ev with the plugins' keys and fills wr.
+ * Calls comb_artifact_write for ev with the plugins' keys and fills wr;
+ * keeps a new event's bytes in the revision cache.
  * Returns 0, COMB_ENOMEM or COMB_EUNAVAIL.
  */
 static int call_write(struct writer *w, const struct comb_event *ev,
@@ -201,7 +203,8 @@ static int call_write(struct writer *w, const struct comb_event *ev,
 {
 	static struct comb_db_stmt write = COMB_DB_STMT(
 		"SELECT outcome, inserted, coalesce(source::text, ''),"
-		" coalesce(replaced, '')"
+		" coalesce(replaced, ''), CASE WHEN outcome = 0 AND inserted"
+		"  THEN comb_written_seq($1::bigint, $2)::text ELSE '' END"
 		" FROM comb_artifact_write($1::bigint, $2, $3, $4::bigint, $5,"
 		" $6::json, $7::uuid, $8::uuid, $9, $10, $11, $12, $13::boolean,"
 		" $14::integer[], $15::integer[])", ARG_COUNT);
@@ -221,6 +224,9 @@ static int call_write(struct writer *w, const struct comb_event *ev,
 		snprintf(wr->source, sizeof(wr->source), "%s", PQgetvalue(res, 0, 2));
 		snprintf(wr->replaced, sizeof(wr->replaced), "%s",
 			 PQgetvalue(res, 0, 3));
+		snprintf(wr->seq, sizeof(wr->seq), "%s", PQgetvalue(res, 0, 4));
+		if (wr->seq[0])
+			write_keep_stored(w, wr->seq, &a.p.raw);
 	}
 	PQclear(res);
 out:
@@ -291,6 +297,7 @@ void write_artifact(struct writer *w, const struct comb_event *ev,
 struct run_args {
 	size_t *item;                     /* index into the run's items */
 	struct artifact_envelope *env;
+	struct comb_buf *raw;             /* each write's event bytes */
 	struct comb_buf lit[ARG_COUNT];
 };
 
@@ -299,7 +306,8 @@ static int call_write_run(struct writer *w, struct run_args *r, size_t n,
 			  struct written *wr)
 {
 	static struct comb_db_stmt write_run = COMB_DB_STMT(
-		"SELECT outcome, inserted FROM comb_artifact_write_run("
+		"SELECT outcome, inserted, coalesce(seq::text, '')"
+		" FROM comb_artifact_write_run("
 		"$1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[],"
 		" $6::json[], $7::uuid[], $8::uuid[], $9::text[], $10::text[],"
 		" $11::text[], $12::text[], $13::boolean[], $14::text[],"
@@ -323,6 +331,7 @@ static int call_write_run(struct writer *w, struct run_args *r, size_t n,
 	for (i = 0; i < n && rc == 0; i++) {
 		wr[i].outcome = (int)strtol(PQgetvalue(res, (int)i, 0), NULL, 10);
 		wr[i].inserted = PQgetvalue(res, (int)i, 1)[0] == 't';
+		snprintf(wr[i].seq, sizeof(wr[i].seq), "%s", PQgetvalue(res, (int)i, 2));
 	}
 	PQclear(res);
 	return rc;
@@ -335,11 +344,12 @@ int write_artifact_run(struct writer *w, struct write_item *items, size_t n)
 	struct run_args r = {
 		.item = calloc(n, sizeof(*r.item)),
 		.env = calloc(n, sizeof(*r.env)),
+		.raw = calloc(n, sizeof(*r.raw)),
 	};
 	struct written *wr = calloc(n, sizeof(*wr));
 	size_t i, called = 0;
 	char err[256];
-	int k, rc = r.item && r.env && wr ? 0 : COMB_ENOMEM;
+	int k, rc = r.item && r.env && r.raw && wr ? 0 : COMB_ENOMEM;
 
 	for (k = 0; k < ARG_COUNT; k++) {
 		comb_buf_init(&r.lit[k], max);
@@ -358,6 +368,9 @@ int write_artifact_run(struct writer *w, struct write_item *items, size_t n)
 		rc = write_args_fill(&one, items[i].ev, &r.env[called], &a);
 		for (k = 0; k < ARG_COUNT && rc == 0; k++)
 			rc = comb_buf_pg_array_item(&r.lit[k], a.v[k]);
+		/* the bytes stay for the revision cache */
+		r.raw[called] = a.p.raw;
+		comb_buf_init(&a.p.raw, 0);
 		write_event_params_release(&a.p);
 		r.item[called++] = i;
 	}
@@ -367,14 +380,20 @@ int write_artifact_run(struct writer *w, struct write_item *items, size_t n)
 		if (!answer(&wr[i], items[r.item[i]].out))
 			rc = COMB_EUNAVAIL;
 	}
-	for (i = 0; i < called && rc == 0; i++)
-		write_item_deliver(&items[r.item[i]],
-				   wr[i].outcome == OUTCOME_STORED && wr[i].inserted,
-				   r.env[i].h);
+	for (i = 0; i < called && rc == 0; i++) {
+		bool stored = wr[i].outcome == OUTCOME_STORED && wr[i].inserted;
+
+		if (stored && wr[i].seq[0])
+			write_keep_stored(w, wr[i].seq, &r.raw[i]);
+		write_item_deliver(&items[r.item[i]], stored, r.env[i].h);
+	}
+	for (i = 0; i < called; i++)
+		comb_buf_release(&r.raw[i]);
 	for (k = 0; k < ARG_COUNT; k++)
 		comb_buf_release(&r.lit[k]);
 	free(r.item);
 	free(r.env);
+	free(r.raw);
 	free(wr);
 	return rc;
 }

@@ -60,6 +60,14 @@ int write_event_params(const struct writer *w, const struct comb_event *ev,
 		       struct event_params *p);
 void write_event_params_release(struct event_params *p);
 
+/*
+ * Keeps the bytes raw of an event this write inserted, as seq (text), in
+ * the node's revision cache, so that reads on this node find it there.
+ * Done before the transaction commits: a rolled-back insert's seq is
+ * never used again, so no read ever asks for it.
+ */
+void write_keep_stored(struct writer *w, const char *seq, const struct comb_buf *raw);
+
 /* The checks before any kind's writer (events.c): the author is the
  * authenticated user and the rate limit allows one more write. Returns
  * false after filling out. */

@@ -85,13 +85,7 @@ void write_event_params_release(struct event_params *p)
 	comb_buf_release(&p->raw);
 }
 
-/*
- * Keeps the bytes raw of an event this write inserted, as seq (text), in
- * the node's revision cache, so that reads on this node find it there.
- * Done before the transaction commits: a rolled-back insert's seq is
- * never used again, so no read ever asks for it.
- */
-static void keep_stored(struct writer *w, const char *seq, const struct comb_buf *raw)
+void write_keep_stored(struct writer *w, const char *seq, const struct comb_buf *raw)
 {
 	revcache_put(w->relay->revisions, strtoll(seq, NULL, 10), raw->data, raw->len);
 }
@@ -123,7 +117,7 @@ int write_store_event(struct writer *w, const struct comb_event *ev,
 	} else {
 		*inserted = PQgetvalue(res, 0, 1)[0] == 't';
 		if (*inserted)
-			keep_stored(w, PQgetvalue(res, 0, 0), &p.raw);
+			write_keep_stored(w, PQgetvalue(res, 0, 0), &p.raw);
 	}
 	PQclear(res);
 	if (rc == 0 && *inserted)
@@ -201,7 +195,7 @@ int write_store_events(struct writer *w, const struct comb_event *const *evs,
 	for (i = 0; i < n; i++) {
 		inserted[i] = PQgetvalue(res, (int)i, 1)[0] == 't';
 		if (inserted[i])
-			keep_stored(w, PQgetvalue(res, (int)i, 0), &ps[i].raw);
+			write_keep_stored(w, PQgetvalue(res, (int)i, 0), &ps[i].raw);
 	}
 out:
 	PQclear(res);
