@@ -494,6 +494,34 @@ test('known-ID reads answer each id, unknown and unreadable alike', async () => 
 	assert.deepEqual(f, { op: 'remove', d: unknown, reason: 'access' });
 });
 
+test('a community admin reads as one in the read\'s own snapshot, and stops when removed', async () => {
+	// The reader's admin status is read by each read's statement, with the
+	// data (READER_KEYS in read/incremental.c): as a community admin it
+	// reads private channels it is not a member of, then no longer.
+	const priv = await createChannel(stack, admin, { visibility: 'private' });
+	const [art] = await createArtifacts(priv, 1);
+	const u = newKey();
+	const community = String(stack.communities[0].id);
+	const firstRead = async (extra = {}) => (await readOk(u.sk, { limit: 1000, ...extra })).changes;
+	const listed = (changes) => changes.some((c) => c.op === 'upsert' && c.event.id === art.id);
+	assert.ok(!listed(await firstRead()), 'a plain member read a private channel');
+	assert.ok(!listed(await firstRead({ '#h': [priv] })));
+	let r = await stack.admin(['community', 'add-admin', '--id', community, u.pk]);
+	assert.equal(r.code, 0, r.stderr);
+	try {
+		assert.ok(listed(await firstRead()), 'a community admin did not read a private channel');
+		assert.ok(listed(await firstRead({ '#h': [priv] })));
+		const known = await readOk(u.sk, { '#d': [art.d] });
+		assert.equal(known.changes[0].event?.id, art.id);
+	} finally {
+		r = await stack.admin(['community', 'remove-admin', '--id', community, u.pk]);
+		assert.equal(r.code, 0, r.stderr);
+	}
+	assert.ok(!listed(await firstRead()), 'a removed admin still read a private channel');
+	const known = await readOk(u.sk, { '#d': [art.d] });
+	assert.deepEqual(known.changes[0], { op: 'remove', d: art.d, reason: 'access' });
+});
+
 // --- exactness ----------------------------------------------------------------------
 
 test('a writer transaction held open is never skipped', async () => {

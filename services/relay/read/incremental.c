@@ -64,7 +64,8 @@ const char read_warm_sql[] =
 struct read_ctx {
 	struct request *req;
 	struct inc_request in;
-	char keys[ACCESS_KEYS_LITERAL];
+	char keys[ACCESS_KEYS_LITERAL];        /* the reader's, as a member */
+	char admin_keys[ACCESS_KEYS_LITERAL];  /* as a community admin */
 	struct comb_buf named;  /* uuid[] literal of #h ("{}" when absent) */
 	struct comb_buf types;  /* text[] literal of #type, or empty: any */
 	unsigned char scope[COMB_CURSOR_SCOPE_LEN];
@@ -337,8 +338,18 @@ static void read_horizon(struct read_ctx *rc, const PGresult *res)
 	" (SELECT system_identifier FROM pg_control_system()) AS sysid," \
 	" (SELECT cursor_epoch FROM communities WHERE id = $1) AS epoch)"
 
+/* The reader's read keys in a statement whose $n is rc->admin_keys: the
+ * admin's when the reader is a community admin in the statement's own
+ * snapshot, else $3, so that who the reader is and what it may read are
+ * one snapshot's, like the data (and no statement of its own is needed
+ * to ask). */
+#define READER_KEYS(n) \
+	"(CASE WHEN EXISTS (SELECT 1 FROM community_admins a" \
+	" WHERE a.community_id = $1 AND a.pubkey = $2)" \
+	" THEN $" #n "::int[] ELSE $3::int[] END)"
+
 /* The parameters shared by every statement: $1 community, $2 reader,
- * $3 read keys, $4 named channels, $5 scoped, $6 types. */
+ * $3 read keys as a member, $4 named channels, $5 scoped, $6 types. */
 static void common_params(struct read_ctx *rc, const char **p)
 {
 	p[0] = rc->req->community.id_text;
@@ -357,12 +368,13 @@ static void known_ids(struct read_ctx *rc)
 		"SELECT r.d::text, h.channel_id::text, h.deleted, h.redacted, e.raw,"
 		" CASE WHEN h.d IS NULL THEN 0"
 		"  WHEN $6::text[] IS NOT NULL AND h.type <> ALL($6::text[]) THEN 0"
-		"  ELSE comb_channel_view($1, h.channel_id, $2, $3::int[], $4::uuid[], $5) END"
+		"  ELSE comb_channel_view($1, h.channel_id, $2, " READER_KEYS(8) ","
+		"   $4::uuid[], $5) END"
 		" FROM unnest($7::uuid[]) WITH ORDINALITY AS r(d, n)"
 		" LEFT JOIN artifact_heads h ON h.community_id = $1 AND h.d = r.d"
 		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
-		" ORDER BY r.n", 7);
-	const char *p[7];
+		" ORDER BY r.n", 8);
+	const char *p[8];
 	struct comb_buf ids;
 	PGresult *res;
 	int i, err = 0;
@@ -375,6 +387,7 @@ static void known_ids(struct read_ctx *rc)
 		return;
 	}
 	p[6] = ids.data;
+	p[7] = rc->admin_keys;
 	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
 	comb_buf_release(&ids);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -430,18 +443,18 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 		"   AND c.id = ANY($4::uuid[])"
 		"   AND ($5::text[] IS NULL OR h.type = ANY($5::text[]))"
 		"   AND comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,"
-		"    m.role, true) = ANY($3::int[])"
+		"    m.role, true) = ANY(" READER_KEYS(8) ")"
 		"  ORDER BY h.d LIMIT $7::int) l ON true"
-		" ORDER BY l.d", 7);
+		" ORDER BY l.d", 8);
 	/* A read of every channel: the same plan for every page, made once
 	 * per connection (comb_heads_page). */
 	static struct comb_db_stmt unscoped = COMB_DB_STMT(
 		SNAPSHOT_CTE
 		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.accepted_seq"
-		" FROM s LEFT JOIN LATERAL comb_heads_page($1, $2, $3::int[], $4::uuid[],"
-		"  $5::text[], $6::uuid, $7::int) l ON true"
-		" ORDER BY l.d", 7);
-	const char *p[7];
+		" FROM s LEFT JOIN LATERAL comb_heads_page($1, $2, " READER_KEYS(8) ","
+		"  $4::uuid[], $5::text[], $6::uuid, $7::int) l ON true"
+		" ORDER BY l.d", 8);
+	const char *p[8];
 	char lim[16];
 	PGresult *res;
 	int i, n, err = 0;
@@ -452,6 +465,7 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	p[5] = after;
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	p[6] = lim;
+	p[7] = rc->admin_keys;
 	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db,
 				rc->in.has_channels ? &scoped : &unscoped, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
@@ -520,13 +534,13 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		SNAPSHOT_CTE
 		" SELECT s.horizon::text, s.sysid::text, s.epoch, true,"
 		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, c.seq"
-		" FROM s LEFT JOIN LATERAL comb_incremental_changes($1, $2, $3::int[],"
-		"  $4::uuid[], $5::boolean, $6::text[], $7::xid8, $8::int, $9::uuid,"
-		"  s.horizon, $10::int) c ON true"
-		" ORDER BY c.xid, c.src, c.d", 10);
+		" FROM s LEFT JOIN LATERAL comb_incremental_changes($1, $2,"
+		"  " READER_KEYS(11) ", $4::uuid[], $5::boolean, $6::text[], $7::xid8,"
+		"  $8::int, $9::uuid, s.horizon, $10::int) c ON true"
+		" ORDER BY c.xid, c.src, c.d", 11);
 	char after_xid[24], after_src[8], lim[16];
 	struct change *items = NULL, *sorted = NULL;
-	const char *p[10];
+	const char *p[11];
 	PGresult *res;
 	int i, n, err = 0;
 
@@ -538,6 +552,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	p[7] = after_src;
 	p[8] = *pos->key ? pos->key : NIL_UUID;
 	p[9] = lim;
+	p[10] = rc->admin_keys;
 	*ran = true;
 	if (!rc->expect_change) {
 		res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &probe,
@@ -742,7 +757,7 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 {
 	struct read_ctx rc = {.req = req, .page = page, .expect_change = expect_change};
 	unsigned char key[32];
-	struct actor actor;
+	struct actor member = {0}, admin = {.community_admin = true};
 	char err[256], token[ADMISSION_TOKEN_LEN];
 	int admitted;
 
@@ -781,12 +796,11 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 	default:
 		break;
 	}
-	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
-		req->db_broken = comb_db_conn_lost(req->db);
-		http_send_unavailable(req, "database");
-		goto out;
-	}
-	access_read_keys_literal(req->relay, &actor, rc.keys);
+	/* Both: the statements choose (READER_KEYS). */
+	snprintf(member.pubkey, sizeof(member.pubkey), "%s", req->pubkey);
+	snprintf(admin.pubkey, sizeof(admin.pubkey), "%s", req->pubkey);
+	access_read_keys_literal(req->relay, &member, rc.keys);
+	access_read_keys_literal(req->relay, &admin, rc.admin_keys);
 	comb_cursor_scope(req->pubkey, rc.in.channels, rc.in.nchannels,
 			  rc.in.types, rc.in.ntypes, rc.scope);
 	if (comb_buf_pg_array(&rc.named, rc.in.channels, rc.in.nchannels) ||
