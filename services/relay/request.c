@@ -48,6 +48,22 @@ void http_send_json(struct request *req, int status, const char *json,
 	mg_write(req->conn, json, len);
 }
 
+void http_send_json_buf(struct request *req, struct comb_buf *body)
+{
+	struct comb_buf taken;
+
+	if (!req->capture) {
+		http_send_json(req, 200, body->data, "");
+		return;
+	}
+	http_release_db(req);
+	req->status = 200;
+	taken = *req->capture;
+	*req->capture = *body;
+	*body = taken;
+	comb_buf_reset(body);
+}
+
 void http_send_error(struct request *req, int status, const char *message)
 {
 	struct comb_buf b;

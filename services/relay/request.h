@@ -61,6 +61,11 @@ struct request {
 void http_send_json(struct request *req, int status, const char *json,
 		    const char *extra_headers);
 
+/* Sends a 200 answer whose JSON body (NUL-terminated) is in body; a
+ * captured answer takes body's bytes instead of a copy of them, leaving
+ * body empty. */
+void http_send_json_buf(struct request *req, struct comb_buf *body);
+
 /* Sends {"error": message} with status; 503 and 429 get a Retry-After. */
 void http_send_error(struct request *req, int status, const char *message);
 

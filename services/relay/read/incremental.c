@@ -312,7 +312,7 @@ static void send_page(struct read_ctx *rc, const char *cursor, bool more)
 			comb_warn("incremental read cut short: %s", why);
 		http_stream_end(rc->req, !err);
 	} else if (!err) {
-		http_send_json(rc->req, 200, rc->out.data, "");
+		http_send_json_buf(rc->req, &rc->out);
 	} else if (err == COMB_ENOMEM) {
 		http_send_error(rc->req, 503, "error: out of memory");
 	} else if (!strcmp(why, "error: query budget exceeded")) {
