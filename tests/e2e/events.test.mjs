@@ -117,10 +117,10 @@ describe('chat messages (kind 9)', () => {
 			id, pubkey: ev.pubkey, created_at: ev.created_at, kind: ev.kind, tags: evTags, content, sig,
 		}));
 		assert.deepEqual(await read(alice.sk, { ids: [ev.id] }), [JSON.parse(JSON.stringify(ev))]);
-		// Its single-letter tags are indexed for #h and #p.
+		// Its single-letter tags are indexed for #p; #h is its channel.
 		const tags = await stack.query('SELECT name, value FROM event_tags WHERE event_seq =' +
 			` (SELECT seq FROM events WHERE id = '${ev.id}') ORDER BY name`);
-		assert.deepEqual(tags, [['h', open], ['p', stack.communities[0].owner]]);
+		assert.deepEqual(tags, [['p', stack.communities[0].owner]]);
 	});
 
 	test('sending the same message again is accepted and stores it once', async () => {

@@ -23,7 +23,8 @@ bool write_is_fresh(const struct writer *w, const struct comb_event *ev);
 bool write_exec(struct writer *w, const char *sql);
 
 /*
- * Inserts ev into events (and its single-letter tags into event_tags)
+ * Inserts ev into events (and its single-letter tags but h, its
+ * channel, into event_tags)
  * inside the caller's transaction, with channel_id (NULL for none).
  * *inserted is false when the community already had this event id; an
  * event it inserted is also kept in the node's revision cache.
