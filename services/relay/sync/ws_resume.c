@@ -814,8 +814,10 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 		if (rc == 0 && format_changes(&frame, sub->base.id, &pg))
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 		if (rc == 0) {
+			/* written by this thread as the client reads, not
+			 * copied for the writer thread */
 			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len,
-					    WS_PUSH_WAIT);
+					    WS_PUSH_WAIT | WS_PUSH_STREAM);
 			if (rc)
 				rc = COMB_EIO;
 		}
