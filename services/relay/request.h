@@ -100,8 +100,9 @@ void http_send_timeout(struct request *req);
 /*
  * A 200 JSON answer sent as it is produced (chunked transfer encoding),
  * for answers too large to hold: begin sends the headers (giving req->db
- * back first), write sends part of the body (it returns 0, or COMB_EIO
- * once the client is gone), end finishes the answer, or, when complete is
+ * back first), write sends part of the body as one chunk (it returns 0,
+ * COMB_EIO once the client is gone, or COMB_ENOMEM), end finishes the
+ * answer, or, when complete is
  * false (the rest could not be produced), closes the connection without
  * the last chunk so that the client sees the answer cut short. Not for
  * captured answers.

@@ -122,14 +122,17 @@ static int stream_event(void *ctx, const char *raw, size_t len, char *why,
 			size_t whylen)
 {
 	struct stream_out *o = ctx;
+	int err;
 
 	if ((o->events++ && comb_buf_putc(&o->buf, ',')) ||
 	    comb_buf_append(&o->buf, raw, len))
 		return comb_fail(why, whylen, COMB_ENOMEM, "out of memory");
 	if (o->whole || o->buf.len < READ_CHUNK_BYTES)
 		return 0;
-	if (http_stream_write(o->req, o->buf.data, o->buf.len))
-		return comb_fail(why, whylen, COMB_EIO, "the client left");
+	err = http_stream_write(o->req, o->buf.data, o->buf.len);
+	if (err)
+		return comb_fail(why, whylen, err, err == COMB_EIO ? "the client left"
+								  : "out of memory");
 	comb_buf_reset(&o->buf);
 	return 0;
 }
