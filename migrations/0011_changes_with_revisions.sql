@@ -9,14 +9,33 @@
 -- branch called comb_channel_view, a SQL function that PostgreSQL does not
 -- inline into a generic plan and so planned again at every read (about a
 -- millisecond of each read that found a membership change): it now joins
--- the channel and writes the same CASE out, as `heads` and `moves` do. For
--- a membership change the reader's membership is the changed row itself
--- (members' key is community, channel, pubkey), counted only while
--- active, as comb_channel_view counts it. The items and their order are
--- those of 0005.
+-- the channel and asks comb_view_of, comb_channel_view's CASE over a
+-- joined channel's columns, which as a plain expression is inlined into
+-- the plan (the `moves` branch, which wrote that CASE out twice, asks it
+-- too). For a membership change the reader's membership is the changed
+-- row itself (members' key is community, channel, pubkey), counted only
+-- while active, as comb_channel_view counts it. The items and their order
+-- are those of 0005.
 DROP FUNCTION comb_incremental_changes(bigint, text, integer[], uuid[], boolean,
 				       text[], xid8, integer, uuid, xid8, integer);
 
+-- How the channel whose columns are given stands for a reader whose role
+-- in it is p_role (NULL: none), as comb_channel_view answers: 0 out of
+-- view (or no channel: p_id NULL), 1 in view, 2 in view with a TTL. An
+-- expression without FROM, so that PostgreSQL inlines it into the plan of
+-- its caller, generic or not.
+CREATE FUNCTION comb_view_of(p_id uuid, p_visibility smallint, p_is_dm boolean,
+			     p_deleted boolean, p_archived boolean,
+			     p_ttl integer, p_role smallint, p_keys integer[],
+			     p_named uuid[], p_scoped boolean)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT CASE WHEN p_id IS NULL THEN 0
+		    WHEN p_scoped AND NOT (p_id = ANY(p_named)) THEN 0
+		    WHEN comb_read_key(p_visibility, p_is_dm, p_deleted, p_archived,
+				       p_role, p_id = ANY(p_named)) <> ALL(p_keys) THEN 0
+		    WHEN p_ttl IS NOT NULL THEN 2
+		    ELSE 1 END
+$$;
 CREATE FUNCTION comb_incremental_changes(
 	p_community bigint, p_reader text, p_keys integer[], p_named uuid[],
 	p_scoped boolean, p_types text[], p_after_xid xid8, p_after_src integer,
@@ -49,20 +68,11 @@ heads AS (
 	 LIMIT p_limit),
 move_views AS (
 	-- how the destination and the source stand for the reader now
-	-- (0, 1, 2 as comb_channel_view)
 	SELECT mv.moved_xid, mv.d, mv.from_channel,
-	       CASE WHEN ct.id IS NULL THEN 0
-		    WHEN p_scoped AND NOT (ct.id = ANY(p_named)) THEN 0
-		    WHEN comb_read_key(ct.visibility, ct.is_dm, ct.deleted, ct.archived,
-				       mt.role, ct.id = ANY(p_named)) <> ALL(p_keys) THEN 0
-		    WHEN ct.ttl IS NOT NULL THEN 2
-		    ELSE 1 END AS to_view,
-	       CASE WHEN cf.id IS NULL THEN 0
-		    WHEN p_scoped AND NOT (cf.id = ANY(p_named)) THEN 0
-		    WHEN comb_read_key(cf.visibility, cf.is_dm, cf.deleted, cf.archived,
-				       mf.role, cf.id = ANY(p_named)) <> ALL(p_keys) THEN 0
-		    WHEN cf.ttl IS NOT NULL THEN 2
-		    ELSE 1 END AS from_view
+	       comb_view_of(ct.id, ct.visibility, ct.is_dm, ct.deleted,
+			    ct.archived, ct.ttl, mt.role, p_keys, p_named, p_scoped) AS to_view,
+	       comb_view_of(cf.id, cf.visibility, cf.is_dm, cf.deleted,
+			    cf.archived, cf.ttl, mf.role, p_keys, p_named, p_scoped) AS from_view
 	  FROM artifact_moves mv
 	  JOIN artifact_heads h ON h.community_id = mv.community_id AND h.d = mv.d
 	  LEFT JOIN channels ct ON ct.community_id = mv.community_id
@@ -100,18 +110,12 @@ moves AS (
 	 LIMIT p_limit),
 grants AS (
 	-- membership changes (src 3) and policy changes (src 4) of channels,
-	-- with how the channel stands now (view_now: comb_channel_view's
-	-- CASE over the joined channel and the reader's active membership,
-	-- written out so that no function body is planned per read) and
-	-- whether it stood otherwise before
+	-- with how the channel stands now for the reader and whether it
+	-- stood otherwise before
 	SELECT mb.changed_xid AS xid, 3 AS src, mb.channel_id AS channel,
-	       CASE WHEN c.id IS NULL THEN 0
-		    WHEN p_scoped AND NOT (c.id = ANY(p_named)) THEN 0
-		    WHEN comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,
-				       CASE WHEN mb.active THEN mb.role END,
-				       c.id = ANY(p_named)) <> ALL(p_keys) THEN 0
-		    WHEN c.ttl IS NOT NULL THEN 2
-		    ELSE 1 END AS now_view,
+	       comb_view_of(c.id, c.visibility, c.is_dm, c.deleted,
+			    c.archived, c.ttl, CASE WHEN mb.active THEN mb.role END,
+			    p_keys, p_named, p_scoped) AS now_view,
 	       -1 AS was_view
 	  FROM members mb
 	  LEFT JOIN channels c ON c.community_id = mb.community_id
@@ -121,12 +125,8 @@ grants AS (
 	   AND (NOT p_scoped OR mb.channel_id = ANY(p_named))
 	UNION ALL
 	SELECT pl.xid, 4, pl.channel_id,
-	       CASE WHEN c.id IS NULL THEN 0
-		    WHEN p_scoped AND NOT (c.id = ANY(p_named)) THEN 0
-		    WHEN comb_read_key(c.visibility, c.is_dm, c.deleted, c.archived,
-				       m.role, c.id = ANY(p_named)) <> ALL(p_keys) THEN 0
-		    WHEN c.ttl IS NOT NULL THEN 2
-		    ELSE 1 END,
+	       comb_view_of(c.id, c.visibility, c.is_dm, c.deleted,
+			    c.archived, c.ttl, m.role, p_keys, p_named, p_scoped),
 	       comb_channel_view_before(pl, p_reader, p_keys, p_named, p_scoped)
 	  FROM channel_policy_log pl
 	  LEFT JOIN channels c ON c.community_id = pl.community_id
