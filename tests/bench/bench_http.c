@@ -117,6 +117,11 @@ static int read_chunked(struct bench_http *c, size_t at, struct comb_buf *resp)
 		if (rc)
 			return rc;
 		at += size + 2;
+		/* Keep only what is not read yet: c->in stays about a chunk
+		 * instead of growing (and faulting in) the whole answer again. */
+		memmove(c->in.data, c->in.data + at, c->in.len - at + 1);
+		c->in.len -= at;
+		at = 0;
 	}
 }
 

@@ -39,6 +39,10 @@ static int sync_req(struct comb_buf *b, const char *sub, const struct bench_layo
 
 /* ---- sync-snapshot ---- */
 
+/* Room for one EVENT frame of the fixture (about 5.1 KB), faulted in for
+ * all the expected frames before the clock. */
+#define SNAP_FRAME_ROOM 6144
+
 struct snap {
 	struct comb_buf frames;      /* the EVENT messages, back to back */
 	size_t *ends;                /* where each one ends */
@@ -195,7 +199,11 @@ int bench_cmd_sync_snapshot(int argc, char **argv)
 			snprintf(reason, sizeof(reason), "cannot authenticate: %.200s",
 				 loop.first_error);
 			bad++;
+		} else if (bench_buf_prefault(&s.frames, (size_t)expected * SNAP_FRAME_ROOM)) {
+			snprintf(reason, sizeof(reason), "out of memory");
+			bad++;
 		} else {
+			/* the frames' room faulted in before the clock */
 			loop.ctx = &s;
 			t0 = bench_now();
 			bench_ws_send(&loop, ws, req.data, req.len);

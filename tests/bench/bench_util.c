@@ -84,6 +84,21 @@ double bench_quantile(double *v, size_t n, double q)
 	return v[i] + (v[i + 1] - v[i]) * (pos - (double)i);
 }
 
+int bench_buf_prefault(struct comb_buf *b, size_t bytes)
+{
+	static const char zeros[65536];
+	int rc = 0;
+
+	comb_buf_reset(b);
+	while (rc == 0 && b->len < bytes)
+		rc = comb_buf_append(b, zeros, bytes - b->len < sizeof(zeros) ?
+					       bytes - b->len : sizeof(zeros));
+	if (rc == 0 && b->data)
+		memset(b->data, 0, b->cap);
+	comb_buf_reset(b);
+	return rc;
+}
+
 void bench_sha256_hex(const void *data, size_t len, char out[65])
 {
 	unsigned char md[SHA256_DIGEST_LENGTH];

@@ -172,6 +172,15 @@ static int queue_frame(struct bench_loop *loop, struct bench_ws *ws, int opcode,
 	return ws->state == BENCH_WS_CLOSED ? COMB_EIO : 0;
 }
 
+int bench_ws_prefault(struct bench_ws *ws, size_t bytes)
+{
+	int rc = grow(&ws->in, &ws->in_cap, ws->in_len + bytes);
+
+	if (rc == 0)
+		memset(ws->in + ws->in_len, 0, ws->in_cap - ws->in_len);
+	return rc;
+}
+
 int bench_ws_send(struct bench_loop *loop, struct bench_ws *ws,
 		  const char *data, size_t len)
 {
