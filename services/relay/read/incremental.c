@@ -417,7 +417,7 @@ static void known_ids(struct read_ctx *rc)
 		http_send_error(rc->req, 503, "error: out of memory");
 		return;
 	}
-	http_send_json(rc->req, 200, rc->out.data, "");
+	http_send_json_buf(rc->req, &rc->out);
 }
 
 /*
@@ -780,7 +780,13 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 	}
 	comb_buf_init(&rc.named, 64 * INC_MAX_SCOPE);
 	comb_buf_init(&rc.types, 160 * INC_MAX_SCOPE);
-	comb_buf_init(&rc.out, 64u << 20);
+	if (req->capture) {
+		/* written after what the caller put there (read.h) */
+		rc.out = *req->capture;
+		comb_buf_init(req->capture, rc.out.max);
+	} else {
+		comb_buf_init(&rc.out, 64u << 20);
+	}
 	if (!req->relay->cfg.incremental_enabled) {
 		send_inc_error(req, 503, "incremental_unavailable",
 			       "incremental reads are disabled on this relay");

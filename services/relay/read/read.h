@@ -83,7 +83,10 @@ enum sync_read {
  * "incremental" filter without #d) as req->pubkey, answered exactly as
  * POST /query answers it, into req->capture with its status in
  * req->status; when that is 200, *page says what the answer holds, so
- * that the caller need not parse it. The caller fills relay, community,
+ * that the caller need not parse it. A 200 answer is written after what
+ * the capture held (so that a caller can wrap it in a frame without a
+ * copy, bounded by the capture's maximum), any other in its place. The
+ * caller fills relay, community,
  * pubkey, capture and db (borrowed from the pool; the answer gives it
  * back). The resumable sync (sync/ws_resume.c) reads its catch-up pages
  * and live frames with it, so its cursors are the HTTP ones; kind says

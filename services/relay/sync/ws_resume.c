@@ -319,7 +319,8 @@ static void resume_interrupt(int64_t community_id, const char *reason)
 
 /* What one read answered. */
 struct page {
-	struct comb_buf answer;         /* the incremental answer object */
+	struct comb_buf answer;         /* the incremental answer object,
+					 * after what the reader put first */
 	char cursor[COMB_CURSOR_MAX_TEXT];
 	bool more;
 	size_t items;
@@ -328,7 +329,8 @@ struct page {
 
 /*
  * Reads one page from sub's cursor into pg (limit items), a catch-up or a
- * live read as kind says; db (borrowed) is given back. Returns 0,
+ * live read as kind says: the answer goes after what pg->answer held, an
+ * error answer in its place; db (borrowed) is given back. Returns 0,
  * or a negative COMB_E* with the CLOSED reason in why.
  */
 static int read_page(struct resume_sub *sub, PGconn *db, int limit,
@@ -387,16 +389,24 @@ static void page_release(struct page *pg)
 	comb_buf_release(&pg->answer);
 }
 
-/* ["CHANGES",<sub>,<answer>] into out. */
-static int format_changes(struct comb_buf *out, const char *sub_id,
-			  const struct page *pg)
+/* Empties out and writes the start of a CHANGES frame for sub_id into
+ * it: what comes before the answer. */
+static int changes_frame_start(struct comb_buf *out, const char *sub_id)
 {
 	int rc;
 
 	comb_buf_reset(out);
 	rc = comb_buf_puts(out, "[\"CHANGES\",");
 	rc = rc ? rc : comb_buf_json_string(out, sub_id, strlen(sub_id));
-	rc = rc ? rc : comb_buf_putc(out, ',');
+	return rc ? rc : comb_buf_putc(out, ',');
+}
+
+/* ["CHANGES",<sub>,<answer>] into out. */
+static int format_changes(struct comb_buf *out, const char *sub_id,
+			  const struct page *pg)
+{
+	int rc = changes_frame_start(out, sub_id);
+
 	rc = rc ? rc : comb_buf_append(out, pg->answer.data, pg->answer.len);
 	return rc ? rc : comb_buf_putc(out, ']');
 }
@@ -788,16 +798,14 @@ static int next_xid(PGconn *db, uint64_t *out)
 static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 {
 	struct ws_session *s = sub->session;
-	struct comb_buf frame;
+	struct page pg = {0};  /* answer: each page's frame, read in place */
 	uint64_t noted = 0;
 	bool first = true, more = true;
 	PGconn *db;
 	int rc = 0;
 
-	comb_buf_init(&frame, MAX_ANSWER + 256);
+	comb_buf_init(&pg.answer, MAX_ANSWER + 256);
 	while (more && rc == 0) {
-		struct page pg = {0};
-
 		db = comb_db_acquire(s->relay->db, 2000);
 		if (!db) {
 			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
@@ -809,15 +817,20 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 			break;
 		}
 		first = false;
-		comb_buf_init(&pg.answer, MAX_ANSWER);
+		if (changes_frame_start(&pg.answer, sub->base.id)) {
+			comb_db_release(s->relay->db, db, false);
+			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+			break;
+		}
+		/* the answer is read into the frame after its start */
 		rc = read_page(sub, db, CATCHUP_PAGE, SYNC_READ_CATCHUP, &pg, why, whylen);
-		if (rc == 0 && format_changes(&frame, sub->base.id, &pg))
+		if (rc == 0 && comb_buf_putc(&pg.answer, ']'))
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 		if (rc == 0) {
 			/* written by this thread as the client reads, not
 			 * copied for the writer thread */
-			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len,
-					    WS_PUSH_WAIT | WS_PUSH_STREAM);
+			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, pg.answer.data,
+					    pg.answer.len, WS_PUSH_WAIT | WS_PUSH_STREAM);
 			if (rc)
 				rc = COMB_EIO;
 		}
@@ -826,9 +839,8 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 			memcpy(sub->sent, pg.cursor, sizeof(sub->sent));
 			more = pg.more;
 		}
-		page_release(&pg);
 	}
-	comb_buf_release(&frame);
+	page_release(&pg);
 	if (rc == 0) {
 		/* every change committed before the registration lies below
 		 * noted; the live reads go on until the horizon passed it */
