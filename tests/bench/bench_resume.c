@@ -313,6 +313,7 @@ static int ws_catchup(const char *addr, const char *host, const struct bench_lay
 	comb_buf_init(&cu->saved[0], 256u << 20);
 	if (bench_buf_prefault(&cu->saved[0], CATCHUP_PREFAULT) ||
 	    bench_ws_prefault(ws, CATCHUP_PREFAULT)) {
+		comb_buf_release(&cu->saved[0]);
 		json_array_append_new(errors, json_string("out of memory"));
 		return 1;
 	}
