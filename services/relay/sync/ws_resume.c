@@ -116,6 +116,48 @@ static struct {
 	.idle = PTHREAD_COND_INITIALIZER,
 };
 
+/*
+ * Catch-up frames' buffers kept for the next catch-up: a client that
+ * reconnects catches up on a new connection, served by a thread of its
+ * own, and a buffer of megabytes faulted in afresh each time costs more
+ * than the read on some machines (docs/benchmarks.md). At most
+ * SPARE_FRAMES of at most SPARE_FRAME_BYTES each are kept.
+ */
+#define SPARE_FRAMES 2
+#define SPARE_FRAME_BYTES (16u << 20)
+
+static struct {
+	pthread_mutex_t mu;
+	struct comb_buf bufs[SPARE_FRAMES];
+	int n;
+} spare = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* An empty frame buffer of at most MAX_ANSWER + 256 bytes, kept from an
+ * earlier catch-up when there is one. */
+static void spare_take(struct comb_buf *b)
+{
+	pthread_mutex_lock(&spare.mu);
+	if (spare.n > 0)
+		*b = spare.bufs[--spare.n];
+	else
+		comb_buf_init(b, MAX_ANSWER + 256);
+	pthread_mutex_unlock(&spare.mu);
+}
+
+/* Keeps b's allocation for a later catch-up if there is room, else frees
+ * it; b is left empty either way. */
+static void spare_give(struct comb_buf *b)
+{
+	pthread_mutex_lock(&spare.mu);
+	if (b->data && b->cap <= SPARE_FRAME_BYTES && spare.n < SPARE_FRAMES) {
+		comb_buf_reset(b);
+		spare.bufs[spare.n++] = *b;
+		comb_buf_init(b, b->max);
+	}
+	pthread_mutex_unlock(&spare.mu);
+	comb_buf_release(b);
+}
+
 static double ms_now(void)
 {
 	struct timespec ts;
@@ -804,7 +846,7 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 	PGconn *db;
 	int rc = 0;
 
-	comb_buf_init(&pg.answer, MAX_ANSWER + 256);
+	spare_take(&pg.answer);
 	while (more && rc == 0) {
 		db = comb_db_acquire(s->relay->db, 2000);
 		if (!db) {
@@ -840,7 +882,7 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 			more = pg.more;
 		}
 	}
-	page_release(&pg);
+	spare_give(&pg.answer);
 	if (rc == 0) {
 		/* every change committed before the registration lies below
 		 * noted; the live reads go on until the horizon passed it */
@@ -955,4 +997,8 @@ void ws_resume_stop(void)
 		pthread_join(pool.threads[i], NULL);
 	pool.nthreads = 0;
 	memset(pool.cursor_key, 0, sizeof(pool.cursor_key));
+	pthread_mutex_lock(&spare.mu);
+	while (spare.n > 0)
+		comb_buf_release(&spare.bufs[--spare.n]);
+	pthread_mutex_unlock(&spare.mu);
 }
