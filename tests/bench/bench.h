@@ -428,6 +428,7 @@ int bench_cmd_load(int argc, char **argv);
 int bench_cmd_floor_copy(int argc, char **argv);
 int bench_cmd_insert_floor(int argc, char **argv);
 int bench_cmd_fanout_floor(int argc, char **argv);
+int bench_cmd_machine_probe(int argc, char **argv);
 int bench_cmd_incr_initial(int argc, char **argv);
 int bench_cmd_incr_nochange(int argc, char **argv);
 int bench_cmd_incr_delta(int argc, char **argv);

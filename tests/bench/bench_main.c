@@ -8,7 +8,7 @@
  *                   incr-initial|incr-nochange|incr-delta|incr-read|incr-visibility|
  *                   sync-snapshot|sync-live|req-read|req-burst|
  *                   resume-catchup|resume-live|resume-reconnect|
- *                   ingest|chat-ingest|conns [--option value]...
+ *                   ingest|chat-ingest|conns|machine-probe [--option value]...
  * Common options: --seed S (default comb-bench-1), --scale F (1.0 is the
  * reference scale of BENCHMARKS.md), --community ID.
  */
@@ -56,6 +56,7 @@ static const struct {
 	{"floor-copy", bench_cmd_floor_copy},
 	{"insert-floor", bench_cmd_insert_floor},
 	{"fanout-floor", bench_cmd_fanout_floor},
+	{"machine-probe", bench_cmd_machine_probe},
 	{"incr-initial", bench_cmd_incr_initial},
 	{"incr-nochange", bench_cmd_incr_nochange},
 	{"incr-delta", bench_cmd_incr_delta},
