@@ -100,7 +100,7 @@ static int initial_once(struct bench_http *c, const struct bench_layout *l,
 	}
 	n = 0;
 	t0 = bench_now();
-	while (more && n < MAX_PAGES) {
+	while (rc == 0 && more && n < MAX_PAGES) {
 		char *auth;
 
 		tp = bench_now();
