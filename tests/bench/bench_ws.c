@@ -177,7 +177,7 @@ int bench_ws_prefault(struct bench_ws *ws, size_t bytes)
 	int rc = grow(&ws->in, &ws->in_cap, ws->in_len + bytes);
 
 	if (rc == 0)
-		memset(ws->in + ws->in_len, 0, ws->in_cap - ws->in_len);
+		memset(ws->in + ws->in_len, 0, bytes);
 	return rc;
 }
 
