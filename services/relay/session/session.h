@@ -322,6 +322,10 @@ void ws_event_batch_init(struct ws_event_batch *b, struct ws_session *s,
 int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len);
 /* Pushes what the batch holds. Returns 0 or what the push returned. */
 int ws_event_batch_flush(struct ws_event_batch *b);
+/* Pushes what the batch holds followed by ["EOSE",sub_id], in one write
+ * when the socket takes them. Returns 0, what the push returned, or
+ * COMB_ENOMEM. */
+int ws_event_batch_eose(struct ws_event_batch *b);
 /* Frees the batch's memory; what it still holds is dropped. */
 void ws_event_batch_release(struct ws_event_batch *b);
 

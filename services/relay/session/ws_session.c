@@ -253,6 +253,22 @@ int ws_event_batch_flush(struct ws_event_batch *b)
 	return rc;
 }
 
+int ws_event_batch_eose(struct ws_event_batch *b)
+{
+	int rc = comb_buf_puts(&b->frames, "[\"EOSE\",");
+
+	if (rc == 0)
+		rc = json_str(&b->frames, b->sub_id);
+	if (rc == 0)
+		rc = comb_buf_putc(&b->frames, ']');
+	if (rc) {
+		b->frames.len = b->n ? b->ends[b->n - 1] : 0;
+		return COMB_ENOMEM;
+	}
+	b->ends[b->n++] = b->frames.len;
+	return ws_event_batch_flush(b);
+}
+
 int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len)
 {
 	if (ws_format_event(&b->frames, b->sub_id, json, len)) {

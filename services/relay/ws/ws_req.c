@@ -426,6 +426,14 @@ static int flush_events(struct ws_event_batch *out, char *why, size_t whylen)
 	return 0;
 }
 
+/* Pushes what out holds and the EOSE after it, together; as send_event. */
+static int end_events(struct ws_event_batch *out, char *why, size_t whylen)
+{
+	if (ws_event_batch_eose(out))
+		return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
+	return 0;
+}
+
 /* The newest events of a large filter sent before it is listed. */
 #define FIRST_EVENTS 16
 
@@ -471,9 +479,9 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
 }
 
 /*
- * Sends the stored events (each once) with waiting pushes, one filter at
- * a time, their frames pushed together a batch at a time
- * (ws_event_batch). A filter's query lists its events' ids and seqs,
+ * Sends the stored events (each once) and then EOSE with waiting pushes,
+ * one filter at a time, their frames pushed together a batch at a time
+ * (ws_event_batch), the last batch and EOSE in one write. A filter's query lists its events' ids and seqs,
  * and their bytes come from the revision cache, the misses fetched a
  * batch at a time as the client reads (read_events_by_seq). A filter of
  * more than a few events first sends its newest few (send_first): they
@@ -532,21 +540,19 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		free(seqs);
 	}
 	if (rc == 0)
-		rc = flush_events(&out, why, whylen);
+		rc = end_events(&out, why, whylen);
 	ws_event_batch_release(&out);
 	return rc;
 }
 
-/* EOSE, then the held events not sent already, then live; the sub takes
- * over sent. */
+/* After EOSE (send_stored): the held events not sent already, then live;
+ * the sub takes over sent. */
 static void finish_stored(struct ws_session *s, struct plain_sub *sub,
 			  struct idset *sent)
 {
 	struct held *h;
 	int rc;
 
-	if (ws_send_eose(s, sub->base.id, WS_PUSH_WAIT))
-		return;
 	pthread_mutex_lock(&s->mu);
 	sub->pending = false;
 	if (sub->base.dead) {
