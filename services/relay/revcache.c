@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,9 @@ struct entry {
 	struct entry *prev, *next;    /* the ring */
 	int64_t seq;
 	size_t len;
+	unsigned pins;                /* readers holding data */
 	bool referenced;
+	bool evicted;                 /* out of the table, freed by the last unpin */
 	char data[];
 };
 
@@ -103,28 +106,42 @@ static struct entry *find_locked(struct shard *sh, int64_t seq)
 	return NULL;
 }
 
-int revcache_get(struct revcache *rc, int64_t seq, struct comb_buf *out)
+const char *revcache_pin(struct revcache *rc, int64_t seq, size_t *len)
 {
 	struct shard *sh = shard_of(rc, seq);
 	struct entry *e;
-	int ret = COMB_ENOTFOUND;
 
 	if (!rc->shard_bytes) {
 		atomic_fetch_add(&rc->misses, 1);
-		return ret;
+		return NULL;
 	}
 	pthread_mutex_lock(&sh->mu);
 	e = find_locked(sh, seq);
 	if (e) {
 		e->referenced = true;
-		ret = comb_buf_append(out, e->data, e->len);
+		e->pins++;
+		*len = e->len;
 	}
 	pthread_mutex_unlock(&sh->mu);
 	atomic_fetch_add(e ? &rc->hits : &rc->misses, 1);
-	return ret;
+	return e ? e->data : NULL;
 }
 
-/* Unlinks e from its bucket and the ring and frees it. */
+void revcache_unpin(struct revcache *rc, const char *bytes)
+{
+	struct entry *e = (struct entry *)(void *)(bytes - offsetof(struct entry, data));
+	struct shard *sh = shard_of(rc, e->seq);
+	bool last;
+
+	pthread_mutex_lock(&sh->mu);
+	last = --e->pins == 0 && e->evicted;
+	pthread_mutex_unlock(&sh->mu);
+	if (last)
+		free(e);
+}
+
+/* Unlinks e from its bucket and the ring and frees it, or leaves it to
+ * its last unpin when it is pinned. */
 static void evict_locked(struct shard *sh, struct entry *e)
 {
 	struct entry **p = &sh->buckets[bucket_of(e->seq, sh->nbuckets)];
@@ -142,7 +159,10 @@ static void evict_locked(struct shard *sh, struct entry *e)
 	}
 	sh->entries--;
 	sh->bytes -= cost(e->len);
-	free(e);
+	if (e->pins)
+		e->evicted = true;
+	else
+		free(e);
 }
 
 /* Evicts until need more bytes fit; returns how many were evicted. */
@@ -200,7 +220,9 @@ void revcache_put(struct revcache *rc, int64_t seq, const char *data, size_t len
 		return;
 	e->seq = seq;
 	e->len = len;
+	e->pins = 0;
 	e->referenced = false;
+	e->evicted = false;
 	memcpy(e->data, data, len);
 	pthread_mutex_lock(&sh->mu);
 	if (find_locked(sh, seq) ||

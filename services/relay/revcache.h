@@ -8,7 +8,8 @@
  *
  * Bounded in bytes (COMB_REVISION_CACHE_MB; each entry costs its length
  * plus REVCACHE_ENTRY_COST), evicted by CLOCK (second chance), split into
- * REVCACHE_SHARDS shards by seq with one mutex each. Thread-safe.
+ * REVCACHE_SHARDS shards by seq with one mutex each. Thread-safe. Readers
+ * borrow an entry's bytes in place (revcache_pin) instead of copying them.
  */
 #ifndef COMB_REVCACHE_H
 #define COMB_REVCACHE_H
@@ -16,8 +17,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "comb/buf.h"
 
 #define REVCACHE_SHARDS 16
 /* What an entry costs beyond its bytes (its bookkeeping). */
@@ -44,11 +43,15 @@ struct revcache *revcache_new(size_t max_bytes);
 void revcache_free(struct revcache *rc);
 
 /*
- * Appends the bytes cached for seq to out. Returns 0 on a hit,
- * COMB_ENOTFOUND on a miss, COMB_ETOOBIG when out has no room (counted as a
- * hit: the bytes were there).
+ * The bytes cached for seq, pinned: they stay where they are, even when
+ * the entry is evicted meanwhile, until revcache_unpin() gives them back
+ * (an evicted entry's bytes no longer count against the bound and are
+ * freed by the last unpin). *len gets their length. NULL on a miss.
  */
-int revcache_get(struct revcache *rc, int64_t seq, struct comb_buf *out);
+const char *revcache_pin(struct revcache *rc, int64_t seq, size_t *len);
+
+/* Gives back one pin of bytes that revcache_pin() returned. */
+void revcache_unpin(struct revcache *rc, const char *bytes);
 
 /*
  * Keeps a copy of the len bytes of data (borrowed) as the revision seq,

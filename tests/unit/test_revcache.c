@@ -3,7 +3,8 @@
  * put comes back byte for byte, the byte bound holds under pressure with
  * evictions counted, CLOCK keeps a referenced entry over an unreferenced
  * one, a cache of size 0 holds nothing and counts misses, oversized
- * entries are refused, and concurrent users keep the bound.
+ * entries are refused, pinned bytes outlive their entry's eviction, and
+ * concurrent users keep the bound.
  */
 #include "test_util.h"
 
@@ -38,18 +39,18 @@ static void put(struct revcache *rc, int64_t seq, size_t len)
  * -1 when what is cached is not its bytes. */
 static int lookup(struct revcache *rc, int64_t seq, size_t len)
 {
-	struct comb_buf b;
 	char *want = malloc(len);
-	int found;
+	const char *bytes;
+	size_t got;
+	int found = 0;
 
 	assert_non_null(want);
 	fill(want, len, seq);
-	comb_buf_init(&b, len + 1);
-	if (revcache_get(rc, seq, &b))
-		found = 0;
-	else
-		found = b.len == len && memcmp(b.data, want, len) == 0 ? 1 : -1;
-	comb_buf_release(&b);
+	bytes = revcache_pin(rc, seq, &got);
+	if (bytes) {
+		found = got == len && memcmp(bytes, want, len) == 0 ? 1 : -1;
+		revcache_unpin(rc, bytes);
+	}
 	free(want);
 	return found;
 }
@@ -66,7 +67,6 @@ static void test_round_trip_and_counters(void **state)
 {
 	struct revcache *rc = revcache_new(16u << 20);
 	struct revcache_stats st;
-	struct comb_buf b;
 
 	(void)state;
 	assert_non_null(rc);
@@ -74,11 +74,8 @@ static void test_round_trip_and_counters(void **state)
 	put(rc, 2, 100);
 	assert_true(has(rc, 1, 4923));
 	assert_true(has(rc, 2, 100));
-	comb_buf_init(&b, 64);
-	assert_int_equal(revcache_get(rc, 3, &b), COMB_ENOTFOUND);
-	/* No room in the caller's buffer: the bytes were there all the same. */
-	assert_int_equal(revcache_get(rc, 1, &b), COMB_ETOOBIG);
-	comb_buf_release(&b);
+	assert_false(has(rc, 3, 100));
+	assert_true(has(rc, 1, 4923));
 	/* A second put of the same seq keeps the first. */
 	put(rc, 1, 10);
 	assert_true(has(rc, 1, 4923));
@@ -161,6 +158,46 @@ static void test_off_and_oversized(void **state)
 	revcache_free(small);
 }
 
+static void test_pinned_bytes_outlive_eviction(void **state)
+{
+	/* Shard 0 holds 8 entries of this size, as above. */
+	const size_t len = 1000, per = len + REVCACHE_ENTRY_COST;
+	struct revcache *rc = revcache_new(REVCACHE_SHARDS * per * 8);
+	int64_t s = REVCACHE_SHARDS;
+	struct revcache_stats st;
+	const char *first, *again;
+	char *want = malloc(len);
+	size_t got = 0;
+
+	(void)state;
+	assert_non_null(want);
+	fill(want, len, s);
+	put(rc, s, len);
+	first = revcache_pin(rc, s, &got);
+	assert_non_null(first);
+	assert_int_equal(got, len);
+	again = revcache_pin(rc, s, &got);
+	assert_ptr_equal(again, first);
+	/* Sixteen more entries of the shard evict the pinned one... */
+	for (int i = 2; i <= 17; i++)
+		put(rc, s * i, len);
+	assert_false(has(rc, s, len));
+	revcache_get_stats(rc, &st);
+	assert_int_equal(st.entries, 8);
+	/* ...whose bytes no longer count, but stay until the last unpin. */
+	assert_true(st.bytes <= REVCACHE_SHARDS * per * 8 / REVCACHE_SHARDS);
+	revcache_unpin(rc, again);
+	assert_memory_equal(first, want, len);
+	revcache_unpin(rc, first);
+	/* An entry unpinned while still cached stays cached. */
+	first = revcache_pin(rc, s * 17, &got);
+	assert_non_null(first);
+	revcache_unpin(rc, first);
+	assert_true(has(rc, s * 17, len));
+	free(want);
+	revcache_free(rc);
+}
+
 struct worker {
 	struct revcache *rc;
 	int64_t first;
@@ -213,6 +250,7 @@ int main(void)
 		cmocka_unit_test(test_bound_under_pressure),
 		cmocka_unit_test(test_clock_keeps_what_is_read),
 		cmocka_unit_test(test_off_and_oversized),
+		cmocka_unit_test(test_pinned_bytes_outlive_eviction),
 		cmocka_unit_test(test_concurrent_users_keep_the_bound),
 	};
 

@@ -6,7 +6,9 @@
  * fetching them after the snapshot sends exactly what it decided. They
  * come a batch at a time, from the revision cache (revcache.h) and with
  * one statement for the batch's misses (which the cache then keeps), each
- * batch handed out before the next is fetched: the client gets the first
+ * batch handed out before the next is fetched; the cache's bytes are
+ * handed out where they are, pinned until the batch is done, not copied.
+ * The client gets the first
  * events while later ones are still in PostgreSQL, memory stays bounded
  * by one batch (about BATCH_BYTES, at least BATCH_MIN events) whatever the
  * set's size, and no database connection is held while the client reads
@@ -27,8 +29,6 @@
 #define BATCH_MIN 16
 #define BATCH_MAX 1024
 #define BATCH_BYTES (1024 * 1024)
-/* The largest stored event. */
-#define EVENT_MAX_BYTES (16 * 1024 * 1024 + 4096)
 
 /* An event of the batch whose bytes the cache did not have. */
 struct miss {
@@ -37,9 +37,9 @@ struct miss {
 };
 
 struct batch {
-	struct comb_buf hits;      /* the bytes the cache had, back to back */
-	size_t offs[BATCH_MAX], lens[BATCH_MAX];
 	const char *ptrs[BATCH_MAX]; /* each event's bytes, once all are in */
+	size_t lens[BATCH_MAX];
+	bool pinned[BATCH_MAX];      /* ptrs pinned in the revision cache */
 	struct miss misses[BATCH_MAX];
 };
 
@@ -123,42 +123,35 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 	b = malloc(sizeof(*b));
 	if (!b)
 		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
-	comb_buf_init(&b->hits, (size_t)BATCH_MAX * EVENT_MAX_BYTES);
 	while (sent < n && rc == 0) {
 		PGresult *res = NULL;
 
 		k = n - sent < size ? n - sent : size;
-		comb_buf_reset(&b->hits);
 		nmiss = 0;
-		for (j = 0; j < k && rc == 0; j++) {
-			b->offs[j] = b->hits.len;
-			b->ptrs[j] = NULL;
-			rc = revcache_get(relay->revisions, seqs[sent + j], &b->hits);
-			if (rc == COMB_ENOTFOUND) {
+		for (j = 0; j < k; j++) {
+			b->ptrs[j] = revcache_pin(relay->revisions, seqs[sent + j],
+						  &b->lens[j]);
+			b->pinned[j] = b->ptrs[j] != NULL;
+			if (!b->pinned[j])
 				b->misses[nmiss++] = (struct miss){seqs[sent + j], j};
-				rc = 0;
-			}
-			b->lens[j] = b->hits.len - b->offs[j];
 		}
-		if (rc)
-			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
-		if (rc == 0 && nmiss) {
+		if (nmiss) {
 			qsort(b->misses, nmiss, sizeof(b->misses[0]), miss_cmp);
 			rc = fetch_misses(relay, held, b, nmiss, &res, why, whylen);
 		}
 		for (j = 0, bytes = 0; j < k && rc == 0; j++) {
-			if (!b->ptrs[j])
-				b->ptrs[j] = b->hits.data + b->offs[j];
 			rc = emit(ctx, b->ptrs[j], b->lens[j], why, whylen);
 			bytes += b->lens[j];
 		}
+		for (j = 0; j < k; j++)
+			if (b->pinned[j])
+				revcache_unpin(relay->revisions, b->ptrs[j]);
 		PQclear(res);
 		sent += k;
 		/* Size the next batch to about BATCH_BYTES of these events. */
 		size = BATCH_BYTES / (bytes / k + 1);
 		size = size < BATCH_MIN ? BATCH_MIN : size > BATCH_MAX ? BATCH_MAX : size;
 	}
-	comb_buf_release(&b->hits);
 	free(b);
 	return rc;
 }
