@@ -36,11 +36,17 @@ struct miss {
 	size_t at;                 /* in the batch */
 };
 
+/* An event of the batch. */
+struct item {
+	const char *bytes;         /* once all are in */
+	size_t len;
+	bool pinned;               /* bytes pinned in the revision cache */
+};
+
+/* Room for cap events: as many as the set has, at most BATCH_MAX. */
 struct batch {
-	const char *ptrs[BATCH_MAX]; /* each event's bytes, once all are in */
-	size_t lens[BATCH_MAX];
-	bool pinned[BATCH_MAX];      /* ptrs pinned in the revision cache */
-	struct miss misses[BATCH_MAX];
+	struct miss *misses;       /* room for cap, after items */
+	struct item items[];
 };
 
 static int miss_cmp(const void *a, const void *b)
@@ -100,10 +106,10 @@ static int fetch_misses(struct relay *relay, PGconn *held, struct batch *b,
 	for (row = 0; row < PQntuples(*res); row++) {
 		size_t at = b->misses[row].at;
 
-		b->ptrs[at] = PQgetvalue(*res, row, 1);
-		b->lens[at] = (size_t)PQgetlength(*res, row, 1);
-		revcache_put(relay->revisions, b->misses[row].seq, b->ptrs[at],
-			     b->lens[at]);
+		b->items[at].bytes = PQgetvalue(*res, row, 1);
+		b->items[at].len = (size_t)PQgetlength(*res, row, 1);
+		revcache_put(relay->revisions, b->misses[row].seq, b->items[at].bytes,
+			     b->items[at].len);
 	}
 out:
 	comb_buf_release(&list);
@@ -114,25 +120,28 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 		       const int64_t *seqs, size_t n, event_bytes_fn emit,
 		       void *ctx, char *why, size_t whylen)
 {
-	size_t sent = 0, size = BATCH_MIN, k, j, nmiss, bytes;
+	size_t sent = 0, size = BATCH_MIN, cap, k, j, nmiss, bytes;
 	struct batch *b;
 	int rc = 0;
 
 	if (n == 0)
 		return 0;  /* a page of removals only, or nothing: no batch */
-	b = malloc(sizeof(*b));
+	cap = n < BATCH_MAX ? n : BATCH_MAX;
+	b = malloc(sizeof(*b) + cap * (sizeof(struct item) + sizeof(struct miss)));
 	if (!b)
 		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	b->misses = (struct miss *)(void *)(b->items + cap);
 	while (sent < n && rc == 0) {
 		PGresult *res = NULL;
 
-		k = n - sent < size ? n - sent : size;
+		k = n - sent < size ? n - sent : size;  /* at most cap */
 		nmiss = 0;
 		for (j = 0; j < k; j++) {
-			b->ptrs[j] = revcache_pin(relay->revisions, seqs[sent + j],
-						  &b->lens[j]);
-			b->pinned[j] = b->ptrs[j] != NULL;
-			if (!b->pinned[j])
+			struct item *it = &b->items[j];
+
+			it->bytes = revcache_pin(relay->revisions, seqs[sent + j], &it->len);
+			it->pinned = it->bytes != NULL;
+			if (!it->pinned)
 				b->misses[nmiss++] = (struct miss){seqs[sent + j], j};
 		}
 		if (nmiss) {
@@ -140,12 +149,12 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 			rc = fetch_misses(relay, held, b, nmiss, &res, why, whylen);
 		}
 		for (j = 0, bytes = 0; j < k && rc == 0; j++) {
-			rc = emit(ctx, b->ptrs[j], b->lens[j], why, whylen);
-			bytes += b->lens[j];
+			rc = emit(ctx, b->items[j].bytes, b->items[j].len, why, whylen);
+			bytes += b->items[j].len;
 		}
 		for (j = 0; j < k; j++)
-			if (b->pinned[j])
-				revcache_unpin(relay->revisions, b->ptrs[j]);
+			if (b->items[j].pinned)
+				revcache_unpin(relay->revisions, b->items[j].bytes);
 		PQclear(res);
 		sent += k;
 		/* Size the next batch to about BATCH_BYTES of these events. */
