@@ -2,7 +2,9 @@
  * The revision cache (see revcache.h). Each shard is a hash table of
  * entries chained by seq plus a ring of the same entries for CLOCK: a hit
  * sets the entry's reference bit; to make room the hand walks the ring,
- * clearing set bits and evicting the first entry whose bit was clear.
+ * clearing set bits and evicting the first entry whose bit was clear. An
+ * evicted entry that readers still pin leaves the table and the byte
+ * count at once and is freed by its last unpin.
  */
 #include "revcache.h"
 
@@ -11,8 +13,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "comb/error.h"
 
 struct entry {
 	struct entry *chain;          /* next in the bucket */

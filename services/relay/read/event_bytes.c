@@ -6,13 +6,13 @@
  * fetching them after the snapshot sends exactly what it decided. They
  * come a batch at a time, from the revision cache (revcache.h) and with
  * one statement for the batch's misses (which the cache then keeps), each
- * batch handed out before the next is fetched; the cache's bytes are
- * handed out where they are, pinned until the batch is done, not copied.
- * The client gets the first
- * events while later ones are still in PostgreSQL, memory stays bounded
- * by one batch (about BATCH_BYTES, at least BATCH_MIN events) whatever the
- * set's size, and no database connection is held while the client reads
- * (unless the caller holds one anyway and lends it, see read.h).
+ * batch handed out before the next is fetched (the cache's bytes where
+ * the cache holds them, pinned until the batch is done, not copied): the
+ * client gets the first events while later ones are still in PostgreSQL,
+ * memory stays bounded by one batch (about BATCH_BYTES, at least
+ * BATCH_MIN events) whatever the set's size, and no database connection
+ * is held while the client reads (unless the caller holds one anyway and
+ * lends it, see read.h).
  */
 #include "read.h"
 

@@ -481,14 +481,15 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
 /*
  * Sends the stored events (each once) and then EOSE with waiting pushes,
  * one filter at a time, their frames pushed together a batch at a time
- * (ws_event_batch), the last batch and EOSE in one write. A filter's query lists its events' ids and seqs,
- * and their bytes come from the revision cache, the misses fetched a
- * batch at a time as the client reads (read_events_by_seq). A filter of
- * more than a few events first sends its newest few (send_first): they
- * go out before the rest is listed. At most one filter's list and one
- * batch are held beside the outbox, and no database connection while the
- * client reads. The listing may see events newer than the first query
- * did; the filter still yields at most its limit.
+ * (ws_event_batch), the last batch and EOSE in one write. A filter's
+ * query lists its events' ids and seqs, and their bytes come from the
+ * revision cache, the misses fetched a batch at a time as the client
+ * reads (read_events_by_seq). A filter of more than a few events first
+ * sends its newest few (send_first): they go out before the rest is
+ * listed. At most one filter's list and one batch are held beside the
+ * outbox, and no database connection while the client reads. The listing
+ * may see events newer than the first query did; the filter still yields
+ * at most its limit.
  */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
