@@ -215,6 +215,19 @@ function procStatus(pid, field) {
 	}
 }
 
+// The CPU seconds (user and system) process pid has used so far, or null.
+function procCpuSeconds(pid) {
+	try {
+		const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+		// after "pid (comm) ": state is field 0, utime 11, stime 12, in
+		// clock ticks of 1/100 s (USER_HZ on Linux)
+		const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+		return (Number(f[11]) + Number(f[12])) / 100;
+	} catch {
+		return null;
+	}
+}
+
 // Resets VmHWM to the current RSS (Linux clear_refs 5), so that each
 // scenario reports its own peak.
 function resetPeak(pid) {
@@ -251,8 +264,11 @@ async function scenario(name, relays, fn) {
 	if (only && !only.includes(name))
 		return null;
 	log(`scenario ${name}`);
-	for (const r of relays)
+	const cpu0 = {};
+	for (const r of relays) {
 		resetPeak(r.pid);
+		cpu0[r.svc.name] = procCpuSeconds(r.pid);
+	}
 	await pgReset();
 	// Other work on the machine shows here (these machines are shared).
 	const load0 = round(os.loadavg()[0], 2);
@@ -263,9 +279,13 @@ async function scenario(name, relays, fn) {
 	} catch (err) {
 		res = { ok: false, pass: false, errors: [String(err.stack || err)] };
 	}
-	const peak = {};
-	for (const r of relays)
+	const peak = {}, cpu = {};
+	for (const r of relays) {
 		peak[r.svc.name] = procStatus(r.pid, 'VmHWM');
+		const used = procCpuSeconds(r.pid);
+		cpu[r.svc.name] = used === null || cpu0[r.svc.name] === null ? null
+			: round(used - cpu0[r.svc.name], 2);
+	}
 	// Every statement of the scenario, kept beside the results.
 	const all = await pgTop(40, 2000).catch(() => []);
 	fs.writeFileSync(path.join(outDir, `pg-${name}.txt`), all.map((q) =>
@@ -275,6 +295,7 @@ async function scenario(name, relays, fn) {
 		mode,
 		...res,
 		relay_peak_rss_kib: peak,
+		relay_cpu_s: cpu,
 		pg_top_statements: await pgTop().catch(() => []),
 		wall_s: (Date.now() - t0) / 1000,
 		load_avg_1m_before: load0,
