@@ -197,18 +197,24 @@ int ws_send_closed(struct ws_session *s, const char *sub_id,
 	return push(s, &b, rc, flags);
 }
 
+/* Appends ["EOSE",sub_id] to out. */
+static int format_eose(struct comb_buf *out, const char *sub_id)
+{
+	int rc = comb_buf_puts(out, "[\"EOSE\",");
+
+	if (rc == 0)
+		rc = json_str(out, sub_id);
+	if (rc == 0)
+		rc = comb_buf_putc(out, ']');
+	return rc;
+}
+
 int ws_send_eose(struct ws_session *s, const char *sub_id, unsigned flags)
 {
 	struct comb_buf b;
-	int rc;
 
 	comb_buf_init(&b, SMALL_FRAME);
-	rc = comb_buf_puts(&b, "[\"EOSE\",");
-	if (rc == 0)
-		rc = json_str(&b, sub_id);
-	if (rc == 0)
-		rc = comb_buf_putc(&b, ']');
-	return push(s, &b, rc, flags);
+	return push(s, &b, format_eose(&b, sub_id), flags);
 }
 
 int ws_format_event(struct comb_buf *out, const char *sub_id,
@@ -253,32 +259,32 @@ int ws_event_batch_flush(struct ws_event_batch *b)
 	return rc;
 }
 
-int ws_event_batch_eose(struct ws_event_batch *b)
+/* Ends the frame just appended to b's frames (rc: how appending it went);
+ * a frame that could not be appended whole is dropped. Returns 0 or
+ * COMB_ENOMEM. */
+static int batch_end_frame(struct ws_event_batch *b, int rc)
 {
-	int rc = comb_buf_puts(&b->frames, "[\"EOSE\",");
-
-	if (rc == 0)
-		rc = json_str(&b->frames, b->sub_id);
-	if (rc == 0)
-		rc = comb_buf_putc(&b->frames, ']');
 	if (rc) {
-		b->frames.len = b->n ? b->ends[b->n - 1] : 0;
-		return COMB_ENOMEM;
-	}
-	b->ends[b->n++] = b->frames.len;
-	return ws_event_batch_flush(b);
-}
-
-int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len)
-{
-	if (ws_format_event(&b->frames, b->sub_id, json, len)) {
-		/* drop the part of the frame that was appended */
 		b->frames.len = b->n ? b->ends[b->n - 1] : 0;
 		if (b->frames.data)
 			b->frames.data[b->frames.len] = '\0';
 		return COMB_ENOMEM;
 	}
 	b->ends[b->n++] = b->frames.len;
+	return 0;
+}
+
+int ws_event_batch_eose(struct ws_event_batch *b)
+{
+	int rc = batch_end_frame(b, format_eose(&b->frames, b->sub_id));
+
+	return rc ? rc : ws_event_batch_flush(b);
+}
+
+int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len)
+{
+	if (batch_end_frame(b, ws_format_event(&b->frames, b->sub_id, json, len)))
+		return COMB_ENOMEM;
 	if (b->n == WS_OUTBOX_MAX_BATCH || b->frames.len >= WS_EVENT_BATCH_BYTES)
 		return ws_event_batch_flush(b);
 	return 0;
