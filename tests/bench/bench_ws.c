@@ -456,10 +456,15 @@ static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
 	}
 }
 
+/*
+ * Reads what the socket holds, handling the frames of each read before the
+ * next read and stamping them with the time that read returned: a buffer
+ * that kept everything until the socket ran dry would grow with the
+ * relay's speed (timing the client's own copies and page faults) and
+ * stamp late frames with the time of the first read.
+ */
 static void readable(struct bench_loop *loop, struct bench_ws *ws)
 {
-	double t = bench_now();
-
 	for (;;) {
 		ssize_t n;
 
@@ -478,12 +483,14 @@ static void readable(struct bench_loop *loop, struct bench_ws *ws)
 			return;
 		}
 		ws->in_len += (size_t)n;
+		consume(loop, ws, bench_now());
+		if (ws->state == BENCH_WS_CLOSED)
+			return;
 		if ((size_t)n < READ_CHUNK)
 			break;
 	}
-	consume(loop, ws, t);
 	/* Idle connections keep no large buffer. */
-	if (ws->state != BENCH_WS_CLOSED && ws->in_len == 0 && ws->in_cap > 4 * READ_CHUNK) {
+	if (ws->in_len == 0 && ws->in_cap > 4 * READ_CHUNK) {
 		free(ws->in);
 		ws->in = NULL;
 		ws->in_cap = 0;
