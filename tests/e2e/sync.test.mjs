@@ -409,7 +409,7 @@ describe('access', () => {
 	});
 });
 
-// --- refusals ----------------------------------------------------------------
+// --- a re-read that fails ----------------------------------------------------
 
 describe('a re-read the database cannot answer', () => {
 	test('closes the sync with the reason instead of leaving it stale; a new sync is whole', async () => {
@@ -437,6 +437,8 @@ describe('a re-read the database cannot answer', () => {
 		c.send(['CLOSE', 'again']);
 	});
 });
+
+// --- refusals ----------------------------------------------------------------
 
 describe('refusals', () => {
 	let c;
