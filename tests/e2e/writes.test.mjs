@@ -595,6 +595,50 @@ test('a run of creates of distinct d among repeats, stale prevs and refusals: an
 	assert.deepEqual(synced.sort(), current.map((ev) => ev.id).sort());
 });
 
+test('a run of creates all stored: each head and its tags once, one notification per head, in order', async () => {
+	// Every create of the run is stored, so its arrays go to the database
+	// as they came (comb_pick's whole-array case, migration 0014), and the
+	// new heads are announced by one statement trigger.
+	const h = await createChannel(stack, admin);
+	const events = Array.from({ length: 12 }, (_, i) => signEvent(admin, {
+		kind: 45010, created_at: now(), content: `run member ${i}`,
+		tags: revisionTags({ d: uuid(), h, op: 'create', extra: [['x', `${i % 3}`], ['status', 'open']] }),
+	}));
+	const dOf = (ev) => ev.tags.find((t) => t[0] === 'd')[1];
+	const listen = psqlSession(stack.dbName);
+	await listen.run('LISTEN comb;');
+	const c = await connectWs(stack.url, admin);
+	const oks = await pipelineBehindLock(c, h, events);
+	c.ws.terminate();
+	assert.deepEqual(oks.map((m) => m.slice(2)).filter((a) => a[0] !== true), []);
+	assert.deepEqual(new Set(oks.map((m) => m[1])), new Set(events.map((ev) => ev.id)));
+
+	const heads = await stack.query('SELECT d, revision_id FROM artifact_heads' +
+		` WHERE community_id = ${community} AND channel_id = '${h}' ORDER BY accepted_seq`);
+	assert.deepEqual(heads, events.map((ev) => [dOf(ev), ev.id]));
+	const tags = await stack.query('SELECT d, string_agg(name || \'=\' || value, \',\' ORDER BY name, value)' +
+		` FROM artifact_head_tags WHERE community_id = ${community}` +
+		` AND d IN (${events.map((ev) => `'${dOf(ev)}'`).join(',')}) GROUP BY d`);
+	assert.deepEqual(new Map(tags), new Map(events.map((ev) => [dOf(ev), headTagsOf(ev).join(',')])));
+
+	await listen.run('SELECT 1;');
+	const heard = heardHeads(listen);
+	await listen.close();
+	assert.deepEqual(heard.map((n) => [n.cid, n.channel, n.d, n.id]),
+		events.map((ev) => [String(community), h, dOf(ev), ev.id]));
+	assert.equal(new Set(heard.slice(1).map((n) => n.xid)).size, 1, 'the run after the first is one transaction');
+});
+
+test('comb_pick: the elements at the positions asked for, in their order', async () => {
+	const rows = await stack.query("SELECT comb_pick(ARRAY[10, 20, 30], ARRAY[3, 1])::text," +
+		" comb_pick(ARRAY[10, 20, 30], ARRAY[1, 2, 3])::text," +
+		" comb_pick(ARRAY[10, 20, 30], ARRAY[1, 3, 2])::text," +
+		" comb_pick('[0:2]={10,20,30}'::int[], ARRAY[0, 2])::text," +
+		" comb_pick('[0:2]={10,20,30}'::int[], ARRAY[1, 2, 3])::text," +
+		" comb_pick(ARRAY['a', 'b'], ARRAY[2])::text");
+	assert.deepEqual(rows, [['{30,10}', '{10,20,30}', '{10,30,20}', '{10,30}', '{20,30,NULL}', '{b}']]);
+});
+
 test('a database failure inside a run of creates fails only the create it touched', async () => {
 	const h = await createChannel(stack, admin);
 	const planted = await plantFailure('fail-create');
