@@ -25,6 +25,7 @@ import { after, before, test } from 'node:test';
 
 import { connectWs, get, newKey, now, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
 import { addMember, createChannel, publishSigned, revisionTags, uuid } from './lib/artifacts.mjs';
+import { tagOf } from './lib/clients.mjs';
 
 const QUIET_MS = 700;
 const PER_CONNECTION = 64;
@@ -468,6 +469,9 @@ test('a run of artifact writes with refusals before and inside the database: eac
 });
 
 /** The "head" notifications psql session s heard (payload fields by name). */
+/** The artifact an event of a test names (its d tag). */
+const dOf = (ev) => tagOf(ev, 'd');
+
 function heardHeads(s) {
 	const re = /Asynchronous notification "comb" with payload "([^"]*)" received/g;
 	return [...s.output().matchAll(re)].map((m) => m[1].split(' '))
@@ -493,7 +497,6 @@ test('a run of creates of distinct d among repeats, stale prevs and refusals: an
 		tags: revisionTags({ d: extra.d ?? uuid(), h: extra.h ?? h, op: extra.op ?? 'create',
 			prev: extra.prev, root: extra.root, extra: extra.tags ?? [] }),
 	});
-	const dOf = (ev) => ev.tags.find((t) => t[0] === 'd')[1];
 	const old = write();
 	assert.equal((await publishSigned(stack, user.sk, old)).status, 200);
 	const listen = psqlSession(stack.dbName);
@@ -604,7 +607,6 @@ test('a run of creates all stored: each head and its tags once, one notification
 		kind: 45010, created_at: now(), content: `run member ${i}`,
 		tags: revisionTags({ d: uuid(), h, op: 'create', extra: [['x', `${i % 3}`], ['status', 'open']] }),
 	}));
-	const dOf = (ev) => ev.tags.find((t) => t[0] === 'd')[1];
 	const listen = psqlSession(stack.dbName);
 	await listen.run('LISTEN comb;');
 	const c = await connectWs(stack.url, admin);
