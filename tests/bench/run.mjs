@@ -95,7 +95,7 @@ function runCapture(bin, argv, opts = {}) {
 // grants them on request (glibc 2.35 and later; ignored elsewhere): the
 // client copies and scans answers of megabytes inside the clock, and on a
 // virtual machine doing so through 4 KiB pages made `resume_catchup`'s
-// WebSocket side half again as slow, time that was the client's and not
+// WebSocket side nearly twice as slow, time that was the client's and not
 // the relay's (docs/benchmarks.md, "The client's heap in huge pages").
 const clientEnv = {
 	...env,
