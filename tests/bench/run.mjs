@@ -91,12 +91,13 @@ function runCapture(bin, argv, opts = {}) {
 	});
 }
 
-// The benchmark client's heap in transparent huge pages where the kernel
-// grants them on request (glibc 2.35 and later; ignored elsewhere): the
-// client copies and scans answers of megabytes inside the clock, and on a
-// virtual machine doing so through 4 KiB pages made `resume_catchup`'s
-// WebSocket side nearly twice as slow, time that was the client's and not
-// the relay's (docs/benchmarks.md, "The client's heap in huge pages").
+// The environment of every comb-bench command: its heap in transparent
+// huge pages where the kernel grants them on request (glibc 2.35 and
+// later; ignored elsewhere). The client copies and scans answers of
+// megabytes inside the clock; with 4 KiB pages `resume_catchup`'s
+// WebSocket side took nearly twice as long on a virtual machine, time
+// that was the client's and not the relay's (docs/benchmarks.md, "The
+// client's heap in huge pages").
 const clientEnv = {
 	...env,
 	GLIBC_TUNABLES: [env.GLIBC_TUNABLES, 'glibc.malloc.hugetlb=1'].filter(Boolean).join(':'),
@@ -431,7 +432,7 @@ const state = { community: 1, relayKey: null, captureEndpoint: null };
 
 async function main() {
 	const started = Date.now();
-	const keys = JSON.parse((await runCapture(benchBin, ['keys', ...common])).stdout);
+	const keys = JSON.parse((await runCapture(benchBin, ['keys', ...common], { env: clientEnv })).stdout);
 	state.keys = keys;
 	state.relayKey = crypto.randomBytes(32).toString('hex');
 	const manifest = path.join(outDir, 'manifest.tsv');
