@@ -241,6 +241,9 @@ void comb_db_release(struct comb_db_pool *pool, PGconn *conn, bool broken)
 
 	if (!conn)
 		return;
+	/* A connection a failure left in pipeline mode is not reused. */
+	if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF)
+		broken = true;
 	if (!broken && PQtransactionStatus(conn) != PQTRANS_IDLE) {
 		PGresult *res = PQexec(conn, "ROLLBACK");
 
@@ -341,43 +344,124 @@ static struct slot *slot_of(struct comb_db_pool *pool, const PGconn *conn)
 	return NULL;
 }
 
-PGresult *comb_db_exec_stmt(struct comb_db_pool *pool, PGconn *conn,
-			    struct comb_db_stmt *stmt,
-			    const char *const *params)
+/*
+ * Makes sure conn (borrowed from pool) has stmt prepared, preparing it
+ * now when it has not, and writes its name to name. Returns 1 (prepared),
+ * 0 (it runs unprepared: no number is left or conn is not the pool's), or
+ * -1 with the failed preparation's result in *failed.
+ */
+static int prepare_once(struct comb_db_pool *pool, PGconn *conn,
+			struct comb_db_stmt *stmt, char name[32],
+			PGresult **failed)
 {
 	uint64_t bit;
 	struct slot *slot;
 	PGresult *res;
-	char name[32];
 	bool known;
 	int id = stmt_id(stmt);
 
 	if (!id)
-		return PQexecParams(conn, stmt->sql, stmt->nparams, NULL, params,
-				    NULL, NULL, 0);
+		return 0;
 	bit = UINT64_C(1) << (id - 1);
 	pthread_mutex_lock(&pool->lock);
 	slot = slot_of(pool, conn);
 	known = slot && (slot->prepared & bit);
 	pthread_mutex_unlock(&pool->lock);
 	if (!slot)
+		return 0;
+	snprintf(name, 32, "comb_stmt_%d", id);
+	if (known)
+		return 1;
+	res = PQprepare(conn, name, stmt->sql, stmt->nparams, NULL);
+	/* 42P05: conn has it already (the pool lost track): note it. Inside
+	 * a transaction that error has aborted it, which the execution then
+	 * reports. */
+	if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+	    !comb_db_is_error(res, "42P05")) {
+		*failed = res;
+		return -1;
+	}
+	PQclear(res);
+	/* Only the borrower touches its slot's bits, but other slots share
+	 * the lock. */
+	pthread_mutex_lock(&pool->lock);
+	slot->prepared |= bit;
+	pthread_mutex_unlock(&pool->lock);
+	return 1;
+}
+
+PGresult *comb_db_exec_stmt(struct comb_db_pool *pool, PGconn *conn,
+			    struct comb_db_stmt *stmt,
+			    const char *const *params)
+{
+	PGresult *failed = NULL;
+	char name[32];
+
+	switch (prepare_once(pool, conn, stmt, name, &failed)) {
+	case 1:
+		return PQexecPrepared(conn, name, stmt->nparams, params, NULL,
+				      NULL, 0);
+	case 0:
 		return PQexecParams(conn, stmt->sql, stmt->nparams, NULL, params,
 				    NULL, NULL, 0);
-	snprintf(name, sizeof(name), "comb_stmt_%d", id);
-	if (!known) {
-		res = PQprepare(conn, name, stmt->sql, stmt->nparams, NULL);
-		/* 42P05: conn has it already (the pool lost track): note it.
-		 * Inside a transaction that error has aborted it, which the
-		 * execution below then reports. */
-		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
-		    !comb_db_is_error(res, "42P05"))
-			return res;
-		PQclear(res);
-		/* Only the borrower touches its slot's bits, but other slots
-		 * share the lock. */
-		pthread_mutex_lock(&pool->lock);
-		slot->prepared |= bit;
-		pthread_mutex_unlock(&pool->lock);
+	default:
+		return failed;
 	}
-	return PQexecPrepared(conn, name, stmt->nparams, params, NULL, NULL, 0);
+}
+
+/* Queues step (its statement prepared as prepared says, named name) on
+ * conn in pipeline mode. Returns libpq's answer (1 queued). */
+static int send_step(PGconn *conn, const struct comb_db_step *step,
+		     int prepared, const char *name)
+{
+	if (!step->stmt)
+		return PQsendQueryParams(conn, step->sql, 0, NULL, NULL, NULL,
+					 NULL, 0);
+	if (prepared == 1)
+		return PQsendQueryPrepared(conn, name, step->stmt->nparams,
+					   step->params, NULL, NULL, 0);
+	return PQsendQueryParams(conn, step->stmt->sql, step->stmt->nparams,
+				 NULL, step->params, NULL, NULL, 0);
+}
+
+int comb_db_exec_together(struct comb_db_pool *pool, PGconn *conn,
+			  const struct comb_db_step *steps, size_t count,
+			  PGresult **results)
+{
+	char names[COMB_DB_MAX_STEPS][32];
+	int prepared[COMB_DB_MAX_STEPS];
+	bool ok = count <= COMB_DB_MAX_STEPS;
+	size_t i, sent = 0;
+	PGresult *res;
+
+	for (i = 0; i < count; i++)
+		results[i] = NULL;
+	for (i = 0; ok && i < count; i++) {
+		prepared[i] = steps[i].stmt ?
+			prepare_once(pool, conn, steps[i].stmt, names[i], &results[i]) : 0;
+		ok = prepared[i] >= 0;
+	}
+	if (!ok || !PQenterPipelineMode(conn))
+		return COMB_EUNAVAIL;
+	while (sent < count && send_step(conn, &steps[sent], prepared[sent], names[sent]))
+		sent++;
+	ok = sent == count;
+	if (sent > 0 && PQpipelineSync(conn)) {
+		/* Each queued step answers with its result and a NULL; the
+		 * sync's result ends the lot. */
+		for (i = 0; i < sent && (results[i] = PQgetResult(conn)); i++) {
+			ok = ok && PQresultStatus(results[i]) != PGRES_FATAL_ERROR &&
+			     PQresultStatus(results[i]) != PGRES_PIPELINE_ABORTED;
+			while ((res = PQgetResult(conn)) != NULL)
+				PQclear(res);
+		}
+		res = i == sent ? PQgetResult(conn) : NULL;
+		ok = ok && PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+		PQclear(res);
+	} else {
+		ok = false;
+	}
+	if (!PQexitPipelineMode(conn))
+		ok = false;
+	return ok ? 0 : COMB_EUNAVAIL;
 }

@@ -9,7 +9,8 @@
 // other predicates, unreadable or unknown channels without EOSE, a set
 // over max_events), a set that grows past max_events, CLOSE, and a slow
 // reader closed with `resync: slow consumer` while another subscriber of
-// the same channel keeps receiving.
+// the same channel keeps receiving, and a sync whose re-read runs past the
+// statement budget closed with that reason.
 //
 // Everything is driven through real clients: revisions signed by
 // nostr-tools over HTTP, syncs over ws with NIP-42.
@@ -18,7 +19,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, newKey } from './lib/harness.mjs';
+import { connectWs, newKey, psqlSession } from './lib/harness.mjs';
 import {
 	accept, addMember, assertAccepted, chat, createChannel, editChannel, publish,
 	removeMember, tagValue, uuid,
@@ -405,6 +406,35 @@ describe('access', () => {
 		await editChannel(stack, admin, G, [['archived', 'false']]);
 		const edited = await update(rev);
 		assert.deepEqual(await nextEvent(c, 'grant'), plain(edited));
+	});
+});
+
+// --- a re-read that fails ----------------------------------------------------
+
+describe('a re-read the database cannot answer', () => {
+	test('closes the sync with the reason instead of leaving it stale; a new sync is whole', async () => {
+		const F = await createChannel(stack, admin, { name: 'failing re-read' });
+		const rev = await create(F);
+		const c = await client(reader.sk);
+		await openSync(c, 'fail', { artifact: 'current', '#h': [F] });
+		// The re-read of a changed head joins artifact_redactions, which
+		// an edit does not touch: a lock on it holds the re-read past the
+		// statement budget (2 s) while the edit is stored.
+		const lock = psqlSession(stack.dbName);
+		let edited;
+		try {
+			await lock.run('BEGIN; LOCK TABLE artifact_redactions IN ACCESS EXCLUSIVE MODE;');
+			edited = await update(rev);
+			assert.equal(await closedReason(c, 'fail'), 'error: query budget exceeded');
+		} finally {
+			await lock.close();
+		}
+		// The node's connections serve the next sync, which holds the edit.
+		const again = await openSync(c, 'again', { artifact: 'current', '#h': [F] });
+		assert.deepEqual(again.map((e) => e.id), [edited.id]);
+		const later = await update(edited);
+		assert.deepEqual(await nextEvent(c, 'again'), plain(later));
+		c.send(['CLOSE', 'again']);
 	});
 });
 

@@ -597,7 +597,8 @@ static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 			.reader = s->pubkey,
 			.read_keys = s->read_keys,
 		};
-	rc = sync_probe_access(db, probes, sub->nchannels, &budget);
+	rc = sync_probe_access(s->relay->db, db, probes, sub->nchannels, NULL,
+			       &budget);
 	if (rc) {
 		snprintf(why, whylen, "%s", budget ? "error: query budget exceeded" :
 			 rc == COMB_ENOMEM ? "error: out of memory" :

@@ -277,11 +277,34 @@ static bool key_readable(const uint8_t *keys, int key)
 	       (keys[key / 8] >> (key % 8)) & 1;
 }
 
-int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
+static struct comb_db_stmt probe_stmt = COMB_DB_STMT(
+	"SELECT q.i, c.visibility, c.is_dm, c.deleted, c.archived, m.role"
+	" FROM unnest($1::bigint[], $2::uuid[], $3::text[]) WITH ORDINALITY"
+	"  AS q(cid, ch, pk, i)"
+	" JOIN channels c ON c.community_id = q.cid AND c.id = q.ch"
+	" LEFT JOIN members m ON m.community_id = q.cid AND m.channel_id = q.ch"
+	"  AND m.pubkey = q.pk AND m.active", 3);
+
+/* Runs then (SQL without parameters, or NULL) on db; as sync_probe_access. */
+static int run_then(PGconn *db, const char *then)
+{
+	PGresult *res;
+	int rc;
+
+	if (!then)
+		return 0;
+	res = PQexec(db, then);
+	rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : COMB_EUNAVAIL;
+	PQclear(res);
+	return rc;
+}
+
+int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
+		      struct sync_probe *probes, size_t n, const char *then,
 		      bool *budget)
 {
 	struct comb_buf cids, chans, readers;
-	PGresult *res = NULL;
+	PGresult *results[2] = {NULL, NULL}, *res;
 	size_t i, groups, *group = NULL;
 	int *key = NULL;  /* per group: its read key, -1 without a channel */
 	int rc = 0, row;
@@ -290,7 +313,7 @@ int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
 	for (i = 0; i < n; i++)
 		probes[i].readable = false;
 	if (n == 0)
-		return 0;
+		return run_then(db, then);
 	comb_buf_init(&cids, n * 24 + 8);
 	comb_buf_init(&chans, n * 40 + 8);
 	comb_buf_init(&readers, n * 68 + 8);
@@ -301,22 +324,26 @@ int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
 		rc = COMB_ENOMEM;
 		goto out;
 	}
-	res = PQexecParams(db,
-		"SELECT q.i, c.visibility, c.is_dm, c.deleted, c.archived, m.role"
-		" FROM unnest($1::bigint[], $2::uuid[], $3::text[]) WITH ORDINALITY"
-		"  AS q(cid, ch, pk, i)"
-		" JOIN channels c ON c.community_id = q.cid AND c.id = q.ch"
-		" LEFT JOIN members m ON m.community_id = q.cid AND m.channel_id = q.ch"
-		"  AND m.pubkey = q.pk AND m.active",
-		3, NULL, (const char *const[]){cids.data, chans.data, readers.data},
-		NULL, NULL, 0);
+	{
+		const char *const params[] = {cids.data, chans.data, readers.data};
+		const struct comb_db_step steps[] = {
+			{.stmt = &probe_stmt, .params = params},
+			{.sql = then},
+		};
+
+		rc = comb_db_exec_together(dbs, db, steps, then ? 2 : 1, results);
+	}
+	res = results[0];
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		*budget = comb_db_is_error(res, "57014");
 		if (!*budget)
-			comb_warn("sync access check failed: %s", PQresultErrorMessage(res));
+			comb_warn("sync access check failed: %s",
+				  res ? PQresultErrorMessage(res) : PQerrorMessage(db));
 		rc = COMB_EUNAVAIL;
 		goto out;
 	}
+	if (rc)
+		goto out;  /* then failed */
 	for (i = 0; i < groups; i++)
 		key[i] = -1;
 	for (row = 0; row < PQntuples(res); row++) {
@@ -337,7 +364,8 @@ int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
 	for (i = 0; i < n; i++)
 		probes[i].readable = key_readable(probes[i].read_keys, key[group[i]]);
 out:
-	PQclear(res);
+	PQclear(results[0]);
+	PQclear(results[1]);
 	free(group);
 	free(key);
 	comb_buf_release(&cids);
@@ -593,43 +621,60 @@ static bool mark_moves(struct batch *b)
 	return any;
 }
 
+static struct comb_db_stmt heads_stmt = COMB_DB_STMT(
+	"SELECT q.i, h.channel_id, h.accepted_seq, h.deleted, h.redacted, h.type,"
+	" CASE WHEN h.redacted THEN mk.raw ELSE e.raw END"
+	" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
+	" JOIN artifact_heads h ON h.community_id = q.cid AND h.d = q.d"
+	" LEFT JOIN events e ON NOT h.redacted AND e.seq = h.accepted_seq"
+	" LEFT JOIN artifact_redactions rd ON h.redacted"
+	"  AND rd.community_id = h.community_id AND rd.revision_id = h.revision_id"
+	" LEFT JOIN events mk ON mk.seq = rd.marker_seq", 2);
+
+static struct comb_db_stmt moves_stmt = COMB_DB_STMT(
+	"SELECT q.i, m.from_channel, mk.raw"
+	" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
+	" JOIN artifact_revisions r ON r.community_id = q.cid AND r.d = q.d"
+	"  AND r.op = 'move'"
+	" JOIN artifact_moves m ON m.community_id = r.community_id"
+	"  AND m.revision_id = r.id"
+	" JOIN events mk ON mk.community_id = m.community_id AND mk.id = m.marker_id"
+	" ORDER BY q.i, r.seq DESC", 2);
+
+static const char begin_sql[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/*
+ * Runs the heads query (or, moves_only, the moves query) for b's keys on
+ * db, after first (SQL without parameters, or NULL) in the same round
+ * trip. Returns the query's result (NULL when out of memory), *ok telling
+ * whether both succeeded; index as key_arrays.
+ */
 static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
-			    size_t *index, bool *ok)
+			    const char *first, size_t *index, bool *ok)
 {
-	static const char heads_sql[] =
-		"SELECT q.i, h.channel_id, h.accepted_seq, h.deleted, h.redacted, h.type,"
-		" CASE WHEN h.redacted THEN mk.raw ELSE e.raw END"
-		" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
-		" JOIN artifact_heads h ON h.community_id = q.cid AND h.d = q.d"
-		" LEFT JOIN events e ON NOT h.redacted AND e.seq = h.accepted_seq"
-		" LEFT JOIN artifact_redactions rd ON h.redacted"
-		"  AND rd.community_id = h.community_id AND rd.revision_id = h.revision_id"
-		" LEFT JOIN events mk ON mk.seq = rd.marker_seq";
-	static const char moves_sql[] =
-		"SELECT q.i, m.from_channel, mk.raw"
-		" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
-		" JOIN artifact_revisions r ON r.community_id = q.cid AND r.d = q.d"
-		"  AND r.op = 'move'"
-		" JOIN artifact_moves m ON m.community_id = r.community_id"
-		"  AND m.revision_id = r.id"
-		" JOIN events mk ON mk.community_id = m.community_id AND mk.id = m.marker_id"
-		" ORDER BY q.i, r.seq DESC";
 	struct comb_buf cids, ds;
-	PGresult *res = NULL;
+	PGresult *results[2] = {NULL, NULL};
 	size_t count = 0;
 
 	*ok = false;
 	comb_buf_init(&cids, b->nkeys * 24 + 8);
 	comb_buf_init(&ds, b->nkeys * 40 + 8);
 	if (key_arrays(b, moves_only, &cids, &ds, index, &count) == 0) {
-		res = PQexecParams(db, moves_only ? moves_sql : heads_sql, 2, NULL,
-				   (const char *const[]){cids.data, ds.data},
-				   NULL, NULL, 0);
-		*ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+		const char *const params[] = {cids.data, ds.data};
+		const struct comb_db_step steps[] = {
+			{.sql = first},
+			{.stmt = moves_only ? &moves_stmt : &heads_stmt, .params = params},
+		};
+
+		size_t skip = first ? 0 : 1;
+
+		*ok = comb_db_exec_together(pool.relay->db, db, steps + skip, 2 - skip,
+					    results + skip) == 0;
+		PQclear(results[0]);
 	}
 	comb_buf_release(&cids);
 	comb_buf_release(&ds);
-	return res;
+	return results[1];
 }
 
 /* Reads heads, access and moves in one snapshot. Returns 0, or a negative
@@ -637,7 +682,7 @@ static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
 static int read_db(struct batch *b, char *why, size_t whylen)
 {
 	size_t *index = NULL;
-	PGresult *res;
+	PGresult *res = NULL;
 	PGconn *db;
 	bool ok = true, budget = false;
 	int rc = 0, row;
@@ -654,12 +699,8 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		snprintf(why, whylen, "error: database unavailable");
 		return COMB_EUNAVAIL;
 	}
-	res = PQexec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-	PQclear(res);
-	res = NULL;
-	if (ok && b->nkeys) {
-		b->heads = query_keys(db, b, false, index, &ok);
+	if (b->nkeys) {
+		b->heads = query_keys(db, b, false, begin_sql, index, &ok);
 		res = ok ? NULL : b->heads;
 		for (row = 0; ok && row < PQntuples(b->heads); row++) {
 			long o = strtol(PQgetvalue(b->heads, row, 0), NULL, 10);
@@ -674,9 +715,14 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 					     PQgetvalue(b->heads, row, 6),
 					     (size_t)PQgetlength(b->heads, row, 6));
 		}
+	} else {
+		res = PQexec(db, begin_sql);
+		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+		PQclear(res);
+		res = NULL;
 	}
 	if (ok && mark_moves(b)) {
-		b->moves = query_keys(db, b, true, index, &ok);
+		b->moves = query_keys(db, b, true, NULL, index, &ok);
 		res = ok ? NULL : b->moves;
 		for (row = 0; ok && row < PQntuples(b->moves); row++) {
 			long o = strtol(PQgetvalue(b->moves, row, 0), NULL, 10);
@@ -697,14 +743,9 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		}
 	}
 	if (ok) {
-		rc = sync_probe_access(db, b->probes, b->nprobes, &budget);
+		rc = sync_probe_access(pool.relay->db, db, b->probes, b->nprobes,
+				       "COMMIT", &budget);
 		ok = rc == 0;
-	}
-	if (ok) {
-		PGresult *c = PQexec(db, "COMMIT");
-
-		ok = PQresultStatus(c) == PGRES_COMMAND_OK;
-		PQclear(c);
 	}
 	if (!ok) {
 		budget = budget || (res && comb_db_is_error(res, "57014"));

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comb/db.h"
 #include "session/session.h"
 
 /* Distinct changed artifacts a sync may hold before it is closed with
@@ -163,13 +164,16 @@ struct sync_probe {
 };
 
 /*
- * Answers n probes with one query on db (inside the caller's transaction
- * when it has one), as the policy would for a request naming each channel
- * in #h; probes of the same community, channel and reader share one row
- * of it. Returns 0, or COMB_EUNAVAIL (the query failed; *budget tells
- * whether it ran past the statement budget) or COMB_ENOMEM.
+ * Answers n probes with one query on db, borrowed from dbs (inside the
+ * caller's transaction when it has one), as the policy would for a
+ * request naming each channel in #h; probes of the same community,
+ * channel and reader share one row of it. then, SQL without parameters
+ * (such as COMMIT) or NULL, runs right after the query in the same round
+ * trip. Returns 0, or COMB_EUNAVAIL (the query or then failed; *budget
+ * tells whether the query ran past the statement budget) or COMB_ENOMEM.
  */
-int sync_probe_access(PGconn *db, struct sync_probe *probes, size_t n,
+int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
+		      struct sync_probe *probes, size_t n, const char *then,
 		      bool *budget);
 
 /* ------------------------------------------------------------------ */

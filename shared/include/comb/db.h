@@ -114,4 +114,30 @@ PGresult *comb_db_exec_stmt(struct comb_db_pool *pool, PGconn *conn,
 			    struct comb_db_stmt *stmt,
 			    const char *const *params);
 
+/* One statement of comb_db_exec_together: a pool statement (stmt) with
+ * its params, or sql without parameters (stmt NULL). */
+struct comb_db_step {
+	struct comb_db_stmt *stmt;
+	const char *sql;
+	const char *const *params;
+};
+
+/* How many statements comb_db_exec_together sends at once. */
+#define COMB_DB_MAX_STEPS 4
+
+/*
+ * Runs count steps (at most COMB_DB_MAX_STEPS) on conn, which the caller
+ * borrowed from pool, in one round trip (libpq's pipeline mode), in
+ * order and in whatever transaction conn is in; pool statements conn has
+ * not prepared yet are prepared first. Every step is sent before any
+ * answer is read, so only the last step may return more than a socket
+ * buffer holds. results[i] gets step i's result (NULL when none came;
+ * the caller clears each); a step after a failed one is not run
+ * (PGRES_PIPELINE_ABORTED). Returns 0 when every step succeeded, else
+ * COMB_EUNAVAIL (comb_db_conn_lost tells whether the connection broke).
+ */
+int comb_db_exec_together(struct comb_db_pool *pool, PGconn *conn,
+			  const struct comb_db_step *steps, size_t count,
+			  PGresult **results);
+
 #endif
