@@ -366,13 +366,13 @@ function logSince(from) {
 
 // Re-runs, with EXPLAIN (ANALYZE, BUFFERS), the first statement logged
 // since `from` whose text contains `needle`, with the parameters the relay
-// sent (log_min_duration_statement logs them), prepared the way the relay's
-// unnamed statements are (parameter types inferred). Appends the plan to
-// explain-plans.txt.
+// sent (log_min_duration_statement logs them), prepared the way the relay
+// prepares its statements, unnamed or named (parameter types inferred).
+// Appends the plan to explain-plans.txt.
 async function explainStatement(title, from, needle) {
 	const lines = logSince(from).split('\n');
 	for (let i = 0; i < lines.length; i++) {
-		const m = /execute <unnamed>: (.*)$/.exec(lines[i]);
+		const m = /execute [^:\s]+: (.*)$/.exec(lines[i]);
 		if (!m || !m[1].includes(needle))
 			continue;
 		const detail = /DETAIL: {2}parameters: (.*)$/.exec(lines[i + 1] ?? '');
@@ -633,9 +633,14 @@ async function main() {
 			'--channels', String(keys.small_channels), '--runs', '1']);
 		savePlans('sync-snapshot', f3);
 		await explainOff();
-		await explainStatement('incremental first read: the first page query', f1, 'ORDER BY h.d LIMIT');
-		await explainStatement('incremental read with no change: comb_incremental_changes', f2,
-			'comb_incremental_changes(');
+		// The first page runs in comb_heads_page: its own plan is the
+		// nested one auto_explain logged (explain-incremental-initial.txt).
+		await explainStatement('incremental first read: the first page (comb_heads_page)', f1,
+			'comb_heads_page($1');
+		// A read that finds nothing new stops at its probe: the change
+		// query does not run.
+		await explainStatement('incremental read with no change: the probe, comb_incremental_unchanged', f2,
+			'comb_incremental_unchanged($1');
 		await explainStatement(`sync snapshot of ${keys.small_artifacts} artifacts`, f3, 'ORDER BY h.d');
 	}
 
