@@ -285,20 +285,6 @@ static struct comb_db_stmt probe_stmt = COMB_DB_STMT(
 	" LEFT JOIN members m ON m.community_id = q.cid AND m.channel_id = q.ch"
 	"  AND m.pubkey = q.pk AND m.active", 3);
 
-/* Runs then (SQL without parameters, or NULL) on db; as sync_probe_access. */
-static int run_then(PGconn *db, const char *then)
-{
-	PGresult *res;
-	int rc;
-
-	if (!then)
-		return 0;
-	res = PQexec(db, then);
-	rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : COMB_EUNAVAIL;
-	PQclear(res);
-	return rc;
-}
-
 int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
 		      struct sync_probe *probes, size_t n, const char *then,
 		      bool *budget)
@@ -313,7 +299,7 @@ int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
 	for (i = 0; i < n; i++)
 		probes[i].readable = false;
 	if (n == 0)
-		return run_then(db, then);
+		return then && comb_db_exec(db, then, NULL, 0) ? COMB_EUNAVAIL : 0;
 	comb_buf_init(&cids, n * 24 + 8);
 	comb_buf_init(&chans, n * 40 + 8);
 	comb_buf_init(&readers, n * 68 + 8);
@@ -665,8 +651,7 @@ static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
 			{.sql = first},
 			{.stmt = moves_only ? &moves_stmt : &heads_stmt, .params = params},
 		};
-
-		size_t skip = first ? 0 : 1;
+		size_t skip = first ? 0 : 1;  /* no first: the query alone */
 
 		*ok = comb_db_exec_together(pool.relay->db, db, steps + skip, 2 - skip,
 					    results + skip) == 0;
@@ -716,10 +701,7 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 					     (size_t)PQgetlength(b->heads, row, 6));
 		}
 	} else {
-		res = PQexec(db, begin_sql);
-		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-		PQclear(res);
-		res = NULL;
+		ok = comb_db_exec(db, begin_sql, NULL, 0) == 0;
 	}
 	if (ok && mark_moves(b)) {
 		b->moves = query_keys(db, b, true, NULL, index, &ok);
