@@ -292,7 +292,7 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
  * maps each such buffer on its own and unmaps it when freed, and trims an
  * arena's free top past a few times that, so the next read touches every
  * page afresh: a page fault per 4 KiB, which costs 10 to 20 us on some
- * virtual machines (docs/benchmarks.md). What is kept counts in the
+ * virtual machines (docs/benchmarks-history.md). What is kept counts in the
  * relay's resident memory: at most KEEP_FREED_BYTES free at the top of
  * each of glibc's arenas, besides what is free inside them anyway.
  */

@@ -3,7 +3,7 @@
  * things the relay's reads pay most besides PostgreSQL, measured at the
  * start of a run and kept in every result's `machine` object, so that
  * runs on different machines of one kind can be told apart
- * (docs/benchmarks.md, "A machine whose page faults are dear"):
+ * (docs/benchmarks-history.md, "A machine whose page faults are dear"):
  *
  * - syscall_us: one system call (getppid), mean of PROBE_CALLS;
  * - wakeup_us: one round trip of a byte between two threads over two

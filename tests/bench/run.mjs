@@ -96,7 +96,7 @@ function runCapture(bin, argv, opts = {}) {
 // later; ignored elsewhere). The client copies and scans answers of
 // megabytes inside the clock; with 4 KiB pages `resume_catchup`'s
 // WebSocket side took nearly twice as long on a virtual machine, time
-// that was the client's and not the relay's (docs/benchmarks.md, "The
+// that was the client's and not the relay's (docs/benchmarks-history.md, "The
 // client's heap in huge pages").
 const clientEnv = {
 	...env,

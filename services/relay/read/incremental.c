@@ -529,7 +529,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		" FROM s", 3);
 	/* The changes, with the horizon of their own snapshot. (Gating this
 	 * statement by the probe inside one statement made the catch-up
-	 * twice as slow: docs/benchmarks.md.) */
+	 * twice as slow: docs/benchmarks-history.md.) */
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
 		SNAPSHOT_CTE
 		" SELECT s.horizon::text, s.sysid::text, s.epoch, true,"

@@ -120,7 +120,7 @@ static struct {
  * Catch-up frames' buffers kept for the next catch-up: a client that
  * reconnects catches up on a new connection, served by a thread of its
  * own, and a buffer of megabytes faulted in afresh each time costs more
- * than the read on some machines (docs/benchmarks.md). At most
+ * than the read on some machines (docs/benchmarks-history.md). At most
  * SPARE_FRAMES of at most SPARE_FRAME_BYTES each are kept.
  */
 #define SPARE_FRAMES 2
