@@ -21,8 +21,10 @@
 #   comb_pg_running DATADIR              status 0 when a server runs there
 #   comb_pg_port DATADIR                 port of the running server
 #   comb_pg_psql PORT DB ARGS...         psql as postgres on 127.0.0.1:PORT
-#   comb_redis_start DIR PORT DURABLE    daemonized redis-server; DURABLE=1
-#                                        turns the append-only file on
+#   comb_redis_start DIR PORT DURABLE [DATABASES]
+#                                        daemonized redis-server; DURABLE=1
+#                                        turns the append-only file on;
+#                                        DATABASES defaults to 16
 #   comb_redis_stop DIR                  shutdown, no-op when stopped
 
 COMB_PG_BIN=${COMB_PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -213,7 +215,7 @@ comb__redis_pid() {
 }
 
 comb_redis_start() {
-	local dir=$1 port=$2 durable=${3:-1}
+	local dir=$1 port=$2 durable=${3:-1} databases=${4:-16}
 	local persist i
 
 	if ! command -v redis-server >/dev/null 2>&1; then
@@ -234,7 +236,7 @@ comb_redis_start() {
 	fi
 	if ! redis-server --bind 127.0.0.1 --port "$port" --daemonize yes \
 		--pidfile "$dir/redis.pid" --dir "$dir" --logfile "$dir/redis.log" \
-		--protected-mode yes --databases 16 "${persist[@]}"; then
+		--protected-mode yes --databases "$databases" "${persist[@]}"; then
 		comb__log "servers: redis-server failed to start"
 		return 1
 	fi

@@ -108,7 +108,8 @@ start_stack() {
 	pgport=$(comb_free_port)
 	comb_pg_start "$dir" "$pgport" 0
 	redisport=$(comb_free_port)
-	comb_redis_start "$stack/redis" "$redisport" 0
+	# a database per test stack (tests/e2e/lib/harness.mjs privateRedisUrl)
+	comb_redis_start "$stack/redis" "$redisport" 0 1024
 
 	base="postgresql://postgres@127.0.0.1:$pgport"
 	comb_pg_psql "$pgport" postgres -c "CREATE DATABASE comb_template"

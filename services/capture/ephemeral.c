@@ -1,6 +1,7 @@
 /*
  * Ephemeral events: relay nodes PUBLISH them on the Redis channel
- * comb:ephemeral as "<community>:<channel>:<event json>"; a thread of ours
+ * "comb:ephemeral:<database>" (comb_signal_ephemeral_channel) as
+ * "<community>:<channel>:<event json>"; a thread of ours
  * SUBSCRIBEs with a dedicated blocking hiredis context (reconnecting with
  * backoff when Redis goes away) and hands each message to the main loop
  * over an inproc ZeroMQ socket, where it is numbered and published like
@@ -30,13 +31,13 @@
 #include "comb/log.h"
 #include "comb/redis.h"
 
-#define REDIS_CHANNEL "comb:ephemeral"
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
 
 struct ephemeral {
 	void *zctx;              /* borrowed */
-	struct comb_redis_url url; /* pub/sub ignores its database */
+	struct comb_redis_url url; /* its database names the channel */
+	char channel[COMB_SIGNAL_EPHEMERAL_CHANNEL_MAX];
 	struct capture_stats *stats; /* borrowed: connected, lost */
 	pthread_t thread;
 	bool started;
@@ -85,7 +86,7 @@ static redisContext *subscribe(struct ephemeral *e, bool *logged)
 		return NULL;
 	}
 	redisEnableKeepAlive(c);
-	r = redisCommand(c, "SUBSCRIBE %s", REDIS_CHANNEL);
+	r = redisCommand(c, "SUBSCRIBE %s", e->channel);
 	if (!r || r->type != REDIS_REPLY_ARRAY) {
 		if (!*logged)
 			comb_warn("ephemeral: redis refused SUBSCRIBE: %s",
@@ -103,7 +104,7 @@ static redisContext *subscribe(struct ephemeral *e, bool *logged)
 		return NULL;
 	}
 	comb_info("ephemeral: subscribed to redis %s:%d channel %s", e->url.host,
-		  e->url.port, REDIS_CHANNEL);
+		  e->url.port, e->channel);
 	*logged = false;
 	return c;
 }
@@ -182,6 +183,7 @@ int ephemeral_start(struct capture *cap, char *errbuf, size_t errlen)
 	rc = comb_redis_url_parse(cap->cfg.redis_url, &e->url, errbuf, errlen);
 	if (rc)
 		return rc;
+	comb_signal_ephemeral_channel(e->url.db, e->channel);
 
 	cap->pull = zmq_socket(cap->zctx, ZMQ_PULL);
 	if (!cap->pull || zmq_bind(cap->pull, CAPTURE_EPHEMERAL_ENDPOINT))

@@ -285,6 +285,11 @@ struct comb_redis_pool *comb_redis_pool_new(const char *url, int size,
 	return pool;
 }
 
+int comb_redis_pool_db(const struct comb_redis_pool *pool)
+{
+	return pool->url.db;
+}
+
 void comb_redis_pool_free(struct comb_redis_pool *pool)
 {
 	int i;

@@ -626,6 +626,12 @@ int comb_signal_parse_notify(const char *text, struct comb_signal *out,
 	return rc;
 }
 
+void comb_signal_ephemeral_channel(int redis_db, char *out)
+{
+	snprintf(out, COMB_SIGNAL_EPHEMERAL_CHANNEL_MAX, "comb:ephemeral:%d",
+		 redis_db);
+}
+
 int comb_signal_parse_ephemeral(const void *msg, size_t len,
 				struct comb_signal *out, char *errbuf,
 				size_t errlen)

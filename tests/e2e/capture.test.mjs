@@ -149,6 +149,11 @@ async function waitLog(file, re, timeoutMs = 8000) {
 	}
 }
 
+// The Redis channel capture subscribes to for the stack's database.
+function ephemeralChannel(stack) {
+	return `comb:ephemeral:${stack.redisUrl.match(/\/(\d+)$/)[1]}`;
+}
+
 // PUBLISH on the fixture's Redis with a hand-written RESP command.
 function redisPublish(channel, message) {
 	const port = Number(readStackEnv().COMB_TEST_REDIS_PORT);
@@ -309,16 +314,26 @@ describe('signals from real writes', () => {
 		const h = uuid();
 		const from = tap.lines.length;
 		const json = JSON.stringify({ kind: 20001, content: `by hand ${h}`, tags: [['h', h]] });
-		const reply = await redisPublish('comb:ephemeral', `${cid}:${h}:${json}`);
-		assert.match(reply, /^:[1-9][0-9]*$/, 'no capture subscribed to comb:ephemeral');
+		const channel = ephemeralChannel(stack);
+		assert.notEqual(channel, 'comb:ephemeral:0', 'the stack has a Redis database of its own');
+		// Another database's channel, and the channel without a database,
+		// are not ours: what is published there first never arrives.
+		const foreign = uuid();
+		const foreignJson = JSON.stringify({ kind: 20001, content: 'elsewhere', tags: [['h', foreign]] });
+		await redisPublish('comb:ephemeral:0', `${cid}:${foreign}:${foreignJson}`);
+		await redisPublish('comb:ephemeral', `${cid}:${foreign}:${foreignJson}`);
+		const reply = await redisPublish(channel, `${cid}:${h}:${json}`);
+		assert.match(reply, /^:[1-9][0-9]*$/, `no capture subscribed to ${channel}`);
 		const sig = await tap.waitFor((s) => s.type === 'ephemeral' && s.channel === h, 'ephemeral signal', { from });
 		assert.equal(sig.payload, json);
 		assert.equal(sig.topic, `${cid}:${h}`);
 		assert.equal(sig.xid, '0');
+		assert.equal(tap.lines.slice(from).filter((s) => s.channel === foreign).length, 0,
+			'an ephemeral event of another Redis database was forwarded');
 
 		// Malformed messages are refused without disturbing the feed.
-		await redisPublish('comb:ephemeral', `${cid}:not-a-channel:{}`);
-		await redisPublish('comb:ephemeral', 'garbage');
+		await redisPublish(channel, `${cid}:not-a-channel:{}`);
+		await redisPublish(channel, 'garbage');
 
 		// And one published by the relay itself (POST /events, kind 20001).
 		const ch = await createChannel(stack, admin, { name: 'typing' });

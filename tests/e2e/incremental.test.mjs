@@ -136,9 +136,10 @@ describe('gate', () => {
 });
 
 test('admission: a full cluster answers 503 incremental_busy with a jittered Retry-After', async () => {
-	// a Redis database of its own, so that other tests never see the slot taken
-	const redisUrl = stack.redisUrl.replace(/\/\d+$/, '/7');
-	const busy = await startRelay({ env: { COMB_REDIS_URL: redisUrl, COMB_INCREMENTAL_MAX_CONCURRENT: '1' } });
+	// its Redis database is its own (every stack's is), so that other
+	// tests never see the slot taken
+	const busy = await startRelay({ env: { COMB_INCREMENTAL_MAX_CONCURRENT: '1' } });
+	const [, port, db] = busy.redisUrl.match(/:(\d+)\/(\d+)$/);
 	try {
 		const k = busy.admins[0];
 		let r;
@@ -150,9 +151,8 @@ test('admission: a full cluster answers 503 incremental_busy with a jittered Ret
 			assert.equal(r.status, 200, r.body);
 		}
 		// another node holds the only slot
-		const port = redisUrl.match(/:(\d+)\//)[1];
 		const { execFileSync } = await import('node:child_process');
-		execFileSync('redis-cli', ['-p', port, '-n', '7', 'ZADD', 'comb:incremental:active',
+		execFileSync('redis-cli', ['-p', port, '-n', db, 'ZADD', 'comb:incremental:active',
 			String(Date.now()), 'other-node']);
 		const delays = new Set();
 		for (let i = 0; i < 8; i++) {
@@ -164,7 +164,7 @@ test('admission: a full cluster answers 503 incremental_busy with a jittered Ret
 		}
 		assert.ok([...delays].every((d) => Number(d) >= 1), 'Retry-After is set');
 		assert.ok(delays.size > 1, 'Retry-After is jittered');
-		execFileSync('redis-cli', ['-p', port, '-n', '7', 'DEL', 'comb:incremental:active']);
+		execFileSync('redis-cli', ['-p', port, '-n', db, 'DEL', 'comb:incremental:active']);
 		r = await post(busy.url, '/query', [{ artifact: 'incremental' }], k, nonce());
 		assert.equal(r.status, 200, r.body);
 	} finally {

@@ -3,7 +3,7 @@
  * the rest is:
  *   0 (and anything else): msgpack bytes for comb_signal_decode,
  *   1: NOTIFY text for comb_signal_parse_notify,
- *   2: a Redis comb:ephemeral message for comb_signal_parse_ephemeral.
+ *   2: a Redis ephemeral-channel message for comb_signal_parse_ephemeral.
  * The seeds in corpus/signal/ are valid signals of every type, NOTIFY
  * lines and ephemeral messages. Besides memory errors and undefined behaviour it traps on broken
  * contracts: an unexpected return code, a failure without a reason or that

@@ -7,6 +7,7 @@
 #include "test_util.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include <msgpack.h>
@@ -763,6 +764,20 @@ static void test_parse_ephemeral(void **state)
 	free(big);
 }
 
+/* The channel names the Redis database: pub/sub itself ignores it. */
+static void test_ephemeral_channel(void **state)
+{
+	char ch[COMB_SIGNAL_EPHEMERAL_CHANNEL_MAX];
+
+	(void)state;
+	comb_signal_ephemeral_channel(0, ch);
+	assert_string_equal(ch, "comb:ephemeral:0");
+	comb_signal_ephemeral_channel(15, ch);
+	assert_string_equal(ch, "comb:ephemeral:15");
+	comb_signal_ephemeral_channel(INT_MAX, ch);
+	assert_string_equal(ch, "comb:ephemeral:2147483647");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -777,6 +792,7 @@ int main(void)
 		cmocka_unit_test(test_topics),
 		cmocka_unit_test(test_parse_notify),
 		cmocka_unit_test(test_parse_ephemeral),
+		cmocka_unit_test(test_ephemeral_channel),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

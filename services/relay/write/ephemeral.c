@@ -1,11 +1,13 @@
 /*
  * Ephemeral events (kinds 20000-29999): checked like a chat message, never
- * stored, and published on Redis for comb-capture to fan out to every
+ * stored, and published on Redis (on the channel of comb_signal.h's
+ * comb_signal_ephemeral_channel) for comb-capture to fan out to every
  * relay node's live readers of the channel.
  */
 #include <string.h>
 
 #include "access.h"
+#include "comb/signal.h"
 #include "comb/uuid.h"
 #include "write.h"
 #include "write_int.h"
@@ -14,6 +16,7 @@ void write_ephemeral(struct writer *w, const struct comb_event *ev,
 		     struct write_result *out)
 {
 	const char *h = comb_event_tag_value(ev, "h");
+	char topic[COMB_SIGNAL_EPHEMERAL_CHANNEL_MAX];
 	struct channel_row channel;
 	struct actor actor;
 	struct comb_buf raw;
@@ -48,7 +51,8 @@ void write_ephemeral(struct writer *w, const struct comb_event *ev,
 		write_refuse(out, 503, "error: out of memory");
 		return;
 	}
-	reply = comb_redis_command(w->relay->redis, "PUBLISH comb:ephemeral %s:%s:%b",
+	comb_signal_ephemeral_channel(comb_redis_pool_db(w->relay->redis), topic);
+	reply = comb_redis_command(w->relay->redis, "PUBLISH %s %s:%s:%b", topic,
 				   w->community->id_text, h, raw.data, raw.len);
 	comb_buf_release(&raw);
 	if (!reply || reply->type == REDIS_REPLY_ERROR) {

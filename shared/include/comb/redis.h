@@ -55,6 +55,10 @@ redisContext *comb_redis_connect(const struct comb_redis_url *u, int timeout_ms,
 struct comb_redis_pool *comb_redis_pool_new(const char *url, int size,
 					    int timeout_ms, char *errbuf,
 					    size_t errlen);
+/* The Redis database the pool's connections select (0 when the URL names
+ * none). */
+int comb_redis_pool_db(const struct comb_redis_pool *pool);
+
 /* Closes the idle connections and frees the pool (NULL is ignored). No
  * command may still be running on it. */
 void comb_redis_pool_free(struct comb_redis_pool *pool);

@@ -149,8 +149,21 @@ int comb_signal_topic(const struct comb_signal *s, char *out, size_t outlen,
 int comb_signal_parse_notify(const char *text, struct comb_signal *out,
 			     char *errbuf, size_t errlen);
 
+/* The longest Redis channel name comb_signal_ephemeral_channel writes. */
+#define COMB_SIGNAL_EPHEMERAL_CHANNEL_MAX 32
+
 /*
- * Parses a message relay nodes PUBLISH on the Redis channel comb:ephemeral,
+ * Writes into out (COMB_SIGNAL_EPHEMERAL_CHANNEL_MAX bytes) the Redis
+ * channel relay nodes PUBLISH ephemeral events on and capture SUBSCRIBEs
+ * to for the Redis database redis_db: "comb:ephemeral:<redis_db>". Redis
+ * pub/sub ignores the selected database, so the channel names it: two
+ * deployments sharing a Redis server on different databases never see
+ * each other's ephemeral events.
+ */
+void comb_signal_ephemeral_channel(int redis_db, char *out);
+
+/*
+ * Parses a message relay nodes PUBLISH on the ephemeral channel,
  * "<community>:<channel uuid>:<event json>" (len bytes, borrowed), into an
  * ephemeral signal whose payload points at the JSON inside msg (epoch and
  * seq left 0). The JSON itself is not checked: the relay verified the

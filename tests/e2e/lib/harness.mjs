@@ -383,6 +383,26 @@ export async function psqlOn(db, sql) {
 	}
 }
 
+// The fixture's Redis has this many databases (scripts/test-stack.sh);
+// database 0 holds the counter that hands out the others.
+const REDIS_DATABASES = 1024;
+
+/**
+ * Resolves to the URL of a Redis database of the fixture no other stack
+ * of this run uses (until 1023 stacks have been started), so that one
+ * test's keys and ephemeral events (whose pub/sub channel names the
+ * database) never reach another test's relays.
+ */
+async function privateRedisUrl(stackEnv) {
+	const port = stackEnv.COMB_REDIS_URL.match(/:(\d+)\/\d+$/)[1];
+	const { stdout } = await execFileP('redis-cli', ['-h', '127.0.0.1', '-p', port,
+		'INCR', 'comb-test:databases-handed-out']);
+	const db = 1 + (Number(stdout.trim()) - 1) % (REDIS_DATABASES - 1);
+	if (!Number.isInteger(db))
+		throw new Error(`the fixture's Redis did not count: ${stdout}`);
+	return stackEnv.COMB_REDIS_URL.replace(/\/\d+$/, `/${db}`);
+}
+
 const FS = '\u001f';
 const RS = '\u001e';
 const NULL_MARK = '\\N';
@@ -719,7 +739,8 @@ export async function runAdmin(dbUrl, args) {
  *
  * Resolves to the stack:
  *   url, urls[], port, ports[], wsUrl, wsUrls[]  (http://localhost:PORT...)
- *   dbName, dbUrl, redisUrl, relaySecretKey (hex), relayPubkey
+ *   dbName, dbUrl, redisUrl (a Redis database of its own), relaySecretKey
+ *   (hex), relayPubkey
  *   communities [{id, hosts, owner, ownerSk}], admins [Uint8Array sk]
  *   captureEndpoint, logs {relays[], captures[]}
  *   psql(sql) -> stdout, query(sql) -> rows, admin(args) -> {code, stdout, stderr}
@@ -736,7 +757,7 @@ export async function startRelay(opts = {}) {
 	const nodes = opts.nodes ?? 1;
 	const dbName = `t_${crypto.randomBytes(6).toString('hex')}`;
 	const dbUrl = `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/${dbName}`;
-	const redisUrl = stackEnv.COMB_REDIS_URL;
+	const redisUrl = await privateRedisUrl(stackEnv);
 	const logPrefix = path.join(stackDir, 'logs', `${testName()}-${dbName}`);
 
 	if (!fs.existsSync(relayBin))
