@@ -1,8 +1,8 @@
 /*
  * Ephemeral events (kinds 20000-29999): checked like a chat message, never
- * stored, and published on Redis (on the channel of comb_signal.h's
- * comb_signal_ephemeral_channel) for comb-capture to fan out to every
- * relay node's live readers of the channel.
+ * stored, and published on Redis (on the channel comb/signal.h's
+ * comb_signal_ephemeral_channel names) for comb-capture to fan out to
+ * every relay node's live readers of the channel.
  */
 #include <string.h>
 
