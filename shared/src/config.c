@@ -41,7 +41,7 @@ static const struct setting settings[] = {
 	STR(database_url, "COMB_DATABASE_URL", "",
 	    "PostgreSQL connection string (libpq URL or key=value)"),
 	STR(redis_url, "COMB_REDIS_URL", "redis://127.0.0.1:6379/0",
-	    "Redis URL shared by every relay node and capture: `redis://[[user]:password@]host[:port][/db]`, user and password percent-encoded"),
+	    "Redis URL shared by every relay node and capture: `redis://[[user]:password@]host[:port][/db]`, user and password percent-encoded; deployments sharing a Redis server each need a database of their own"),
 	STR(redis_password_file, "COMB_REDIS_PASSWORD_FILE", "",
 	    "file whose first line is the Redis password (AUTH; with the URL's user name, if any); the URL must then carry no password"),
 	STR(relay_secret_key, "COMB_RELAY_SECRET_KEY", "",
