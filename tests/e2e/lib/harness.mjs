@@ -394,8 +394,7 @@ const REDIS_DATABASES = 1024;
  * database) never reach another test's relays.
  */
 async function privateRedisUrl(stackEnv) {
-	const port = stackEnv.COMB_REDIS_URL.match(/:(\d+)\/\d+$/)[1];
-	const { stdout } = await execFileP('redis-cli', ['-h', '127.0.0.1', '-p', port,
+	const { stdout } = await execFileP('redis-cli', ['-h', '127.0.0.1', '-p', stackEnv.COMB_TEST_REDIS_PORT,
 		'INCR', 'comb-test:databases-handed-out']);
 	const db = 1 + (Number(stdout.trim()) - 1) % (REDIS_DATABASES - 1);
 	if (!Number.isInteger(db))
