@@ -80,7 +80,7 @@ stop_stack() {
 }
 
 start_stack() {
-	local build admin pgport redisport dir base
+	local build admin pgport redisport dir base redis_databases=1024
 
 	mkdir -p "$stack"
 	stack=$(cd "$stack" && pwd -P)
@@ -108,8 +108,8 @@ start_stack() {
 	pgport=$(comb_free_port)
 	comb_pg_start "$dir" "$pgport" 0
 	redisport=$(comb_free_port)
-	# a database per test stack (tests/e2e/lib/harness.mjs privateRedisUrl)
-	comb_redis_start "$stack/redis" "$redisport" 0 1024
+	# a database per test stack (tests/e2e/lib/harness.mjs privateRedis)
+	comb_redis_start "$stack/redis" "$redisport" 0 "$redis_databases"
 
 	base="postgresql://postgres@127.0.0.1:$pgport"
 	comb_pg_psql "$pgport" postgres -c "CREATE DATABASE comb_template"
@@ -131,6 +131,7 @@ COMB_TEST_DATABASE_URL_BASE=$base
 COMB_TEST_TEMPLATE_DB=comb_template
 COMB_REDIS_URL=redis://127.0.0.1:$redisport/0
 COMB_TEST_REDIS_PORT=$redisport
+COMB_TEST_REDIS_DATABASES=$redis_databases
 EOF
 	mv "$stack/env.tmp" "$stack/env"
 	started=1

@@ -149,11 +149,6 @@ async function waitLog(file, re, timeoutMs = 8000) {
 	}
 }
 
-// The Redis channel capture subscribes to for the stack's database.
-function ephemeralChannel(stack) {
-	return `comb:ephemeral:${stack.redisUrl.match(/\/(\d+)$/)[1]}`;
-}
-
 // PUBLISH on the fixture's Redis with a hand-written RESP command.
 function redisPublish(channel, message) {
 	const port = Number(readStackEnv().COMB_TEST_REDIS_PORT);
@@ -314,7 +309,7 @@ describe('signals from real writes', () => {
 		const h = uuid();
 		const from = tap.lines.length;
 		const json = JSON.stringify({ kind: 20001, content: `by hand ${h}`, tags: [['h', h]] });
-		const channel = ephemeralChannel(stack);
+		const channel = `comb:ephemeral:${stack.redisDb}`;
 		assert.notEqual(channel, 'comb:ephemeral:0', 'the stack has a Redis database of its own');
 		// Another database's channel, and the channel without a database,
 		// are not ours: what is published there first never arrives.

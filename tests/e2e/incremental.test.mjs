@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { get, newKey, post, psqlSession, pubkeyOf, startRelay } from './lib/harness.mjs';
+import { get, newKey, post, psqlSession, pubkeyOf, readStackEnv, startRelay } from './lib/harness.mjs';
 import {
 	accept, addMember, assertAccepted, createChannel, editChannel, publish,
 	removeMember, uuid,
@@ -139,7 +139,8 @@ test('admission: a full cluster answers 503 incremental_busy with a jittered Ret
 	// its Redis database is its own (every stack's is), so that other
 	// tests never see the slot taken
 	const busy = await startRelay({ env: { COMB_INCREMENTAL_MAX_CONCURRENT: '1' } });
-	const [, port, db] = busy.redisUrl.match(/:(\d+)\/(\d+)$/);
+	const port = readStackEnv().COMB_TEST_REDIS_PORT;
+	const db = String(busy.redisDb);
 	try {
 		const k = busy.admins[0];
 		let r;

@@ -66,7 +66,8 @@ function serverHooks() {
 		async redis(random) {
 			await servers('comb_redis_stop', path.join(stackDir, 'redis'));
 			await sleep(500 + Math.floor(random() * 2500));
-			await servers('comb_redis_start', path.join(stackDir, 'redis'), env.COMB_TEST_REDIS_PORT, '0', '1024');
+			await servers('comb_redis_start', path.join(stackDir, 'redis'), env.COMB_TEST_REDIS_PORT, '0',
+				env.COMB_TEST_REDIS_DATABASES);
 		},
 	};
 }

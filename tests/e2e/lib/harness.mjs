@@ -383,23 +383,21 @@ export async function psqlOn(db, sql) {
 	}
 }
 
-// The fixture's Redis has this many databases (scripts/test-stack.sh);
-// database 0 holds the counter that hands out the others.
-const REDIS_DATABASES = 1024;
-
 /**
- * Resolves to the URL of a Redis database of the fixture no other stack
- * of this run uses (until 1023 stacks have been started), so that one
+ * Resolves to {db, url}: a database of the fixture's Redis (which has
+ * COMB_TEST_REDIS_DATABASES of them, scripts/test-stack.sh) that no other
+ * stack of this run uses until all but database 0, which holds the
+ * counter handing them out, have been given, and its URL; so that one
  * test's keys and ephemeral events (whose pub/sub channel names the
  * database) never reach another test's relays.
  */
-async function privateRedisUrl(stackEnv) {
+async function privateRedis(stackEnv) {
 	const { stdout } = await execFileP('redis-cli', ['-h', '127.0.0.1', '-p', stackEnv.COMB_TEST_REDIS_PORT,
 		'INCR', 'comb-test:databases-handed-out']);
-	const db = 1 + (Number(stdout.trim()) - 1) % (REDIS_DATABASES - 1);
+	const db = 1 + (Number(stdout.trim()) - 1) % (Number(stackEnv.COMB_TEST_REDIS_DATABASES) - 1);
 	if (!Number.isInteger(db))
-		throw new Error(`the fixture's Redis did not count: ${stdout}`);
-	return stackEnv.COMB_REDIS_URL.replace(/\/\d+$/, `/${db}`);
+		throw new Error(`the fixture's Redis did not count (${stdout}) or its env lacks COMB_TEST_REDIS_DATABASES`);
+	return { db, url: stackEnv.COMB_REDIS_URL.replace(/\/\d+$/, `/${db}`) };
 }
 
 const FS = '\u001f';
@@ -738,8 +736,8 @@ export async function runAdmin(dbUrl, args) {
  *
  * Resolves to the stack:
  *   url, urls[], port, ports[], wsUrl, wsUrls[]  (http://localhost:PORT...)
- *   dbName, dbUrl, redisUrl (a Redis database of its own), relaySecretKey
- *   (hex), relayPubkey
+ *   dbName, dbUrl, redisUrl and redisDb (a Redis database of its own),
+ *   relaySecretKey (hex), relayPubkey
  *   communities [{id, hosts, owner, ownerSk}], admins [Uint8Array sk]
  *   captureEndpoint, logs {relays[], captures[]}
  *   psql(sql) -> stdout, query(sql) -> rows, admin(args) -> {code, stdout, stderr}
@@ -756,7 +754,7 @@ export async function startRelay(opts = {}) {
 	const nodes = opts.nodes ?? 1;
 	const dbName = `t_${crypto.randomBytes(6).toString('hex')}`;
 	const dbUrl = `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/${dbName}`;
-	const redisUrl = await privateRedisUrl(stackEnv);
+	const { db: redisDb, url: redisUrl } = await privateRedis(stackEnv);
 	const logPrefix = path.join(stackDir, 'logs', `${testName()}-${dbName}`);
 
 	if (!fs.existsSync(relayBin))
@@ -767,7 +765,7 @@ export async function startRelay(opts = {}) {
 
 	const relayKey = newKey();
 	const stack = {
-		dbName, dbUrl, redisUrl,
+		dbName, dbUrl, redisUrl, redisDb,
 		relaySecretKey: relayKey.skHex,
 		relayPubkey: relayKey.pk,
 		communities: [],
