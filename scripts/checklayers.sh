@@ -29,6 +29,7 @@ RELAY_LAYERS=(
 	"http ws"
 	"sync"
 	"session write read"
+	"hub"
 	"feed"
 	"proto"
 )

@@ -79,7 +79,7 @@ struct capture_metrics;
 
 /* Signal counters by type: the types of comb/signal.h, then marks (a
  * heartbeat of one community). */
-#define CAPTURE_STAT_MARK (COMB_SIGNAL_EPHEMERAL + 1)
+#define CAPTURE_STAT_MARK (COMB_SIGNAL_LAST_KNOWN + 1)
 #define CAPTURE_STAT_TYPES (CAPTURE_STAT_MARK + 1)
 
 /*

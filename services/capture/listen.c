@@ -64,6 +64,10 @@ static const char *const catch_up_sql =
 	"  e.kind::text)"
 	" FROM communities k JOIN events e ON e.community_id = k.id"
 	"  AND e.xid >= $1::xid8 AND e.kind NOT IN (45010, 45011)"
+	" UNION ALL"
+	" SELECT a.xid, 7, concat_ws(' ', 'admin', a.community_id::text, '-',"
+	"  a.xid::text, '-', a.pubkey, '-', CASE WHEN a.admin THEN '1' ELSE '0' END)"
+	" FROM community_admin_log a WHERE a.xid >= $1::xid8"
 	") c ORDER BY c.x, c.src";
 
 static bool seen_has(const struct capture_horizon *hz, uint64_t xid)

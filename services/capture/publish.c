@@ -80,7 +80,7 @@ static unsigned int stat_index(const struct comb_signal *s)
 {
 	if (s->type == COMB_SIGNAL_HEARTBEAT && s->community != 0)
 		return CAPTURE_STAT_MARK;
-	if (s->type > COMB_SIGNAL_EPHEMERAL)
+	if (s->type > COMB_SIGNAL_LAST_KNOWN)
 		COMB_BUG("publish: signal type %u has no counter", s->type);
 	return s->type;
 }

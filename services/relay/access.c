@@ -249,3 +249,55 @@ void access_member_join_sql(char *out, size_t outlen, int reader_param)
 		 " AND m.channel_id = c.id AND m.pubkey = $%d AND m.active",
 		 reader_param);
 }
+
+/* Sets the bit of every key the plugins list for pubkey (admin or not). */
+static void fill_keys(const struct relay *relay, const char *pubkey, bool admin,
+		      uint8_t bits[ACCESS_KEY_BYTES])
+{
+	struct comb_policy_actor pa = {.pubkey = pubkey, .community_admin = admin};
+	int keys[COMB_POLICY_READ_KEYS], count, i;
+
+	comb_policy_read_keys(relay->policy, &pa, keys, &count);
+	memset(bits, 0, ACCESS_KEY_BYTES);
+	for (i = 0; i < count; i++)
+		if (keys[i] >= 0 && keys[i] < COMB_POLICY_READ_KEYS)
+			bits[keys[i] / 8] |= (uint8_t)(1u << (keys[i] % 8));
+}
+
+void reader_access_init(struct reader_access *ra, const struct relay *relay,
+			int64_t community_id, const char *pubkey)
+{
+	ra->community_id = community_id;
+	snprintf(ra->pubkey, sizeof(ra->pubkey), "%s", pubkey);
+	fill_keys(relay, pubkey, false, ra->member_keys);
+	fill_keys(relay, pubkey, true, ra->admin_keys);
+	atomic_init(&ra->admin, false);
+	atomic_init(&ra->generation, 0);
+}
+
+bool reader_access_readable(const struct reader_access *ra, int key)
+{
+	const uint8_t *bits = atomic_load(&ra->admin) ? ra->admin_keys
+						      : ra->member_keys;
+
+	return key >= 0 && key < COMB_POLICY_READ_KEYS &&
+	       (bits[key / 8] >> (key % 8)) & 1;
+}
+
+void reader_access_literal(const struct reader_access *ra,
+			   char out[ACCESS_KEYS_LITERAL])
+{
+	const uint8_t *bits = atomic_load(&ra->admin) ? ra->admin_keys
+						      : ra->member_keys;
+	size_t used = 0;
+	int k;
+
+	out[used++] = '{';
+	for (k = 0; k < COMB_POLICY_READ_KEYS; k++) {
+		if (!((bits[k / 8] >> (k % 8)) & 1))
+			continue;
+		used += (size_t)snprintf(out + used, ACCESS_KEYS_LITERAL - used,
+					 "%s%d", used > 1 ? "," : "", k);
+	}
+	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
+}

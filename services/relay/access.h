@@ -8,7 +8,9 @@
 #define COMB_ACCESS_H
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "comb/policy.h"
 #include "relay.h"
@@ -123,5 +125,39 @@ void access_readable_sql(char *out, size_t outlen, int named_param,
 /* The LEFT JOIN of the reader's membership onto channels `c`, with the
  * reader's pubkey as parameter reader_param. */
 void access_member_join_sql(char *out, size_t outlen, int reader_param);
+
+/* Bytes of a read-key bitmap: bit k set when read key k is readable. */
+#define ACCESS_KEY_BYTES (COMB_POLICY_READ_KEYS / 8)
+
+/*
+ * What one reader of an open WebSocket may read, as it stands now: the
+ * read keys the policy plugins give it as a plain member and as a
+ * community admin, and which of the two applies. The keys are fixed once
+ * the reader is known; `admin` changes when the operator adds or removes
+ * the reader as a community admin (hub/ flips it on the capture signal,
+ * before any later event is delivered, and loads it again whenever a
+ * subscription opens), and `generation` counts the flips so that a load
+ * from the database racing with one can tell it lost.
+ */
+struct reader_access {
+	int64_t community_id;
+	char pubkey[65];
+	uint8_t member_keys[ACCESS_KEY_BYTES];
+	uint8_t admin_keys[ACCESS_KEY_BYTES];
+	atomic_bool admin;
+	atomic_uint generation;
+};
+
+/* Fills ra's community, pubkey and both key sets from the policy plugins
+ * (no database; admin false, generation 0). */
+void reader_access_init(struct reader_access *ra, const struct relay *relay,
+			int64_t community_id, const char *pubkey);
+
+/* True when read key `key` is readable by ra now. Any thread. */
+bool reader_access_readable(const struct reader_access *ra, int key);
+
+/* Writes ra's read keys as they stand now as a PostgreSQL int[] literal. */
+void reader_access_literal(const struct reader_access *ra,
+			   char out[ACCESS_KEYS_LITERAL]);
 
 #endif

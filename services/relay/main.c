@@ -32,6 +32,7 @@
 #include "comb/log.h"
 #include "feed/feed.h"
 #include "http/http.h"
+#include "hub/hub.h"
 #include "protocol_limits.h"
 #include "read/read.h"
 #include "revcache.h"
@@ -356,6 +357,10 @@ int main(void)
 		comb_error("write: %s", err);
 		goto out;
 	}
+	if (hub_start(&relay, err, sizeof(err))) {
+		comb_error("hub: %s", err);
+		goto out;
+	}
 	if (ws_start(&relay, err, sizeof(err))) {
 		comb_error("websocket: %s", err);
 		goto out;
@@ -384,6 +389,7 @@ int main(void)
 out:
 	write_batch_stop();
 	feed_stop();
+	hub_stop();
 	ws_sync_stop();
 	ws_resume_stop();
 	ws_stop();

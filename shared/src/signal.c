@@ -55,6 +55,7 @@ static const struct type_rule rules[] = {
 			       F_CHANNEL | F_PUBKEY},
 	[COMB_SIGNAL_EPHEMERAL] = {"ephemeral",
 				   F_COMMUNITY | F_CHANNEL | F_PAYLOAD, 0},
+	[COMB_SIGNAL_ADMIN] = {"admin", F_COMMUNITY | F_PUBKEY | F_XID, F_KIND},
 };
 
 #define KNOWN_TYPES (sizeof(rules) / sizeof(rules[0]))

@@ -291,7 +291,8 @@ static void interrupt_subscribers(int64_t id)
 	size_t i;
 
 	for (i = 0; i < feed.nlisteners; i++)
-		feed.listeners[i]->interrupt(id, FEED_INTERRUPTED);
+		if (feed.listeners[i]->interrupt)
+			feed.listeners[i]->interrupt(id, FEED_INTERRUPTED);
 	ws_live_interrupt(id, FEED_INTERRUPTED);
 }
 
@@ -434,6 +435,7 @@ static void dispatch(const struct comb_signal *s)
 		break;
 	case COMB_SIGNAL_MEMBER:
 	case COMB_SIGNAL_CHANNEL:
+	case COMB_SIGNAL_ADMIN:
 		notify_listeners(s);
 		break;
 	case COMB_SIGNAL_EVENT:

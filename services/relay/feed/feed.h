@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "access.h"
 #include "comb/event.h"
 #include "comb/policy_set.h"
 #include "comb/signal.h"
@@ -51,7 +52,8 @@ struct feed_listener {
 	 * move, redaction, member and channel signals. */
 	void (*signal)(const struct comb_signal *s);
 	/* Changes of community_id (0: of every community) were lost (a gap,
-	 * a new epoch, a lost link); reason starts with `resync:`. */
+	 * a new epoch, a lost link); reason starts with `resync:`. May be
+	 * NULL. */
 	void (*interrupt)(int64_t community_id, const char *reason);
 };
 
@@ -129,8 +131,6 @@ bool feed_still_trusted(int64_t community_id, uint64_t generation);
  * their order.
  */
 
-/* Bytes of a read-key bitmap: bit k set when read key k is readable. */
-#define WS_LIVE_KEY_BYTES (COMB_POLICY_READ_KEYS / 8)
 /* Events queued for the dispatcher beyond which new ones are dropped and
  * every live subscription is interrupted. */
 #define WS_LIVE_MAX_BACKLOG 65536
@@ -165,7 +165,7 @@ struct ws_live_entry {
 	const char (*channels)[37];  /* borrowed; the channels covered */
 	size_t nchannels;            /* 0: every channel of the community */
 	const char *reader;          /* borrowed pubkey hex of the recipient */
-	const uint8_t *read_keys;    /* borrowed bitmap, WS_LIVE_KEY_BYTES */
+	const struct reader_access *access; /* borrowed: what reader may read */
 	/* True when the entry wants ev; *named tells whether the filter that
 	 * matched names the event's channel (it counts for unlisted ones). */
 	ws_live_match_fn match;

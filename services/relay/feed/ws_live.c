@@ -265,12 +265,6 @@ static void gather(struct slot *s, const struct ws_live_event *ev)
 	}
 }
 
-static bool key_readable(const uint8_t *keys, int key)
-{
-	return key >= 0 && key < COMB_POLICY_READ_KEYS &&
-	       (keys[key / 8] >> (key % 8)) & 1;
-}
-
 static int cmp_role(const void *a, const void *b)
 {
 	return strcmp(((const struct reader_role *)a)->pubkey,
@@ -360,7 +354,7 @@ static void deliver_in_channel(const struct ws_live_event *ev)
 			continue;
 		facts.role = found->role;
 		facts.named = live.cands[i].named;
-		if (key_readable(e->read_keys, comb_policy_read_key(&facts)))
+		if (reader_access_readable(e->access, comb_policy_read_key(&facts)))
 			e->deliver(e, ev);
 	}
 out:

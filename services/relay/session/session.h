@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "access.h"
 #include "feed/feed.h"
 #include "relay.h"
 
@@ -235,7 +236,9 @@ struct ws_session {
 	                                    and subscription delivery state */
 	bool authenticated;
 	char pubkey[65];                 /* constant once authenticated */
-	uint8_t read_keys[WS_LIVE_KEY_BYTES];
+	/* what the reader may read now (registered with hub/ while
+	 * authenticated) */
+	struct reader_access access;
 
 	struct ws_sub *subs;             /* connection thread only */
 
@@ -267,11 +270,21 @@ bool ws_session_authenticated(struct ws_session *s);
 
 /*
  * Makes pubkey (64 lowercase hex, verified by NIP-42 by the caller) the
- * reader of s: loads the read keys the policy plugins give it and marks s
- * authenticated. Returns 0, or COMB_EUNAVAIL when the database failed (s
- * stays as it was).
+ * reader of s: takes the read keys the policy plugins give it, registers
+ * its access with the hub (which keeps its community admin status current
+ * from then on), loads that status and marks s authenticated. Returns 0,
+ * or COMB_EUNAVAIL when the database failed (s stays as it was).
  */
 int ws_session_set_reader(struct ws_session *s, const char *pubkey);
+
+/*
+ * Makes s->access current before a subscription opens: loads the reader's
+ * community admin status again, so that a change committed before the
+ * REQ applies to it even when its signal has not reached this node yet
+ * (and one lost with an interrupted feed is recovered). Connection
+ * thread. Returns 0 or COMB_EUNAVAIL.
+ */
+int ws_session_access_now(struct ws_session *s);
 
 /*
  * The EVENT path's bound (pipelined EVENTs): waits, on the connection's

@@ -16,6 +16,7 @@
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/log.h"
+#include "hub/hub.h"
 #include "metrics.h"
 
 /* Frames other than EVENT are small; this bounds them. */
@@ -72,6 +73,8 @@ void ws_session_free(struct ws_session *s)
 		pthread_cond_wait(&s->writes_done, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 	ws_outbox_free(s->outbox);
+	if (s->authenticated)
+		hub_remove_reader(&s->access);
 	pthread_cond_destroy(&s->writes_done);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
@@ -362,45 +365,28 @@ int ws_session_start(struct ws_session *s)
 	return push(s, &b, rc, WS_PUSH_WAIT);
 }
 
-/* Loads the reader's read keys for pubkey into keys. */
-static int load_read_keys(struct ws_session *s, const char *pubkey,
-			  uint8_t keys[WS_LIVE_KEY_BYTES])
-{
-	int list[COMB_POLICY_READ_KEYS], count, i, rc;
-	struct comb_policy_actor pa;
-	struct actor actor;
-	PGconn *db;
-
-	db = comb_db_acquire(s->relay->db, 2000);
-	if (!db)
-		return COMB_EUNAVAIL;
-	rc = access_load_actor(s->relay->db, db, &s->community, pubkey, &actor);
-	comb_db_release(s->relay->db, db, rc && comb_db_conn_lost(db));
-	if (rc)
-		return rc;
-	pa.pubkey = actor.pubkey;
-	pa.community_admin = actor.community_admin;
-	comb_policy_read_keys(s->relay->policy, &pa, list, &count);
-	memset(keys, 0, WS_LIVE_KEY_BYTES);
-	for (i = 0; i < count; i++) {
-		if (list[i] >= 0 && list[i] < COMB_POLICY_READ_KEYS)
-			keys[list[i] / 8] |= (uint8_t)(1u << (list[i] % 8));
-	}
-	return 0;
-}
-
 int ws_session_set_reader(struct ws_session *s, const char *pubkey)
 {
-	uint8_t keys[WS_LIVE_KEY_BYTES];
 	int rc;
 
-	rc = load_read_keys(s, pubkey, keys);
-	if (rc)
-		return rc;
+	reader_access_init(&s->access, s->relay, s->community.id, pubkey);
+	/* Registered before the status is read, so that no change of it is
+	 * missed in between (hub_load_admin). */
+	rc = hub_add_reader(&s->access);
+	if (!rc)
+		rc = hub_load_admin(s->relay, &s->community, &s->access);
+	if (rc) {
+		hub_remove_reader(&s->access);
+		return rc == COMB_ENOMEM ? COMB_EUNAVAIL : rc;
+	}
 	pthread_mutex_lock(&s->mu);
 	memcpy(s->pubkey, pubkey, sizeof(s->pubkey));
-	memcpy(s->read_keys, keys, sizeof(keys));
 	s->authenticated = true;
 	pthread_mutex_unlock(&s->mu);
 	return 0;
+}
+
+int ws_session_access_now(struct ws_session *s)
+{
+	return hub_load_admin(s->relay, &s->community, &s->access);
 }

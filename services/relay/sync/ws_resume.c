@@ -315,6 +315,8 @@ static bool concerns(const struct resume_sub *sub, const struct comb_signal *s)
 	case COMB_SIGNAL_MEMBER:
 		return s->channel[0] && in_scope(sub, s->channel) &&
 		       !strcmp(s->pubkey, sub->session->pubkey);
+	case COMB_SIGNAL_ADMIN:
+		return !strcmp(s->pubkey, sub->session->pubkey);
 	default:
 		return false;  /* chat, moderation, ephemeral: never a change */
 	}

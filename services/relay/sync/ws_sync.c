@@ -166,11 +166,31 @@ static void reg_remove(struct sync_sub *sub)
 	pthread_rwlock_unlock(&reg.lock);
 }
 
+/* Has every sync of reader in community check its access again (its
+ * community admin status changed: hub/ applied it already). Admin changes
+ * are rare, so every slot of the registry is visited. */
+static void note_reader(int64_t community, const char *reader)
+{
+	struct slot *slot;
+	size_t b, i;
+
+	pthread_rwlock_rdlock(&reg.lock);
+	sync_note_begin();
+	for (b = 0; b < BUCKETS; b++)
+		for (slot = reg.buckets[b]; slot; slot = slot->next)
+			for (i = 0; slot->community == community && i < slot->n; i++)
+				if (!strcmp(slot->subs[i]->session->pubkey, reader))
+					sync_note_change(slot->subs[i], NULL);
+	sync_note_end();
+	pthread_rwlock_unlock(&reg.lock);
+}
+
 /*
  * The feed listener's signal callback: hands a signal (borrowed) from the
  * capture feed to the syncs it concerns: head, move and redaction signals to the syncs covering the
  * channel, member signals to that reader's syncs on the channel, channel
- * signals to every sync covering it; other types are ignored. Only
+ * signals to every sync covering it, admin signals to every sync of that
+ * reader; other types are ignored. Only
  * queues; never blocks on a client or the database.
  */
 static void ws_sync_signal(const struct comb_signal *s)
@@ -180,6 +200,10 @@ static void ws_sync_signal(const struct comb_signal *s)
 	struct slot *slot;
 	size_t i;
 
+	if (s->type == COMB_SIGNAL_ADMIN) {
+		note_reader(s->community, s->pubkey);
+		return;
+	}
 	if (!s->channel[0])
 		return;
 	switch (s->type) {
@@ -595,7 +619,7 @@ static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 			.community = sub->community,
 			.channel = sub->channels[i],
 			.reader = s->pubkey,
-			.read_keys = s->read_keys,
+			.access = &s->access,
 		};
 	rc = sync_probe_access(s->relay->db, db, probes, sub->nchannels, NULL,
 			       &budget);

@@ -271,12 +271,6 @@ static size_t group_probes(const struct sync_probe *probes, size_t n,
 	return rc ? 0 : groups;
 }
 
-static bool key_readable(const uint8_t *keys, int key)
-{
-	return key >= 0 && key < COMB_POLICY_READ_KEYS &&
-	       (keys[key / 8] >> (key % 8)) & 1;
-}
-
 static struct comb_db_stmt probe_stmt = COMB_DB_STMT(
 	"SELECT q.i, c.visibility, c.is_dm, c.deleted, c.archived, m.role"
 	" FROM unnest($1::bigint[], $2::uuid[], $3::text[]) WITH ORDINALITY"
@@ -348,7 +342,7 @@ int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
 		key[g - 1] = comb_policy_read_key(&facts);
 	}
 	for (i = 0; i < n; i++)
-		probes[i].readable = key_readable(probes[i].read_keys, key[group[i]]);
+		probes[i].readable = reader_access_readable(probes[i].access, key[group[i]]);
 out:
 	PQclear(results[0]);
 	PQclear(results[1]);
@@ -424,7 +418,7 @@ static int add_probe(struct batch *b, struct work *w, const char *channel)
 		.community = sub->community,
 		.channel = channel,
 		.reader = sub->session->pubkey,
-		.read_keys = sub->session->read_keys,
+		.access = &sub->session->access,
 	};
 	return 0;
 }

@@ -159,7 +159,7 @@ struct sync_probe {
 	int64_t community;
 	const char *channel;            /* borrowed canonical uuid */
 	const char *reader;             /* borrowed pubkey hex */
-	const uint8_t *read_keys;       /* borrowed, WS_LIVE_KEY_BYTES */
+	const struct reader_access *access; /* borrowed */
 	bool readable;                  /* the answer */
 };
 

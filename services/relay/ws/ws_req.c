@@ -343,21 +343,6 @@ static bool idset_has(const struct idset *set, const char *id)
 	return false;
 }
 
-static void keys_literal(const uint8_t *keys, char out[ACCESS_KEYS_LITERAL])
-{
-	size_t used = 0;
-	int k;
-
-	out[used++] = '{';
-	for (k = 0; k < COMB_POLICY_READ_KEYS; k++) {
-		if (!((keys[k / 8] >> (k % 8)) & 1))
-			continue;
-		used += (size_t)snprintf(out + used, ACCESS_KEYS_LITERAL - used,
-					 "%s%d", used > 1 ? "," : "", k);
-	}
-	snprintf(out + used, ACCESS_KEYS_LITERAL - used, "}");
-}
-
 /* Runs the stored query of filter f into *result (each event's id and
  * seq, in the filter's order), borrowing a database connection for the
  * statement only. Returns 0, or a negative COMB_E* with the CLOSED
@@ -375,7 +360,7 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 		snprintf(why, whylen, "error: database unavailable");
 		return COMB_EUNAVAIL;
 	}
-	keys_literal(s->read_keys, keys);
+	reader_access_literal(&s->access, keys);
 	*result = query_plain_run(s->relay->db, db, f, QUERY_ID_SEQ,
 				  s->community.id_text, s->pubkey, keys);
 	if (!*result) {
@@ -599,8 +584,9 @@ static const char *sub_id(struct ws_session *s, const json_t *msg)
 	return id;
 }
 
-/* Checks the REQ's shape and limits; sends CLOSED and returns false when
- * it cannot be opened. */
+/* Checks the REQ's shape and limits and makes the reader's access current
+ * (ws_session_access_now); sends CLOSED and returns false when it cannot
+ * be opened. */
 static bool admissible(struct ws_session *s, const char *id, const json_t *msg,
 		       int open)
 {
@@ -634,6 +620,10 @@ static bool admissible(struct ws_session *s, const char *id, const json_t *msg,
 			ws_send_closed(s, id, "invalid: a filter must be an object", WS_PUSH_WAIT);
 			return false;
 		}
+	}
+	if (ws_session_access_now(s)) {
+		ws_send_closed(s, id, "error: database unavailable", WS_PUSH_WAIT);
+		return false;
 	}
 	return true;
 }
@@ -703,7 +693,7 @@ static struct plain_sub *sub_new(struct ws_session *s, const char *id,
 	sub->live = (struct ws_live_entry){
 		.community_id = s->community.id,
 		.reader = s->pubkey,
-		.read_keys = s->read_keys,
+		.access = &s->access,
 		.match = live_match,
 		.deliver = live_deliver,
 		.interrupt = live_interrupt,

@@ -15,7 +15,8 @@
  *   "d" d           str    artifact uuid (absent: none)
  *   "p" pubkey      str    member pubkey, 64 lowercase hex (absent: none)
  *   "i" id          str    event or revision id, 64 lowercase hex
- *   "k" kind        uint   event kind of an EVENT signal (absent: 0)
+ *   "k" kind        uint   event kind of an EVENT signal, 1 when an ADMIN
+ *                          signal adds an admin (absent: 0)
  *   "b" payload     bin    ephemeral event JSON (absent: empty)
  *
  * Keys a decoder does not know are skipped, so fields can be added later;
@@ -60,7 +61,12 @@ enum comb_signal_type {
 	COMB_SIGNAL_EVENT = 6,     /* stored event i of kind k in h (h empty:
 				    * an event with no channel) */
 	COMB_SIGNAL_EPHEMERAL = 7, /* ephemeral event (payload) in h */
+	COMB_SIGNAL_ADMIN = 8,     /* pubkey p made (kind 1) or unmade (kind
+				    * 0) an admin of the community */
 };
+
+/* The highest type this build knows. */
+#define COMB_SIGNAL_LAST_KNOWN COMB_SIGNAL_ADMIN
 
 /* The highest type value a decoder accepts (types above the known ones
  * are passed through for forward compatibility). */

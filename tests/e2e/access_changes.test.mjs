@@ -1,0 +1,141 @@
+// Access changes reach open connections (PROTOCOL.md section 10): a
+// community admin added or removed by the operator (`comb-admin community
+// add-admin` / `remove-admin`) changes what that key reads at once, on
+// every kind of subscription it holds open and on its next requests:
+//   - plain REQ: nothing written after the removal is delivered, and a new
+//     REQ on the same socket no longer reads the channel;
+//   - sync (`current`): CLOSED `resync: access changed`;
+//   - resumable sync (`changes`): the lost channel's artifacts as removals
+//     with reason `access`, the regained ones as upserts;
+//   - incremental reads over HTTP: a cursor issued before the change
+//     continues with the same removals.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { connectWs, newKey, post } from './lib/harness.mjs';
+import { startRelay } from './lib/harness.mjs';
+import { accept, chat, createChannel, uuid } from './lib/artifacts.mjs';
+import { nonceOpts, settle } from './lib/clients.mjs';
+
+let stack;
+let owner;
+let community;
+
+before(async () => {
+	stack = await startRelay();
+	owner = stack.admins[0];
+	community = String(stack.communities[0].id);
+});
+
+after(async () => {
+	await stack?.stop();
+});
+
+const isFor = (sub) => (m) => Array.isArray(m) && m[1] === sub;
+
+async function setAdmin(pk, on) {
+	const r = await stack.admin(['community', on ? 'add-admin' : 'remove-admin', '--id', community, pk]);
+	assert.equal(r.code, 0, r.stderr);
+}
+
+async function incremental(sk, filter) {
+	const r = await post(stack.url, '/query', [{ artifact: 'incremental', ...filter }], sk, nonceOpts());
+	assert.equal(r.status, 200, r.body);
+	return JSON.parse(r.body);
+}
+
+/** Sends a REQ and collects its frames up to EOSE (or CLOSED). */
+async function req(c, sub, ...filters) {
+	c.send(['REQ', sub, ...filters]);
+	const frames = [];
+	for (;;) {
+		const m = await c.next(isFor(sub), 10000);
+		frames.push(m);
+		if (m[0] === 'EOSE' || m[0] === 'CLOSED')
+			return frames;
+	}
+}
+
+test('a removed community admin loses a private channel on every open subscription', async () => {
+	const P = await createChannel(stack, owner, { visibility: 'private' });
+	const O = await createChannel(stack, owner);
+	const art = await accept(stack, owner, { d: uuid(), h: P, op: 'create' });
+	const u = newKey();
+	await setAdmin(u.pk, true);
+
+	const c = await connectWs(stack.wsUrl, u.sk);
+	const chatFrames = await req(c, 'chat', { kinds: [9], '#h': [P] });
+	assert.equal(chatFrames.at(-1)[0], 'EOSE');
+	assert.equal((await req(c, 'open', { kinds: [9], '#h': [O] })).at(-1)[0], 'EOSE');
+	const snapshot = await req(c, 'cur', { artifact: 'current', '#h': [P] });
+	assert.ok(snapshot.some((m) => m[0] === 'EVENT' && m[2].id === art.id),
+		'an admin\'s sync of a private channel lacked its artifact');
+	const resumed = await req(c, 'chg', { artifact: 'changes' });
+	assert.ok(resumed.some((m) => m[0] === 'CHANGES' &&
+		m[2].changes.some((x) => x.op === 'upsert' && x.event.id === art.id)));
+	const first = await incremental(u.sk, { limit: 1000 });
+	assert.ok(first.changes.some((x) => x.op === 'upsert' && x.event.id === art.id));
+
+	// as an admin it reads the channel's new messages live
+	const before = await chat(stack, owner, P, 'before');
+	assert.equal((await c.next(isFor('chat'))).at(2).id, before.id);
+
+	const removedAt = Date.now();
+	await setAdmin(u.pk, false);
+
+	// the sync closes, the resumable sync removes the artifact
+	assert.deepEqual(await c.next((m) => isFor('cur')(m) && m[0] === 'CLOSED', 5000),
+		['CLOSED', 'cur', 'resync: access changed']);
+	const closedMs = Date.now() - removedAt;
+	const removal = await c.next((m) => isFor('chg')(m) && m[0] === 'CHANGES' &&
+		m[2].changes.length > 0, 5000);
+	assert.deepEqual(removal[2].changes, [{ op: 'remove', d: art.tags.find((t) => t[0] === 'd')[1], h: P, reason: 'access' }]);
+	const removedMs = Date.now() - removedAt;
+	console.log(`# after remove-admin: sync CLOSED in ${closedMs} ms, CHANGES removal in ${removedMs} ms`);
+
+	// nothing written after the removal reaches the open plain REQ: a later
+	// message of an open channel arrives, the private one before it never
+	const hidden = await chat(stack, owner, P, 'after');
+	const marker = await chat(stack, owner, O, 'marker');
+	assert.equal((await c.next(isFor('open'), 5000))[2].id, marker.id);
+	const leaked = c.drain().filter((m) => isFor('chat')(m) && m[0] === 'EVENT');
+	assert.deepEqual(leaked, [], `a removed admin received ${hidden.id}`);
+
+	// a new REQ on the same socket no longer reads the channel
+	const again = await req(c, 'chat2', { kinds: [9], '#h': [P] });
+	assert.deepEqual(again, [['EOSE', 'chat2']]);
+	assert.equal((await req(c, 'cur2', { artifact: 'current', '#h': [P] })).at(-1)[2],
+		'restricted: not a channel member');
+
+	// the HTTP cursor from before the change continues with the removal
+	await settle(stack);
+	const next = await incremental(u.sk, { limit: 1000, cursor: first.cursor });
+	assert.ok(next.changes.some((x) => x.op === 'remove' && x.h === P && x.reason === 'access' &&
+		x.d === art.tags.find((t) => t[0] === 'd')[1]), JSON.stringify(next.changes));
+	assert.ok(!next.changes.some((x) => x.op === 'upsert' && x.event.tags.some((t) => t[0] === 'h' && t[1] === P)));
+
+	// made an admin again: the resumable sync gets the artifact back
+	await setAdmin(u.pk, true);
+	const granted = await c.next((m) => isFor('chg')(m) && m[0] === 'CHANGES' &&
+		m[2].changes.some((x) => x.op === 'upsert' && x.event.id === art.id), 5000);
+	assert.ok(granted);
+	assert.equal((await req(c, 'chat3', { kinds: [9], '#h': [P] })).filter((m) => m[0] === 'EVENT').length, 2);
+	await c.close();
+});
+
+test('a key made an admin while its socket is open reads at once, and its open REQ receives', async () => {
+	const P = await createChannel(stack, owner, { visibility: 'private' });
+	const u = newKey();
+	const c = await connectWs(stack.wsUrl, u.sk);
+	assert.equal((await req(c, 'chat', { kinds: [9], '#h': [P] })).at(-1)[0], 'EOSE');
+	assert.equal((await req(c, 'cur', { artifact: 'current', '#h': [P] })).at(-1)[2],
+		'restricted: not a channel member');
+	await setAdmin(u.pk, true);
+	// the next REQ finds the change even before its signal arrived
+	assert.equal((await req(c, 'cur', { artifact: 'current', '#h': [P] })).at(-1)[0], 'EOSE');
+	const m = await chat(stack, owner, P, 'welcome');
+	assert.equal((await c.next((x) => isFor('chat')(x) && x[0] === 'EVENT', 5000))[2].id, m.id);
+	await setAdmin(u.pk, false);
+	await c.close();
+});
