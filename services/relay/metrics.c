@@ -176,6 +176,10 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      "# HELP comb_resumable_reads_total Live reads for resumable syncs, by whether they found changes; one read answers every sync waiting with the same cursor.\n"
 			      "# TYPE comb_resumable_reads_total counter\ncomb_resumable_reads_total{found=\"changes\"} %ld\n"
 			      "comb_resumable_reads_total{found=\"none\"} %ld\n"
+			      "# HELP comb_ws_held_bytes Bytes the WebSocket subscriptions of this node hold beside their outboxes (ids sent, held events, pages, filters), counted against each connection's budget and the node's ceiling.\n"
+			      "# TYPE comb_ws_held_bytes gauge\ncomb_ws_held_bytes %ld\n"
+			      "# HELP comb_ws_budget_closes_total Subscriptions closed with error: connection memory budget exceeded.\n"
+			      "# TYPE comb_ws_budget_closes_total counter\ncomb_ws_budget_closes_total %ld\n"
 			      "# HELP comb_stopping 1 while the node drains for a stop.\n"
 			      "# TYPE comb_stopping gauge\ncomb_stopping %d\n",
 			      atomic_load(&values[METRIC_WS_CONNECTIONS]),
@@ -186,6 +190,8 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      atomic_load(&values[METRIC_RESUMABLE_SYNCS]),
 			      atomic_load(&values[METRIC_RESUMABLE_READS]),
 			      atomic_load(&values[METRIC_RESUMABLE_READS_EMPTY]),
+			      atomic_load(&values[METRIC_WS_HELD_BYTES]),
+			      atomic_load(&values[METRIC_WS_BUDGET_CLOSES]),
 			      state->stopping ? 1 : 0);
 	rc |= render_labelled(out, "comb_resync_closes_total",
 			      "Syncs and subscriptions closed with resync:, by reason.",

@@ -33,6 +33,9 @@ enum metric {
 	METRIC_FEED_LOSSES,          /* counter: heartbeats lost (three intervals) */
 	METRIC_WS_FRAMES_AT_ONCE,    /* counter: frames the pushing thread wrote */
 	METRIC_WS_FRAMES_WAITED,     /* counter: frames written after waiting for the client */
+	METRIC_WS_HELD_BYTES,        /* gauge: bytes WebSocket subscriptions hold */
+	METRIC_WS_BUDGET_CLOSES,     /* counter: subscriptions closed over a
+				      * connection's (or the node's) budget */
 	METRIC_COUNT_,
 };
 

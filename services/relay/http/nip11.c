@@ -62,6 +62,8 @@ void handle_nip11(struct request *req)
 	if (doc) {
 		json_t *limitation = json_object_get(doc, "limitation");
 
+		json_object_set_new(limitation, "max_connection_bytes",
+				    json_integer(cfg->max_connection_bytes));
 		json_object_set_new(limitation, "max_writes_in_flight",
 				    json_integer(cfg->write_inflight_per_connection));
 		json_object_set_new(limitation, "max_node_writes_in_flight",

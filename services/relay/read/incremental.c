@@ -313,6 +313,11 @@ static void send_page(struct read_ctx *rc, const char *cursor, bool more)
 		http_stream_end(rc->req, !err);
 	} else if (!err) {
 		http_send_json_buf(rc->req, &rc->out);
+	} else if (err == COMB_ETOOBIG && rc->page) {
+		/* a captured answer passed its buffer's bound: the caller
+		 * reads fewer items */
+		rc->page->too_large = true;
+		http_send_error(rc->req, 503, "error: answer too large");
 	} else if (err == COMB_ENOMEM) {
 		http_send_error(rc->req, 503, "error: out of memory");
 	} else if (!strcmp(why, "error: query budget exceeded")) {

@@ -68,6 +68,9 @@ struct incremental_page {
 	char cursor[COMB_CURSOR_MAX_TEXT];
 	bool more;
 	int items;
+	/* the answer did not fit req->capture's maximum (status 503): the
+	 * same read with a smaller limit may */
+	bool too_large;
 };
 
 /* How a resumable sync reads (see incremental_read_for_sync). */

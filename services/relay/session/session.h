@@ -242,6 +242,11 @@ struct ws_session {
 
 	struct ws_sub *subs;             /* connection thread only */
 
+	/* Bytes the subscriptions hold beside the outbox (budget.c), and
+	 * the most they may hold. */
+	atomic_size_t held;
+	size_t held_limit;
+
 	/* EVENTs handed to the write path whose OK is not queued yet (under
 	 * mu); writes_done is signalled whenever the count falls. */
 	int writes_in_flight;
@@ -341,6 +346,33 @@ int ws_event_batch_flush(struct ws_event_batch *b);
 int ws_event_batch_eose(struct ws_event_batch *b);
 /* Frees the batch's memory; what it still holds is dropped. */
 void ws_event_batch_release(struct ws_event_batch *b);
+
+/*
+ * budget.c, what one connection holds (PROTOCOL.md section 10, "What one
+ * connection holds is bounded in bytes"). A connection may hold
+ * COMB_MAX_CONNECTION_BYTES in all: its outbox (at most its max_bytes
+ * plus reserve_bytes of unwritten frames) and, in the rest, whatever its
+ * subscriptions keep (filters, the ids already sent, events held while
+ * stored ones are sent, pages being built), counted here by what is
+ * actually held. The sum over every connection of the node is capped by
+ * COMB_NODE_CONNECTION_MIB. A subscription whose next hold fails is
+ * closed with WS_BUDGET_EXCEEDED; the connection stays usable.
+ */
+#define WS_BUDGET_EXCEEDED "error: connection memory budget exceeded"
+
+/* Sets s's limit from the relay's configuration. */
+void ws_session_budget_init(struct ws_session *s);
+
+/* Counts bytes more as held by s, unless that would pass s's budget or
+ * the node's ceiling (then nothing is counted and it returns false; the
+ * refusal is counted in /metrics). Any thread. */
+bool ws_session_hold(struct ws_session *s, size_t bytes);
+
+/* The bytes s may still hold now (others may take them meanwhile). */
+size_t ws_session_room(struct ws_session *s);
+
+/* Counts bytes held by s (by an earlier ws_session_hold) as given back. */
+void ws_session_unhold(struct ws_session *s, size_t bytes);
 
 /* Subscriptions, on the connection's thread. */
 struct ws_sub *ws_session_find_sub(struct ws_session *s, const char *id);

@@ -53,6 +53,7 @@ struct ws_session *ws_session_new(struct relay *relay,
 	}
 	comb_hex_encode(nonce, sizeof(nonce), s->challenge);
 	s->relay = relay;
+	ws_session_budget_init(s);
 	s->community = *c;
 	snprintf(s->host_header, sizeof(s->host_header), "%s", host_header);
 	clock_gettime(CLOCK_MONOTONIC, &s->connected_at);

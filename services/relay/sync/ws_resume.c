@@ -144,6 +144,21 @@ static void spare_take(struct comb_buf *b)
 	pthread_mutex_unlock(&spare.mu);
 }
 
+/* Makes b (empty) allocate at most max bytes (its content, at most max -
+ * 1, and the NUL), dropping an allocation larger than that. */
+static void answer_bound(struct comb_buf *b, size_t max)
+{
+	size_t most = max > 0 ? max - 1 : 0;
+
+	if (most > MAX_ANSWER + 256)
+		most = MAX_ANSWER + 256;
+	if (b->cap > most + 1) {
+		comb_buf_release(b);
+		comb_buf_init(b, most);
+	}
+	b->max = most;
+}
+
 /* Keeps b's allocation for a later catch-up if there is room, else frees
  * it; b is left empty either way. */
 static void spare_give(struct comb_buf *b)
@@ -375,7 +390,9 @@ struct page {
  * Reads one page from sub's cursor into pg (limit items), a catch-up or a
  * live read as kind says: the answer goes after what pg->answer held, an
  * error answer in its place; db (borrowed) is given back. Returns 0,
- * or a negative COMB_E* with the CLOSED reason in why.
+ * COMB_ETOOBIG when the answer would pass pg->answer's maximum (fewer
+ * items may fit), or another negative COMB_E*, with the CLOSED reason in
+ * why.
  */
 static int read_page(struct resume_sub *sub, PGconn *db, int limit,
 		     enum sync_read kind, struct page *pg, char *why, size_t whylen)
@@ -400,6 +417,8 @@ static int read_page(struct resume_sub *sub, PGconn *db, int limit,
 	}
 	incremental_read_for_sync(&req, sub->filter, kind, &page);
 	http_release_db(&req);
+	if (page.too_large)
+		return comb_fail(why, whylen, COMB_ETOOBIG, "%s", WS_BUDGET_EXCEEDED);
 	if (req.status != 200) {
 		/* an error answer: small, read for its code and message */
 		error = pg->answer.data ? json_loadb(pg->answer.data, pg->answer.len, 0, NULL)
@@ -532,6 +551,7 @@ static void live_read(struct member *group, size_t n)
 	struct page_frame frame = {0};
 	char why[300];
 	size_t i, reading = n;
+	int limit = LIVE_PAGE;
 	PGconn *db;
 
 	comb_buf_init(&frame.buf, MAX_ANSWER + 256);
@@ -552,9 +572,16 @@ static void live_read(struct member *group, size_t n)
 		if (!reader)
 			break;
 		db = comb_db_acquire(reader->session->relay->db, 2000);
-		comb_buf_init(&pg.answer, MAX_ANSWER);
-		rc = db ? read_page(reader, db, LIVE_PAGE, SYNC_READ_LIVE, &pg, why, sizeof(why))
+		/* a page no larger than one connection's subscriptions may
+		 * hold: the frame is queued to each of them */
+		comb_buf_init(&pg.answer, reader->session->held_limit);
+		rc = db ? read_page(reader, db, limit, SYNC_READ_LIVE, &pg, why, sizeof(why))
 			: comb_fail(why, sizeof(why), COMB_EUNAVAIL, "error: database unavailable");
+		if (rc == COMB_ETOOBIG && limit > 1) {
+			limit /= 2;  /* the same page again, in fewer items */
+			page_release(&pg);
+			continue;
+		}
 		metrics_add(rc == 0 && pg.items > 0 ? METRIC_RESUMABLE_READS
 						    : METRIC_RESUMABLE_READS_EMPTY, 1);
 		frame.built = false;  /* a new page */
@@ -845,11 +872,14 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 	struct page pg = {0};  /* answer: each page's frame, read in place */
 	uint64_t noted = 0;
 	bool first = true, more = true;
+	int rc = 0, limit = CATCHUP_PAGE;
+	size_t held = 0;
 	PGconn *db;
-	int rc = 0;
 
 	spare_take(&pg.answer);
 	while (more && rc == 0) {
+		/* a page is as large as the connection's budget has room for */
+		answer_bound(&pg.answer, ws_session_room(s));
 		db = comb_db_acquire(s->relay->db, 2000);
 		if (!db) {
 			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
@@ -867,9 +897,18 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 			break;
 		}
 		/* the answer is read into the frame after its start */
-		rc = read_page(sub, db, CATCHUP_PAGE, SYNC_READ_CATCHUP, &pg, why, whylen);
+		rc = read_page(sub, db, limit, SYNC_READ_CATCHUP, &pg, why, whylen);
+		if (rc == COMB_ETOOBIG && limit > 1) {
+			limit /= 2;  /* the same page again, in fewer items */
+			rc = 0;
+			continue;
+		}
 		if (rc == 0 && comb_buf_putc(&pg.answer, ']'))
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+		if (rc == 0 && !ws_session_hold(s, pg.answer.cap))
+			rc = comb_fail(why, whylen, COMB_ETOOBIG, "%s", WS_BUDGET_EXCEEDED);
+		else if (rc == 0)
+			held = pg.answer.cap;
 		if (rc == 0) {
 			/* written by this thread as the client reads, not
 			 * copied for the writer thread */
@@ -878,6 +917,8 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 			if (rc)
 				rc = COMB_EIO;
 		}
+		ws_session_unhold(s, held);
+		held = 0;
 		if (rc == 0) {
 			memcpy(sub->cursor, pg.cursor, sizeof(sub->cursor));
 			memcpy(sub->sent, pg.cursor, sizeof(sub->sent));

@@ -20,9 +20,6 @@
 #include "proto/proto.h"
 #include "session/session.h"
 
-/* Events that may arrive for a subscription while its stored events are
- * being read; more closes it (`resync: too many held changes`). */
-#define WS_REQ_MAX_HELD 1024
 
 /* Handles ["REQ", id, filter...] (msg borrowed). */
 void ws_req_open(struct ws_session *s, const json_t *msg);

@@ -29,10 +29,12 @@
 #include "session/session.h"
 #include "sync/sync.h"
 
-/* A set of event ids, for sending each event once. */
+/* A set of event ids, for sending each event once; it grows with what
+ * it holds, never beyond the connection's budget. */
 struct idset {
 	char (*ids)[65];
-	size_t cap;                      /* a power of two */
+	size_t cap;                      /* a power of two, or 0 */
+	size_t n;
 };
 
 /* An event that arrived while the stored events were being sent. */
@@ -56,9 +58,11 @@ struct plain_sub {
 	bool pending;                    /* before its EOSE went out */
 	bool awaiting_feed;              /* before its feed was trusted */
 	struct held *held_head, *held_tail;
-	size_t nheld;
 	bool held_overflow;
 	char dead_reason[160];           /* the CLOSED owed while pending */
+	/* bytes counted against the connection's budget (ws_session_hold):
+	 * the sub itself, its filters, the ids sent and the held events */
+	atomic_size_t held_bytes;
 	/* the events sent as stored ones: a live copy of one of them (its
 	 * signal may come after EOSE) is not sent again */
 	struct idset stored;
@@ -171,6 +175,23 @@ static bool live_match(struct ws_live_entry *e, const struct ws_live_event *ev,
 
 static bool idset_has(const struct idset *set, const char *id);
 
+/* Counts bytes as held by sub against its connection's budget; false
+ * when that would pass it (nothing counted then). */
+static bool sub_hold(struct plain_sub *sub, size_t bytes)
+{
+	if (!ws_session_hold(sub->session, bytes))
+		return false;
+	atomic_fetch_add(&sub->held_bytes, bytes);
+	return true;
+}
+
+/* Gives back bytes sub held. */
+static void sub_unhold(struct plain_sub *sub, size_t bytes)
+{
+	atomic_fetch_sub(&sub->held_bytes, bytes);
+	ws_session_unhold(sub->session, bytes);
+}
+
 static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev)
 {
 	struct plain_sub *sub = sub_of(e);
@@ -188,8 +209,14 @@ static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev
 	if (sub->base.dead || idset_has(&sub->stored, ev->ev->id)) {
 		/* closed already, or sent as a stored event */
 	} else if (sub->pending) {
-		h = sub->nheld < WS_REQ_MAX_HELD ?
-			malloc(sizeof(*h) + frame.len) : NULL;
+		size_t cost = sizeof(*h) + frame.len;
+
+		h = NULL;
+		if (!sub->held_overflow && sub_hold(sub, cost)) {
+			h = malloc(cost);
+			if (!h)
+				sub_unhold(sub, cost);
+		}
 		if (!h) {
 			sub->held_overflow = true;
 		} else {
@@ -202,7 +229,6 @@ static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev
 			else
 				sub->held_head = h;
 			sub->held_tail = h;
-			sub->nheld++;
 		}
 	} else {
 		rc = ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len, 0);
@@ -236,10 +262,10 @@ static void free_held(struct plain_sub *sub)
 
 	for (; h; h = next) {
 		next = h->next;
+		sub_unhold(sub, sizeof(*h) + h->len);
 		free(h);
 	}
 	sub->held_head = sub->held_tail = NULL;
-	sub->nheld = 0;
 }
 
 static void sub_release(struct ws_session *s, struct ws_sub *base)
@@ -249,6 +275,7 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	(void)s;
 	ws_live_remove(&sub->live);
 	free_held(sub);
+	ws_session_unhold(sub->session, atomic_load(&sub->held_bytes));
 	free(sub->stored.ids);
 	free(sub->channels);
 	free(sub->filters);
@@ -307,27 +334,51 @@ static size_t idset_slot(const struct idset *set, const char *id)
 	return (size_t)h & (set->cap - 1);
 }
 
-static int idset_init(struct idset *set, size_t expected)
+/* Doubles set's table (16 slots at first), counting the new slots
+ * against sub's budget. Returns 0, COMB_ETOOBIG over the budget or
+ * COMB_ENOMEM. */
+static int idset_grow(struct plain_sub *sub, struct idset *set)
 {
-	set->cap = 16;
-	while (set->cap < 2 * expected)
-		set->cap *= 2;
-	set->ids = calloc(set->cap, sizeof(*set->ids));
-	return set->ids ? 0 : COMB_ENOMEM;
+	struct idset bigger = {.cap = set->cap ? 2 * set->cap : 16};
+	size_t i, j, extra = (bigger.cap - set->cap) * sizeof(*set->ids);
+
+	if (!sub_hold(sub, extra))
+		return COMB_ETOOBIG;
+	bigger.ids = calloc(bigger.cap, sizeof(*bigger.ids));
+	if (!bigger.ids) {
+		sub_unhold(sub, extra);
+		return COMB_ENOMEM;
+	}
+	for (i = 0; i < set->cap; i++) {
+		if (!set->ids[i][0])
+			continue;
+		for (j = idset_slot(&bigger, set->ids[i]); bigger.ids[j][0];
+		     j = (j + 1) & (bigger.cap - 1))
+			;
+		memcpy(bigger.ids[j], set->ids[i], sizeof(bigger.ids[j]));
+	}
+	bigger.n = set->n;
+	free(set->ids);
+	*set = bigger;
+	return 0;
 }
 
-/* Adds id; returns true when it was not there yet. */
-static bool idset_add(struct idset *set, const char *id)
+/* Adds id to set (whose slots sub holds). Returns 1 when it was not there
+ * yet, 0 when it was, or what idset_grow returned. */
+static int idset_add(struct plain_sub *sub, struct idset *set, const char *id)
 {
-	size_t i = idset_slot(set, id);
+	size_t i;
+	int rc;
 
-	while (set->ids[i][0]) {
+	if (2 * (set->n + 1) > set->cap && (rc = idset_grow(sub, set)))
+		return rc;
+	for (i = idset_slot(set, id); set->ids[i][0]; i = (i + 1) & (set->cap - 1)) {
 		if (!strcmp(set->ids[i], id))
-			return false;
-		i = (i + 1) & (set->cap - 1);
+			return 0;
 	}
 	snprintf(set->ids[i], sizeof(set->ids[i]), "%s", id);
-	return true;
+	set->n++;
+	return 1;
 }
 
 static bool idset_has(const struct idset *set, const char *id)
@@ -419,6 +470,14 @@ static int end_events(struct ws_event_batch *out, char *why, size_t whylen)
 	return 0;
 }
 
+/* The CLOSED reason for an idset_add that failed with rc; returns rc. */
+static int budget_failure(int rc, char *why, size_t whylen)
+{
+	snprintf(why, whylen, "%s", rc == COMB_ETOOBIG ? WS_BUDGET_EXCEEDED
+							: "error: out of memory");
+	return rc;
+}
+
 /* The newest events of a large filter sent before it is listed. */
 #define FIRST_EVENTS 16
 
@@ -427,22 +486,26 @@ static int end_events(struct ws_event_batch *out, char *why, size_t whylen)
  * listed by one small query, so that the client has them while the rest
  * is listed; their ids go to first[0..*nfirst).
  */
-static int send_first(struct ws_session *s, struct ws_event_batch *out,
+static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
 		      const struct plain_filter *f, struct idset *sent,
 		      char first[FIRST_EVENTS][65], int *nfirst, char *why,
 		      size_t whylen)
 {
+	struct ws_session *s = sub->session;
 	struct plain_filter head = *f;
 	int64_t seqs[FIRST_EVENTS];
 	PGresult *result;
-	int rc, row;
+	int rc, row, added;
 	size_t n = 0;
 
 	head.limit = FIRST_EVENTS;
 	rc = query_stored(s, &head, &result, why, whylen);
 	for (row = 0; rc == 0 && row < PQntuples(result) && row < FIRST_EVENTS; row++) {
 		snprintf(first[(*nfirst)++], 65, "%s", PQgetvalue(result, row, 0));
-		if (idset_add(sent, PQgetvalue(result, row, 0)))
+		added = idset_add(sub, sent, PQgetvalue(result, row, 0));
+		if (added < 0)
+			rc = budget_failure(added, why, whylen);
+		else if (added)
 			seqs[n++] = strtoll(PQgetvalue(result, row, 1), NULL, 10);
 	}
 	PQclear(result);
@@ -483,16 +546,9 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 	char first[FIRST_EVENTS][65];
 	PGresult *result;
 	int64_t *seqs;
-	size_t i, n, most = 0, want, taken;
-	int rc = 0, row, nfirst;
+	size_t i, n, want, taken;
+	int rc = 0, row, nfirst, added;
 
-	for (i = 0; i < sub->nfilters; i++)
-		most += (size_t)(sub->filters[i].limit > 0 ? sub->filters[i].limit
-							  : s->relay->cfg.max_limit);
-	if (idset_init(sent, most)) {
-		snprintf(why, whylen, "error: out of memory");
-		return COMB_ENOMEM;
-	}
 	ws_event_batch_init(&out, s, sub->base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	for (i = 0; i < sub->nfilters && rc == 0; i++) {
 		const struct plain_filter *f = &sub->filters[i];
@@ -501,7 +557,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		want = (size_t)(f->limit > 0 ? f->limit : s->relay->cfg.max_limit);
 		nfirst = 0;
 		if (!query_small_filter(f))
-			rc = send_first(s, &out, f, sent, first, &nfirst, why, whylen);
+			rc = send_first(sub, &out, f, sent, first, &nfirst, why, whylen);
 		taken = (size_t)nfirst;
 		if (rc == 0)
 			rc = query_stored(s, f, &result, why, whylen);
@@ -515,7 +571,10 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 				continue;
 			if (taken++ == want)
 				break;
-			if (!idset_add(sent, id))
+			added = idset_add(sub, sent, id);
+			if (added < 0)
+				rc = budget_failure(added, why, whylen);
+			if (added <= 0)
 				continue;
 			seqs[n++] = strtoll(PQgetvalue(result, row, 1), NULL, 10);
 		}
@@ -544,7 +603,7 @@ static void finish_stored(struct ws_session *s, struct plain_sub *sub,
 	if (sub->base.dead) {
 		ws_send_closed(s, sub->base.id, sub->dead_reason, WS_PUSH_RESERVED);
 	} else if (sub->held_overflow) {
-		kill_locked(sub, "resync: too many held changes");
+		kill_locked(sub, WS_BUDGET_EXCEEDED);
 	} else {
 		for (h = sub->held_head; h; h = h->next) {
 			if (idset_has(sent, h->id))
@@ -662,7 +721,7 @@ static bool artifact_req(struct ws_session *s, const char *id, const json_t *msg
 static struct plain_sub *sub_new(struct ws_session *s, const char *id,
 				 const json_t *msg, char *why, size_t whylen)
 {
-	size_t nfilters = json_array_size(msg) - 2, i;
+	size_t nfilters = json_array_size(msg) - 2, i, cost;
 	struct plain_sub *sub = calloc(1, sizeof(*sub));
 	char err[200];
 
@@ -690,6 +749,15 @@ static struct plain_sub *sub_new(struct ws_session *s, const char *id,
 			goto fail;
 		}
 	}
+	/* The filters as parsed: jansson's tree of them takes about three
+	 * times their compact text. */
+	cost = sizeof(*sub) + nfilters * sizeof(*sub->filters) +
+	       3 * json_dumpb(sub->filters_json, NULL, 0, JSON_COMPACT);
+	if (!ws_session_hold(s, cost)) {
+		snprintf(why, whylen, "%s", WS_BUDGET_EXCEEDED);
+		goto fail;
+	}
+	atomic_init(&sub->held_bytes, cost);
 	sub->live = (struct ws_live_entry){
 		.community_id = s->community.id,
 		.reader = s->pubkey,

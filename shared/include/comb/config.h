@@ -34,6 +34,8 @@ struct comb_config {
 	int db_pool_size;           /* COMB_DB_POOL_SIZE */
 	int max_message_length;     /* COMB_MAX_MESSAGE_LENGTH */
 	int max_subscriptions;      /* COMB_MAX_SUBSCRIPTIONS */
+	int max_connection_bytes;   /* COMB_MAX_CONNECTION_BYTES */
+	int node_connection_mib;    /* COMB_NODE_CONNECTION_MIB */
 	int max_filters;            /* COMB_MAX_FILTERS */
 	int max_limit;              /* COMB_MAX_LIMIT */
 	int created_at_lower_limit; /* COMB_CREATED_AT_LOWER_LIMIT */
