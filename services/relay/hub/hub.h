@@ -17,6 +17,9 @@
 #ifndef COMB_HUB_H
 #define COMB_HUB_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "access.h"
 #include "relay.h"
 
@@ -52,5 +55,55 @@ void hub_remove_reader(struct reader_access *ra);
  */
 int hub_load_admin(struct relay *relay, const struct community *c,
 		   struct reader_access *ra);
+
+/*
+ * Turns (turns.c): the run queue of the subscriptions' work, fair per
+ * connection. Each connection is an owner with its own FIFO of turns; the
+ * queue serves the owners in rotation, one turn each, so one connection
+ * with many subscriptions waiting delays another's next turn by at most
+ * one turn of its own, however many it holds. The queue has no lock of
+ * its own: its user serializes every call (its pool's mutex).
+ */
+struct hub_turn;
+
+/* A connection's place in a queue; embedded in its session, zeroed. */
+struct hub_owner {
+	struct hub_owner *next;         /* the ring of owners with turns */
+	struct hub_turn *head, *tail;   /* its turns, first in first out */
+	bool linked;                    /* in the ring */
+};
+
+/* One unit of queued work; embedded in a subscription. Set owner before
+ * the first push; the rest is the queue's. */
+struct hub_turn {
+	struct hub_turn *next;
+	struct hub_owner *owner;
+	bool queued;
+};
+
+/* A run queue; zeroed is empty. */
+struct hub_queue {
+	struct hub_owner *head, *tail;
+};
+
+/* Queues t (not queued yet) after its owner's other turns. */
+void hub_queue_push(struct hub_queue *q, struct hub_turn *t);
+
+/* Takes the next turn: the first of the owner whose turn it is, which then
+ * goes behind every other owner. NULL when q is empty. */
+struct hub_turn *hub_queue_pop(struct hub_queue *q);
+
+/* Takes t out of q (nothing when it is not queued). */
+void hub_queue_remove(struct hub_queue *q, struct hub_turn *t);
+
+/* Takes out of q, in the queue's order, up to max turns for which like(t,
+ * ctx) is true (work that one read serves together) into out. Returns how
+ * many. */
+size_t hub_queue_take_if(struct hub_queue *q,
+			 bool (*like)(const struct hub_turn *t, const void *ctx),
+			 const void *ctx, struct hub_turn **out, size_t max);
+
+/* True when nothing is queued. */
+bool hub_queue_empty(const struct hub_queue *q);
 
 #endif

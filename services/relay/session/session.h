@@ -19,6 +19,7 @@
 
 #include "access.h"
 #include "feed/feed.h"
+#include "hub/hub.h"
 #include "relay.h"
 
 /*
@@ -239,6 +240,8 @@ struct ws_session {
 	/* what the reader may read now (registered with hub/ while
 	 * authenticated) */
 	struct reader_access access;
+	/* its place in the subscriptions' run queues (hub/, "Turns") */
+	struct hub_owner turns;
 
 	struct ws_sub *subs;             /* connection thread only */
 

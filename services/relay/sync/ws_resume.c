@@ -85,7 +85,7 @@ struct resume_sub {
 
 	/* guarded by pool.mu */
 	struct resume_sub *bucket_next; /* the registry */
-	struct resume_sub *run_next;    /* the run queue */
+	struct hub_turn turn;           /* in the run queue */
 	struct resume_sub *timed_prev, *timed_next; /* runnable subs */
 	uint64_t want_xid;              /* read until the horizon passed it */
 	bool dirty;                     /* a signal since the last read began */
@@ -101,7 +101,7 @@ static struct {
 	pthread_cond_t work;            /* the run queue is not empty, or stop */
 	pthread_cond_t idle;            /* a sub stopped running */
 	struct resume_sub *buckets[BUCKETS];
-	struct resume_sub *run_head, *run_tail;
+	struct hub_queue run;           /* fair per connection (hub/) */
 	struct resume_sub *timed;       /* every runnable sub */
 	double next_scan;               /* no timer is due before this */
 	pthread_t threads[RESUME_WORKERS];
@@ -218,28 +218,19 @@ static void enqueue_locked(struct resume_sub *sub)
 	if (sub->scheduled || sub->running || !sub->runnable || sub->released)
 		return;
 	sub->scheduled = true;
-	sub->run_next = NULL;
-	if (pool.run_tail)
-		pool.run_tail->run_next = sub;
-	else
-		pool.run_head = sub;
-	pool.run_tail = sub;
+	hub_queue_push(&pool.run, &sub->turn);
 	pthread_cond_signal(&pool.work);
 }
 
 static void dequeue_locked(struct resume_sub *sub)
 {
-	struct resume_sub **p, *prev = NULL;
-
-	for (p = &pool.run_head; *p; prev = *p, p = &(*p)->run_next) {
-		if (*p == sub) {
-			*p = sub->run_next;
-			if (pool.run_tail == sub)
-				pool.run_tail = prev;
-			break;
-		}
-	}
+	hub_queue_remove(&pool.run, &sub->turn);
 	sub->scheduled = false;
+}
+
+static struct resume_sub *sub_of_turn(const struct hub_turn *t)
+{
+	return (struct resume_sub *)(void *)((char *)t - offsetof(struct resume_sub, turn));
 }
 
 static void timed_add_locked(struct resume_sub *sub)
@@ -602,6 +593,15 @@ static void live_read(struct member *group, size_t n)
 	comb_buf_release(&frame.buf);
 }
 
+/* True when the sub of turn t holds the cursor of sub `first` (ctx), so
+ * that one read serves both. */
+static bool same_cursor(const struct hub_turn *t, const void *ctx)
+{
+	const struct resume_sub *sub = sub_of_turn(t), *first = ctx;
+
+	return sub->community == first->community && !strcmp(sub->cursor, first->cursor);
+}
+
 /*
  * Takes from the run queue, after first (taken already), the subs that
  * hold first's cursor, up to GROUP_MAX in all, marking each running.
@@ -610,23 +610,14 @@ static void live_read(struct member *group, size_t n)
 static size_t take_group_locked(struct resume_sub *first, struct member *group,
 				double now)
 {
-	struct resume_sub **p = &pool.run_head, *prev = NULL;
-	size_t n = 0, i;
+	struct hub_turn *taken[GROUP_MAX];
+	size_t n = 1, i, k = 0;
 
-	group[n++].sub = first;
-	while (*p && n < GROUP_MAX && first->cursor[0]) {
-		struct resume_sub *sub = *p;
-
-		if (sub->community != first->community || strcmp(sub->cursor, first->cursor)) {
-			prev = sub;
-			p = &sub->run_next;
-			continue;
-		}
-		*p = sub->run_next;
-		if (pool.run_tail == sub)
-			pool.run_tail = prev;
-		group[n++].sub = sub;
-	}
+	group[0].sub = first;
+	if (first->cursor[0])
+		k = hub_queue_take_if(&pool.run, same_cursor, first, taken, GROUP_MAX - 1);
+	for (i = 0; i < k; i++)
+		group[n++].sub = sub_of_turn(taken[i]);
 	for (i = 0; i < n; i++) {
 		struct resume_sub *sub = group[i].sub;
 
@@ -688,7 +679,7 @@ static void *worker_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&pool.mu);
 	for (;;) {
-		while (!pool.stop && !pool.run_head) {
+		while (!pool.stop && hub_queue_empty(&pool.run)) {
 			struct timespec until;
 			double wait_ms;
 
@@ -709,10 +700,7 @@ static void *worker_main(void *arg)
 		}
 		if (pool.stop)
 			break;
-		first = pool.run_head;
-		pool.run_head = first->run_next;
-		if (!pool.run_head)
-			pool.run_tail = NULL;
+		first = sub_of_turn(hub_queue_pop(&pool.run));
 		n = take_group_locked(first, group, ms_now());
 		pthread_mutex_unlock(&pool.mu);
 
@@ -833,6 +821,7 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
 	sub->base.release = sub_release;
 	sub->session = s;
+	sub->turn.owner = &s->turns;
 	sub->community = s->community.id;
 	sub->retry_ms = RETRY_FIRST_MS;
 	metrics_add(METRIC_RESUMABLE_SYNCS, 1);

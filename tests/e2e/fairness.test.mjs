@@ -1,0 +1,70 @@
+// Fair turns per connection: the subscriptions' work is queued per
+// connection and served in rotation (services/relay/hub, "Turns"), so a
+// connection holding many scopes cannot delay another connection's live
+// frames by more than one turn, however many of its own are waiting.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { connectWs, newKey, startRelay } from './lib/harness.mjs';
+import { accept, createChannel, uuid } from './lib/artifacts.mjs';
+
+const SCOPES = 500;
+
+let stack;
+let owner;
+
+before(async () => {
+	stack = await startRelay({ env: { COMB_MAX_SUBSCRIPTIONS: String(SCOPES + 10) } });
+	owner = stack.admins[0];
+});
+
+after(async () => {
+	await stack?.stop();
+});
+
+const isChanges = (m) => Array.isArray(m) && m[0] === 'CHANGES' && m[2].changes.length > 0;
+
+async function open(c, sub, filter) {
+	c.send(['REQ', sub, filter]);
+	for (;;) {
+		const m = await c.next((x) => Array.isArray(x) && x[1] === sub, 30000);
+		if (m[0] === 'EOSE')
+			return;
+		assert.equal(m[0], 'CHANGES', JSON.stringify(m));
+	}
+}
+
+test(`a connection with ${SCOPES} scopes delays another's live frame by at most a turn`, async () => {
+	const X = await createChannel(stack, owner);
+	// the one-scope connection subscribes first, so that a queue served in
+	// arrival order would serve it last
+	const single = await connectWs(stack.wsUrl, newKey().sk);
+	await open(single, 'one', { artifact: 'changes', '#h': [X] });
+	const many = await connectWs(stack.wsUrl, newKey().sk);
+	for (let i = 0; i < SCOPES; i++)
+		await open(many, `s${i}`, { artifact: 'changes', '#h': [X], '#type': ['demo.task', `other.t${i}`] });
+	let manyFrames = 0;
+	let manyBefore = null;
+	many.ws.on('message', (data) => {
+		if (isChanges(JSON.parse(data.toString('utf8'))))
+			manyFrames++;
+	});
+	const arrived = single.next((m) => isChanges(m) && m[1] === 'one', 60000)
+		.then((m) => { manyBefore = manyFrames; return m; });
+	// one change that every scope of both connections holds: each of the
+	// many scopes reads it on its own (their cursors differ)
+	const rev = await accept(stack, owner, { d: uuid(), h: X, op: 'create' });
+	const frame = await arrived;
+	assert.equal(frame[2].changes[0].event.id, rev.id);
+	const deadline = Date.now() + 120000;
+	while (manyFrames < SCOPES && Date.now() < deadline)
+		await new Promise((r) => setTimeout(r, 50));
+	console.log(`# the one-scope connection's frame came after ${manyBefore} of the other's ${SCOPES}`);
+	assert.equal(manyFrames, SCOPES, 'every scope of the busy connection got the change');
+	// two workers: at most one turn of the busy connection on each before
+	// the other's turn
+	assert.ok(manyBefore <= 4, `${manyBefore} frames of the busy connection went first`);
+	await single.close();
+	await many.close();
+});
