@@ -1,8 +1,9 @@
 /*
  * comb-admin's internals, shared by its files. Layers, calls going down
  * only: main.c dispatches to the subcommands (migrate.c, community.c,
- * community_edit.c, key.c), which use the helpers of connect.c
- * (the database) and usage.c (help and usage errors).
+ * community_edit.c, key.c), which use the helpers of connect.c (the
+ * database), target.c (the community a command names) and usage.c (help
+ * and usage errors).
  *
  * Exit statuses: 0 success, 1 a failure (the database refused or is
  * unreachable, a file is missing), 2 a usage error (unknown subcommand,
@@ -63,7 +64,7 @@ int admin_key(int argc, char **argv);
  * (argv[0] names which). */
 int admin_community_edit(int argc, char **argv);
 
-/* community.c: the community named on the command line. */
+/* target.c: the community named on the command line. */
 struct admin_target {
 	const char *id;   /* --id N, or NULL */
 	char host[ADMIN_HOST_MAX + 1]; /* --host H, or "" */

@@ -1,7 +1,7 @@
 /*
  * The answers every route handler sends (request.h): JSON bodies with the
- * status line and CORS header, the {"error": ...} shape, and the database
- * connection a request borrows.
+ * status line and CORS header, the {"error": ...} shape, the database
+ * connection a request borrows, and the record of its NIP-98 token's use.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include "comb/buf.h"
 #include "comb/error.h"
 #include "comb/random.h"
+#include "comb/replay.h"
 #include "request.h"
 
 static const char *status_text(int status)
@@ -163,4 +164,26 @@ bool http_acquire_db(struct request *req)
 		return false;
 	}
 	return true;
+}
+
+void http_refuse_replay(struct request *req, int rc)
+{
+	if (rc == COMB_EREPLAY)
+		http_send_error(req, 401, "auth-required: authorization already used");
+	else
+		http_send_unavailable(req, "replay store");
+}
+
+bool http_claim_replay(struct request *req)
+{
+	int rc;
+
+	if (!req->replay_token[0])
+		return true;
+	rc = comb_replay_claim(req->relay->redis, req->replay_token,
+			       req->replay_expires);
+	req->replay_token[0] = '\0';
+	if (rc)
+		http_refuse_replay(req, rc);
+	return rc == 0;
 }

@@ -45,7 +45,7 @@ struct request {
 	int status;                /* the status sent, for metrics */
 	/* When set, answers are kept here (the body; the status in status)
 	 * instead of being sent: a caller without an HTTP client, the
-	 * resumable sync of sync/ws_resume.c, reads through a route's own
+	 * resumable sync of sync/resume.c, reads through a route's own
 	 * code. conn is then NULL. */
 	struct comb_buf *capture;
 	/* The verified NIP-98 token, until its use is recorded in the replay

@@ -16,8 +16,8 @@
  * membership and channel signals to every listener registered with
  * feed_listen() (the syncs of sync/ register one), stored and ephemeral
  * events to live plain subscriptions through a loader thread that fetches
- * each stored event's JSON (feed_live.c) and then the live registry
- * (ws_live.c), where plain REQs register with ws_live_add().
+ * each stored event's JSON (loader.c) and then the live registry
+ * (live.c), where plain REQs register with ws_live_add().
  *
  * feed/ is below every part that reads or writes: they register here and
  * are called back, the feed never names them. The only public header of
@@ -112,7 +112,7 @@ int feed_trust_wait_ms(const struct comb_config *cfg);
 bool feed_still_trusted(int64_t community_id, uint64_t generation);
 
 /*
- * ws_live.c, live delivery: the registry of WebSocket subscriptions
+ * live.c, live delivery: the registry of WebSocket subscriptions
  * waiting for new events, and the dispatcher thread that hands each new
  * event to the subscriptions that want it and whose reader may read it
  * now.

@@ -1,7 +1,7 @@
 /*
  * What the files of feed/ call of each other: the feed thread (feed.c)
- * hands event signals to the loader (feed_live.c), which hands events to
- * the live registry's dispatcher (ws_live.c); the feed also switches the
+ * hands event signals to the loader (loader.c), which hands events to
+ * the live registry's dispatcher (live.c); the feed also switches the
  * local feed and interrupts live entries.
  */
 #ifndef COMB_FEED_INT_H
@@ -49,7 +49,7 @@ bool ws_live_wanted(int64_t community_id, const char *channel);
  */
 void ws_live_interrupt(int64_t community_id, const char *reason);
 
-/* feed_live.c: the loader that turns event signals into live events. */
+/* loader.c: the loader that turns event signals into live events. */
 
 /* Starts the loader thread. Returns 0 or COMB_EIO with errbuf set. */
 int feed_live_start(struct relay *relay, char *errbuf, size_t errlen);

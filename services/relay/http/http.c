@@ -12,7 +12,6 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/nip98.h"
-#include "comb/replay.h"
 #include "http.h"
 #include "http_int.h"
 #include "metrics.h"
@@ -137,28 +136,6 @@ static bool authenticate(struct request *req)
 	snprintf(req->replay_token, sizeof(req->replay_token), "%s", token_id);
 	req->replay_expires = created_at + COMB_NIP98_MAX_SKEW + COMB_NIP98_CLOCK_MARGIN;
 	return true;
-}
-
-void http_refuse_replay(struct request *req, int rc)
-{
-	if (rc == COMB_EREPLAY)
-		http_send_error(req, 401, "auth-required: authorization already used");
-	else
-		http_send_unavailable(req, "replay store");
-}
-
-bool http_claim_replay(struct request *req)
-{
-	int rc;
-
-	if (!req->replay_token[0])
-		return true;
-	rc = comb_replay_claim(req->relay->redis, req->replay_token,
-			       req->replay_expires);
-	req->replay_token[0] = '\0';
-	if (rc)
-		http_refuse_replay(req, rc);
-	return rc == 0;
 }
 
 /* PROTOCOL.md section 10 "Browsers": a CORS preflight is answered on every

@@ -91,7 +91,7 @@ enum sync_read {
  * copy, bounded by the capture's maximum), any other in its place. The
  * caller fills relay, community,
  * pubkey, capture and db (borrowed from the pool; the answer gives it
- * back). The resumable sync (sync/ws_resume.c) reads its catch-up pages
+ * back). The resumable sync (sync/resume.c) reads its catch-up pages
  * and live frames with it, so its cursors are the HTTP ones; kind says
  * which of the two this read is: it decides whether admission control
  * applies and what the read costs, never which changes it returns.

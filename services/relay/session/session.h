@@ -23,7 +23,7 @@
 #include "relay.h"
 
 /*
- * ws_outbox.c, the outbound queue of one WebSocket connection. Every frame
+ * outbox.c, the outbound queue of one WebSocket connection. Every frame
  * the relay sends on a connection goes through it, in order: answers to
  * the client's own messages, stored events, live events and (later) sync
  * frames. A writer thread of the connection's own drains it, so a producer
@@ -33,7 +33,7 @@
  *
  * The queue knows nothing of civetweb: frames leave through the write
  * function given at creation, which makes it testable alone
- * (tests/unit/test_ws_outbox.c).
+ * (tests/unit/test_outbox.c).
  */
 
 /* WebSocket opcodes (RFC 6455 section 5.2). */
@@ -190,7 +190,7 @@ bool ws_outbox_closed(struct ws_outbox *ob);
 size_t ws_outbox_queued(struct ws_outbox *ob);
 
 /*
- * ws_session.c, one WebSocket connection's protocol state (PROTOCOL.md
+ * session.c, one WebSocket connection's protocol state (PROTOCOL.md
  * section 7): its community, the NIP-42 challenge and the authenticated
  * pubkey with its read keys, the open subscriptions, and the outbound
  * queue every answer goes through. Knows nothing of civetweb (ws/ws.c is

@@ -12,9 +12,9 @@
  *
  * ws/ws_req.c calls ws_sync_open on the connection's thread; ws_sync_start
  * registers a listener with the capture feed (feed/), which calls it on
- * the feed's thread; a small pool of workers (ws_sync_apply.c) re-reads
+ * the feed's thread; a small pool of workers (apply.c) re-reads
  * changed artifacts and pushes frames without ever waiting on a client.
- * The held changes and the uuid map are ws_sync_int.h's. The only public
+ * The held changes and the uuid map are sync_int.h's. The only public
  * header of the folder.
  */
 #ifndef COMB_SYNC_H
@@ -51,7 +51,7 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 		  const json_t *filter);
 
 /*
- * Resumable sync (ws_resume.c, PROTOCOL.md section 7.1): a REQ whose only
+ * Resumable sync (resume.c, PROTOCOL.md section 7.1): a REQ whose only
  * filter is {"artifact":"changes"} with optionally #h, #type and an
  * incremental cursor. ws_resume_start registers it with the capture feed
  * and starts its workers (call before feed_start; 0, or COMB_EIO with

@@ -26,7 +26,7 @@
 #include "comb/clock.h"
 #include "comb/error.h"
 #include "comb/log.h"
-#include "ws_outbox_int.h"
+#include "outbox_int.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define WRITER_STACK (1024 * 1024)

@@ -45,7 +45,7 @@
 #include "feed/feed.h"
 #include "metrics.h"
 #include "read/read.h"
-#include "ws_sync_int.h"
+#include "sync_int.h"
 
 #define RESUME_WORKERS 2
 #define BUCKETS 1024

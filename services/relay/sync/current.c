@@ -11,7 +11,7 @@
  * database connection held, the revisions' bytes are fetched a batch at a
  * time (revision cache, then PostgreSQL) and streamed out as the client
  * reads (see "the snapshot" below); if the feed stayed trusted and nothing
- * overflowed, EOSE; then the workers (ws_sync_apply.c) apply what was
+ * overflowed, EOSE; then the workers (apply.c) apply what was
  * held and whatever comes. A change committed after the snapshot began
  * reaches the sync as a signal (or the feed is interrupted and the sync
  * closed), and re-reading an artifact sends it only when it is newer than
@@ -36,7 +36,7 @@
 #include "metrics.h"
 #include "proto/proto.h"
 #include "read/read.h"
-#include "ws_sync_int.h"
+#include "sync_int.h"
 
 #define BUCKETS 4096
 

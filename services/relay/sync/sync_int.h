@@ -1,8 +1,8 @@
 /*
- * Internals of artifact sync shared by ws_sync.c (filter, snapshot, EOSE,
- * the registry the capture feed looks syncs up in) and ws_sync_apply.c
+ * Internals of artifact sync shared by current.c (filter, snapshot, EOSE,
+ * the registry the capture feed looks syncs up in) and apply.c
  * (the workers that re-read changed artifacts and send frames), and the
- * small uuid map both use (ws_sync_map.c).
+ * small uuid map both use (uuid_map.c).
  *
  * Locks, never nested except as written: the registry's rwlock, then
  * (inside it) one sync's session mu or the workers' pool mu. The session
@@ -27,7 +27,7 @@
 #define WS_SYNC_MAX_HELD 1024
 
 /* ------------------------------------------------------------------ */
-/* uuid maps (ws_sync_map.c) */
+/* uuid maps (uuid_map.c) */
 
 struct dmap_entry {
 	uint8_t d[16];
@@ -63,7 +63,7 @@ int sync_uuid_parse(const char *text, uint8_t out[16]);
 void sync_uuid_format(const uint8_t d[16], char out[37]);
 
 /* ------------------------------------------------------------------ */
-/* who sends the CLOSED of a sync of either kind (ws_sync_sub.c) */
+/* who sends the CLOSED of a sync of either kind (sub.c) */
 
 /* Guarded by the session's mu. */
 struct sync_closing {
@@ -113,7 +113,7 @@ struct sync_sub {
 	bool started;                   /* past the trust check */
 	struct sync_closing closing;
 
-	/* guarded by the pool's mu (ws_sync_apply.c) */
+	/* guarded by the pool's mu (apply.c) */
 	struct dmap pending;            /* changed d's not applied yet */
 	bool access_check;              /* membership or policy changed */
 	bool overflow;                  /* pending could not hold a change */
@@ -124,7 +124,7 @@ struct sync_sub {
 };
 
 /* ------------------------------------------------------------------ */
-/* a sync's own questions, and closing it (ws_sync_sub.c) */
+/* a sync's own questions, and closing it (sub.c) */
 
 /* The orders sub->channels (an array of char[37]) and sub->types (an
  * array of strings) are sorted in and searched by (qsort comparators). */
@@ -152,7 +152,7 @@ void sync_kill_locked(struct sync_sub *sub, const char *reason);
 void sync_kill(struct sync_sub *sub, const char *reason);
 
 /* ------------------------------------------------------------------ */
-/* access (ws_sync_apply.c) */
+/* access (apply.c) */
 
 /* One question "may this reader read this channel of a sync now?". */
 struct sync_probe {
@@ -177,7 +177,7 @@ int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
 		      bool *budget);
 
 /* ------------------------------------------------------------------ */
-/* the workers (ws_sync_apply.c) */
+/* the workers (apply.c) */
 
 /* Starts and stops the worker threads. */
 int sync_workers_start(struct relay *relay, char *errbuf, size_t errlen);

@@ -1,9 +1,9 @@
 /*
- * Internals of the WebSocket outbound queue, shared by ws_outbox.c and its
+ * Internals of the WebSocket outbound queue, shared by outbox.c and its
  * unit test; everyone else uses session.h.
  */
-#ifndef COMB_WS_OUTBOX_INT_H
-#define COMB_WS_OUTBOX_INT_H
+#ifndef COMB_OUTBOX_INT_H
+#define COMB_OUTBOX_INT_H
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /*
- * Applying changes to open syncs (see sync.h and ws_sync_int.h): the
+ * Applying changes to open syncs (see sync.h and sync_int.h): the
  * held changes of each sync, the run queue, and the workers that re-read
  * changed artifacts and push frames.
  *
@@ -39,7 +39,7 @@
 #include "relay.h"
 #include "revcache.h"
 #include "sync.h"
-#include "ws_sync_int.h"
+#include "sync_int.h"
 
 /* Syncs one worker serves with one transaction. */
 #define BATCH 1024

@@ -1,8 +1,8 @@
 /*
- * What the opener (ws_sync.c) and the workers (ws_sync_apply.c) both ask
- * of one sync (see ws_sync_int.h): whether a channel or type is its own,
+ * What the opener (current.c) and the workers (apply.c) both ask
+ * of one sync (see sync_int.h): whether a channel or type is its own,
  * and closing it from the relay's side; and who sends the CLOSED of a sync
- * of either kind (this folder's and ws_resume.c's resumable ones): while
+ * of either kind (this folder's and resume.c's resumable ones): while
  * it opens, at the end of its opening, once live. Below both, it calls
  * neither.
  */
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "session/session.h"
-#include "ws_sync_int.h"
+#include "sync_int.h"
 
 int sync_cmp_channel(const void *a, const void *b)
 {

@@ -1,5 +1,5 @@
 /*
- * The uuid map of artifact sync (see ws_sync_int.h): open addressing with
+ * The uuid map of artifact sync (see sync_int.h): open addressing with
  * linear probing over binary uuids, removal by backward shift so that no
  * tombstones accumulate, and a hard maximum of entries. uuids are random,
  * so their first bytes are the hash.
@@ -9,7 +9,7 @@
 
 #include "comb/error.h"
 #include "comb/uuid.h"
-#include "ws_sync_int.h"
+#include "sync_int.h"
 
 void dmap_init(struct dmap *m, size_t max)
 {

@@ -1,6 +1,6 @@
 /*
  * Unit tests for the WebSocket outbound queue
- * (services/relay/session/ws_outbox.c) with a fake connection that records
+ * (services/relay/session/outbox.c) with a fake connection that records
  * frames and can be held like a client that stopped reading: order and
  * opcodes, the byte bound and its reserve, waiting pushes, the oversized
  * first frame, close frames queued and answered, write failures, the
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "comb/error.h"
-#include "session/ws_outbox_int.h"
+#include "session/outbox_int.h"
 
 #define MAX_FRAMES 64
 
