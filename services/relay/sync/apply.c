@@ -85,7 +85,7 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t work;       /* the run queue is not empty, or stop */
 	pthread_cond_t idle;       /* a sync stopped running */
-	struct sync_sub *head, *tail;
+	struct hub_queue run;      /* fair per connection (hub/) */
 	bool stop;
 	int nthreads;
 	pthread_t threads[WS_SYNC_WORKERS];
@@ -109,13 +109,8 @@ void sync_sched_init(struct sync_sub *sub)
 static void enqueue_locked(struct sync_sub *sub)
 {
 	sub->scheduled = true;
-	sub->rq_next = NULL;
-	sub->rq_prev = pool.tail;
-	if (pool.tail)
-		pool.tail->rq_next = sub;
-	else
-		pool.head = sub;
-	pool.tail = sub;
+	sub->turn.owner = &sub->session->turns;
+	hub_queue_push(&pool.run, &sub->turn);
 }
 
 static void schedule_locked(struct sync_sub *sub)
@@ -126,16 +121,20 @@ static void schedule_locked(struct sync_sub *sub)
 
 static void unlink_locked(struct sync_sub *sub)
 {
-	if (sub->rq_prev)
-		sub->rq_prev->rq_next = sub->rq_next;
-	else
-		pool.head = sub->rq_next;
-	if (sub->rq_next)
-		sub->rq_next->rq_prev = sub->rq_prev;
-	else
-		pool.tail = sub->rq_prev;
-	sub->rq_prev = sub->rq_next = NULL;
+	hub_queue_remove(&pool.run, &sub->turn);
 	sub->scheduled = false;
+}
+
+/* The next sync to serve: the first of the connection whose turn it is
+ * (hub/, "Turns"); the caller holds mu and the queue is not empty. */
+static struct sync_sub *next_locked(void)
+{
+	struct hub_turn *t = hub_queue_pop(&pool.run);
+	struct sync_sub *sub = (struct sync_sub *)(void *)((char *)t -
+							      offsetof(struct sync_sub, turn));
+
+	sub->scheduled = false;
+	return sub;
 }
 
 static bool has_work_locked(const struct sync_sub *sub)
@@ -906,15 +905,16 @@ static void *worker_main(void *arg)
 	}
 	pthread_mutex_lock(&pool.mu);
 	for (;;) {
-		while (!pool.head && !pool.stop)
+		while (hub_queue_empty(&pool.run) && !pool.stop)
 			pthread_cond_wait(&pool.work, &pool.mu);
 		if (pool.stop)
 			break;
-		for (b.n = 0; pool.head && b.n < BATCH; b.n++) {
+		/* a batch takes the connections' turns in rotation, so one with
+		 * many syncs waiting comes after the others' first */
+		for (b.n = 0; !hub_queue_empty(&pool.run) && b.n < BATCH; b.n++) {
 			struct work *w = &b.works[b.n];
 
-			sub = pool.head;
-			unlink_locked(sub);
+			sub = next_locked();
 			sub->running = true;
 			w->sub = sub;
 			w->pending = sub->pending;
@@ -982,5 +982,5 @@ void sync_workers_stop(void)
 	for (i = 0; i < pool.nthreads; i++)
 		pthread_join(pool.threads[i], NULL);
 	pool.nthreads = 0;
-	pool.head = pool.tail = NULL;
+	pool.run = (struct hub_queue){0};
 }

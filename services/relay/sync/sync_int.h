@@ -120,7 +120,7 @@ struct sync_sub {
 	bool runnable;                  /* EOSE sent: the workers may apply */
 	bool quiet;                     /* closed: nothing more is noted */
 	bool scheduled, running, released;
-	struct sync_sub *rq_prev, *rq_next;
+	struct hub_turn turn;           /* in the workers' run queue */
 };
 
 /* ------------------------------------------------------------------ */
