@@ -180,6 +180,27 @@ describe('a small budget', () => {
 		await c.close();
 	});
 
+	test('syncs hold what they know of the client\'s copy, within the budget', async () => {
+		const h = await createChannel(stack, owner);
+		for (let i = 0; i < 300; i++)
+			await accept(stack, owner, { d: uuid(), h, op: 'create' });
+		const c = await connectWs(stack.wsUrl, newKey().sk);
+		const answers = [];
+		for (let i = 0; i < 64; i++) {
+			const frames = await req(c, `sync${i}`, { artifact: 'current', '#h': [h] });
+			answers.push(frames.at(-1));
+			if (frames.at(-1)[0] === 'CLOSED')
+				break;
+			assert.equal(frames.length, 301);
+		}
+		assert.deepEqual(answers.at(-1), ['CLOSED', `sync${answers.length - 1}`, BUDGET_EXCEEDED],
+			`${answers.length} syncs of 300 artifacts were all kept`);
+		assert.ok(await heldBytes(stack) <= budget);
+		c.send(['CLOSE', 'sync0']);
+		assert.equal((await req(c, 'again', { artifact: 'current', '#h': [h] })).at(-1)[0], 'EOSE');
+		await c.close();
+	});
+
 	test('a resumable catch-up comes in pages the budget can hold', async () => {
 		const h = await createChannel(stack, owner, { visibility: 'private' });
 		const reader = newKey();

@@ -812,8 +812,10 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 			rc = push(b, w, json, len);
 			if (rc)
 				return rc;
-			if (dmap_put(&sub->known, d, seq)) {
-				sync_kill(sub, "error: out of memory");
+			rc = dmap_put(&sub->known, d, seq);
+			if (rc) {
+				sync_kill(sub, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
+								  : "error: out of memory");
 				return COMB_ENOMEM;
 			}
 			return 0;

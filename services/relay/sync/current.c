@@ -395,6 +395,7 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 	sub->session = s;
 	sub->community = s->community.id;
 	dmap_init(&sub->known, (size_t)cfg->sync_max_events);
+	dmap_budget(&sub->known, s);
 	sync_sched_init(sub);
 	if (copy_filter(sub, &f)) {
 		sub_free(sub);
@@ -541,6 +542,10 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 		st->seqs[st->n++] = seq;
 	}
 	PQclear(res);
+	if (rc == COMB_EDENIED) {
+		snprintf(why, whylen, "%s", WS_BUDGET_EXCEEDED);
+		return COMB_ETOOBIG;
+	}
 	if (rc) {
 		snprintf(why, whylen, "error: out of memory");
 		return COMB_ENOMEM;

@@ -42,14 +42,21 @@ struct dmap {
 	size_t cap;                 /* a power of two, or 0 */
 	size_t count;
 	size_t max;
+	/* when set, the slots count against this connection's budget
+	 * (session.h, "budget.c"); held is what they count now */
+	struct ws_session *budget;
+	size_t held;
 };
 
 /* Prepares an empty map holding at most max entries. */
 void dmap_init(struct dmap *m, size_t max);
+/* Makes m's slots count against s's byte budget from now on (m empty). */
+void dmap_budget(struct dmap *m, struct ws_session *s);
 /* Frees the entries; the map stays usable and empty. */
 void dmap_release(struct dmap *m);
 /* Sets d to seq. Returns 0, COMB_ETOOBIG when d is new and the map holds
- * max entries already, or COMB_ENOMEM. */
+ * max entries already, COMB_EDENIED when its budget has no room for more
+ * slots, or COMB_ENOMEM. */
 int dmap_put(struct dmap *m, const uint8_t d[16], int64_t seq);
 /* The entry of d, or NULL. */
 struct dmap_entry *dmap_get(const struct dmap *m, const uint8_t d[16]);

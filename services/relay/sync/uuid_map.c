@@ -17,12 +17,20 @@ void dmap_init(struct dmap *m, size_t max)
 	m->max = max;
 }
 
+void dmap_budget(struct dmap *m, struct ws_session *s)
+{
+	m->budget = s;
+}
+
 void dmap_release(struct dmap *m)
 {
 	free(m->slots);
 	m->slots = NULL;
 	m->cap = 0;
 	m->count = 0;
+	if (m->budget)
+		ws_session_unhold(m->budget, m->held);
+	m->held = 0;
 }
 
 static size_t home_of(const struct dmap *m, const uint8_t d[16])
@@ -66,12 +74,18 @@ static int grow(struct dmap *m)
 {
 	struct dmap old = *m;
 	size_t cap = m->cap ? 2 * m->cap : 16, i;
+	size_t extra = (cap - m->cap) * sizeof(*m->slots);
 
+	if (m->budget && !ws_session_hold(m->budget, extra))
+		return COMB_EDENIED;
 	m->slots = calloc(cap, sizeof(*m->slots));
 	if (!m->slots) {
 		m->slots = old.slots;
+		if (m->budget)
+			ws_session_unhold(m->budget, extra);
 		return COMB_ENOMEM;
 	}
+	m->held += extra;
 	m->cap = cap;
 	m->count = 0;
 	for (i = 0; i < old.cap; i++) {
@@ -85,6 +99,7 @@ static int grow(struct dmap *m)
 int dmap_put(struct dmap *m, const uint8_t d[16], int64_t seq)
 {
 	struct dmap_entry *e = dmap_get(m, d);
+	int rc;
 
 	if (e) {
 		e->seq = seq;
@@ -93,8 +108,8 @@ int dmap_put(struct dmap *m, const uint8_t d[16], int64_t seq)
 	if (m->count >= m->max)
 		return COMB_ETOOBIG;
 	/* at most half full */
-	if (2 * (m->count + 1) > m->cap && grow(m))
-		return COMB_ENOMEM;
+	if (2 * (m->count + 1) > m->cap && (rc = grow(m)))
+		return rc;
 	place(m, d)->seq = seq;
 	return 0;
 }
