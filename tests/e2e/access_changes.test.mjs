@@ -13,10 +13,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { connectWs, newKey, post } from './lib/harness.mjs';
-import { startRelay } from './lib/harness.mjs';
+import { connectWs, newKey, post, startRelay } from './lib/harness.mjs';
 import { accept, chat, createChannel, uuid } from './lib/artifacts.mjs';
 import { nonceOpts, settle } from './lib/clients.mjs';
+import { isFor, reqFrames } from './lib/subscriptions.mjs';
 
 let stack;
 let owner;
@@ -32,7 +32,6 @@ after(async () => {
 	await stack?.stop();
 });
 
-const isFor = (sub) => (m) => Array.isArray(m) && m[1] === sub;
 
 async function setAdmin(pk, on) {
 	const r = await stack.admin(['community', on ? 'add-admin' : 'remove-admin', '--id', community, pk]);
@@ -46,16 +45,7 @@ async function incremental(sk, filter) {
 }
 
 /** Sends a REQ and collects its frames up to EOSE (or CLOSED). */
-async function req(c, sub, ...filters) {
-	c.send(['REQ', sub, ...filters]);
-	const frames = [];
-	for (;;) {
-		const m = await c.next(isFor(sub), 10000);
-		frames.push(m);
-		if (m[0] === 'EOSE' || m[0] === 'CLOSED')
-			return frames;
-	}
-}
+const req = (c, sub, ...filters) => reqFrames(c, sub, filters, 10000);
 
 test('a removed community admin loses a private channel on every open subscription', async () => {
 	const P = await createChannel(stack, owner, { visibility: 'private' });

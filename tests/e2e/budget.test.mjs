@@ -11,13 +11,12 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, newKey } from './lib/harness.mjs';
-import { startRelay } from './lib/harness.mjs';
+import { connectWs, get, newKey, startRelay } from './lib/harness.mjs';
 import { accept, addMember, chat, createChannel, uuid } from './lib/artifacts.mjs';
 import { pidListeningOn, rssKb } from './lib/clients.mjs';
+import { isFor, reqFrames } from './lib/subscriptions.mjs';
 
 const BUDGET_EXCEEDED = 'error: connection memory budget exceeded';
-const isFor = (sub) => (m) => Array.isArray(m) && m[1] === sub;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The relay's resident memory may grow for reasons of its own (pools,
@@ -42,16 +41,7 @@ async function nip11(stack) {
 }
 
 /** Sends a REQ and collects its frames up to EOSE (or CLOSED). */
-async function req(c, sub, ...filters) {
-	c.send(['REQ', sub, ...filters]);
-	const frames = [];
-	for (;;) {
-		const m = await c.next(isFor(sub), 30000);
-		frames.push(m);
-		if (m[0] === 'EOSE' || m[0] === 'CLOSED')
-			return frames;
-	}
-}
+const req = (c, sub, ...filters) => reqFrames(c, sub, filters);
 
 describe('the default budget', () => {
 	let stack;

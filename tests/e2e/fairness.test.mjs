@@ -8,6 +8,7 @@ import { after, before, test } from 'node:test';
 
 import { connectWs, newKey, startRelay } from './lib/harness.mjs';
 import { accept, createChannel, uuid } from './lib/artifacts.mjs';
+import { reqFrames } from './lib/subscriptions.mjs';
 
 const SCOPES = 500;
 
@@ -25,14 +26,10 @@ after(async () => {
 
 const isChanges = (m) => Array.isArray(m) && m[0] === 'CHANGES' && m[2].changes.length > 0;
 
+/** Opens a subscription and waits for its EOSE. */
 async function open(c, sub, filter) {
-	c.send(['REQ', sub, filter]);
-	for (;;) {
-		const m = await c.next((x) => Array.isArray(x) && x[1] === sub, 30000);
-		if (m[0] === 'EOSE')
-			return;
-		assert.equal(m[0], 'CHANGES', JSON.stringify(m));
-	}
+	const frames = await reqFrames(c, sub, [filter]);
+	assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
 }
 
 test(`a connection with ${SCOPES} scopes delays another's live frame by at most a turn`, async () => {
@@ -76,13 +73,10 @@ test(`syncs: a connection with ${SCOPES} of them waiting delays another's frame 
 	// the busy connection's syncs register first, so that a queue served
 	// in arrival order would serve the one-sync connection last
 	const many = await connectWs(stack.wsUrl, newKey().sk);
-	for (let i = 0; i < SCOPES; i++) {
-		many.send(['REQ', `c${i}`, { artifact: 'current', '#h': [X], '#type': ['demo.task', `other.t${i}`] }]);
-		assert.equal((await many.next((m) => Array.isArray(m) && m[1] === `c${i}`, 30000))[0], 'EOSE');
-	}
+	for (let i = 0; i < SCOPES; i++)
+		await open(many, `c${i}`, { artifact: 'current', '#h': [X], '#type': ['demo.task', `other.t${i}`] });
 	const single = await connectWs(stack.wsUrl, newKey().sk);
-	single.send(['REQ', 'one', { artifact: 'current', '#h': [X] }]);
-	assert.equal((await single.next((m) => Array.isArray(m) && m[1] === 'one', 30000))[0], 'EOSE');
+	await open(single, 'one', { artifact: 'current', '#h': [X] });
 	let manyFrames = 0;
 	let manyBefore = null;
 	const isEvent = (m) => Array.isArray(m) && m[0] === 'EVENT';

@@ -66,7 +66,16 @@ int hub_load_admin(struct relay *relay, const struct community *c,
  */
 struct hub_turn;
 
-/* A connection's place in a queue; embedded in its session, zeroed. */
+/* The run queues of a node, one per kind of work (each served by its own
+ * workers); a connection has a place in each. */
+enum hub_queue_kind {
+	HUB_QUEUE_SYNC,     /* current syncs' changes (sync/apply.c) */
+	HUB_QUEUE_RESUME,   /* resumable syncs' reads (sync/resume.c) */
+	HUB_QUEUES,
+};
+
+/* A connection's place in one queue; embedded in its session, zeroed. An
+ * owner belongs to one queue only. */
 struct hub_owner {
 	struct hub_owner *next;         /* the ring of owners with turns */
 	struct hub_turn *head, *tail;   /* its turns, first in first out */

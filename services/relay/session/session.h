@@ -240,8 +240,9 @@ struct ws_session {
 	/* what the reader may read now (registered with hub/ while
 	 * authenticated) */
 	struct reader_access access;
-	/* its place in the subscriptions' run queues (hub/, "Turns") */
-	struct hub_owner turns;
+	/* its place in each of the subscriptions' run queues (hub/,
+	 * "Turns") */
+	struct hub_owner turns[HUB_QUEUES];
 
 	struct ws_sub *subs;             /* connection thread only */
 

@@ -109,7 +109,7 @@ void sync_sched_init(struct sync_sub *sub)
 static void enqueue_locked(struct sync_sub *sub)
 {
 	sub->scheduled = true;
-	sub->turn.owner = &sub->session->turns;
+	sub->turn.owner = &sub->session->turns[HUB_QUEUE_SYNC];
 	hub_queue_push(&pool.run, &sub->turn);
 }
 

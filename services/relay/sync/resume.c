@@ -821,7 +821,7 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
 	sub->base.release = sub_release;
 	sub->session = s;
-	sub->turn.owner = &s->turns;
+	sub->turn.owner = &s->turns[HUB_QUEUE_RESUME];
 	sub->community = s->community.id;
 	sub->retry_ms = RETRY_FIRST_MS;
 	metrics_add(METRIC_RESUMABLE_SYNCS, 1);
