@@ -51,7 +51,7 @@ struct work {
 	struct sync_sub *sub;
 	struct dmap pending;
 	bool access;               /* check every channel */
-	bool overflow;
+	const char *overflow;      /* the CLOSED reason, or NULL */
 	bool skip;                 /* dead, or closed during this batch */
 	size_t probe_first, probe_count;
 };
@@ -99,9 +99,16 @@ static struct {
 /* ------------------------------------------------------------------ */
 /* scheduling */
 
-void sync_sched_init(struct sync_sub *sub)
+/* Empties sub's held changes, counted against its connection's budget. */
+static void pending_init(struct sync_sub *sub)
 {
 	dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
+	dmap_budget(&sub->pending, sub->session);
+}
+
+void sync_sched_init(struct sync_sub *sub)
+{
+	pending_init(sub);
 }
 
 /* Appends sub to the run queue; the caller holds mu and wakes a worker
@@ -139,7 +146,7 @@ static struct sync_sub *next_locked(void)
 
 static bool has_work_locked(const struct sync_sub *sub)
 {
-	return sub->pending.count || sub->access_check || sub->overflow;
+	return sub->pending.count || sub->access_check || sub->overflow != NULL;
 }
 
 /* Syncs queued since sync_note_begin: one wake-up for all of them, so
@@ -156,10 +163,13 @@ void sync_note_change(struct sync_sub *sub, const uint8_t *d)
 {
 	if (sub->released || sub->quiet || sub->overflow)
 		return;
+	int rc;
+
 	if (!d)
 		sub->access_check = true;
-	else if (dmap_put(&sub->pending, d, 0))
-		sub->overflow = true;
+	else if ((rc = dmap_put(&sub->pending, d, 0)))
+		sub->overflow = rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
+						   : "resync: too many held changes";
 	if (sub->runnable && !sub->scheduled && !sub->running) {
 		enqueue_locked(sub);
 		noted++;
@@ -175,9 +185,9 @@ void sync_note_end(void)
 	pthread_mutex_unlock(&pool.mu);
 }
 
-bool sync_overflowed(struct sync_sub *sub)
+const char *sync_overflowed(struct sync_sub *sub)
 {
-	bool o;
+	const char *o;
 
 	pthread_mutex_lock(&pool.mu);
 	o = sub->overflow;
@@ -449,7 +459,7 @@ static int collect(struct batch *b)
 		w->skip = sub->base.dead;
 		pthread_mutex_unlock(&sub->session->mu);
 		if (!w->skip && w->overflow) {
-			sync_kill(sub, "resync: too many held changes");
+			sync_kill(sub, w->overflow);
 			w->skip = true;
 		}
 		if (w->skip)
@@ -920,7 +930,7 @@ static void *worker_main(void *arg)
 			sub->running = true;
 			w->sub = sub;
 			w->pending = sub->pending;
-			dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
+			pending_init(sub);
 			w->access = sub->access_check;
 			w->overflow = sub->overflow;
 			w->skip = false;

@@ -664,10 +664,12 @@ out_nodb:
 /* After the rows: EOSE when the set is still exact, else CLOSED. */
 static void finish(struct ws_session *s, struct sync_sub *sub, uint64_t generation)
 {
+	const char *overflow = sync_overflowed(sub);
+
 	if (!feed_still_trusted(sub->community, generation))
 		sync_kill(sub, FEED_INTERRUPTED);
-	if (sync_overflowed(sub))
-		sync_kill(sub, "resync: too many held changes");
+	if (overflow)
+		sync_kill(sub, overflow);
 	if (sync_open_end(s, &sub->base, &sub->closing))
 		sync_make_runnable(sub);
 }

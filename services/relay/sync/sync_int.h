@@ -123,7 +123,8 @@ struct sync_sub {
 	/* guarded by the pool's mu (apply.c) */
 	struct dmap pending;            /* changed d's not applied yet */
 	bool access_check;              /* membership or policy changed */
-	bool overflow;                  /* pending could not hold a change */
+	const char *overflow;           /* why pending could not hold a
+					 * change (the CLOSED reason), or NULL */
 	bool runnable;                  /* EOSE sent: the workers may apply */
 	bool quiet;                     /* closed: nothing more is noted */
 	bool scheduled, running, released;
@@ -205,8 +206,9 @@ void sync_note_begin(void);
 void sync_note_change(struct sync_sub *sub, const uint8_t *d);
 void sync_note_end(void);
 
-/* True when sub's held changes overflowed. */
-bool sync_overflowed(struct sync_sub *sub);
+/* The CLOSED reason when sub's held changes overflowed (too many, or
+ * over the connection's budget), else NULL. */
+const char *sync_overflowed(struct sync_sub *sub);
 
 /* After EOSE: lets the workers apply what is held and what comes. */
 void sync_make_runnable(struct sync_sub *sub);
