@@ -29,9 +29,8 @@ RELAY_LAYERS=(
 	"http ws"
 	"sync"
 	"session write read"
-	"hub"
 	"feed"
-	"proto"
+	"hub proto"
 )
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

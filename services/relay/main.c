@@ -42,6 +42,9 @@
 
 static volatile sig_atomic_t stopping;
 
+/* The hub's ear on the capture feed (hub/hub.h). */
+static const struct feed_listener hub_listener = {.signal = hub_signal};
+
 /* civetweb requests in progress; a WebSocket connection is one request
  * for as long as it lasts. */
 static atomic_int requests_in_flight;
@@ -357,8 +360,9 @@ int main(void)
 		comb_error("write: %s", err);
 		goto out;
 	}
-	if (hub_start(&relay, err, sizeof(err))) {
-		comb_error("hub: %s", err);
+	/* the hub hears access changes before anyone hears what follows them */
+	if (feed_listen(&hub_listener)) {
+		comb_error("hub: cannot listen to the capture feed");
 		goto out;
 	}
 	if (ws_start(&relay, err, sizeof(err))) {

@@ -1,8 +1,8 @@
 /*
  * The live delivery registry and its dispatcher (see feed.h).
  *
- * The registry is a hash table of slots, one per (community, channel) and
- * one per community for entries that cover every channel, guarded by a
+ * The registry (hub/, one slot per (community, channel) and one per
+ * community for entries that cover every channel) is guarded by a
  * writer-preferring read-write lock. The dispatcher holds the read lock
  * while it delivers one event (matching, one access query for all the
  * candidates, pushing), so ws_live_remove, which takes the write lock,
@@ -18,17 +18,9 @@
 
 #include "comb/error.h"
 #include "comb/log.h"
+#include "hub/hub.h"
 
-#define BUCKETS 4096
 #define MAX_JSON (16 * 1024 * 1024)
-
-struct slot {
-	struct slot *next;
-	int64_t community_id;
-	char channel[37];             /* "" for the community-wide slot */
-	struct ws_live_entry **entries;
-	size_t n, cap;
-};
 
 struct item {
 	struct item *next;
@@ -54,7 +46,7 @@ struct reader_role {
 
 static struct {
 	pthread_rwlock_t lock;
-	struct slot *buckets[BUCKETS];
+	struct hub_registry registry; /* of ws_live_entry, under lock */
 	atomic_long entries;
 
 	pthread_mutex_t qmu;
@@ -77,126 +69,14 @@ static struct {
 
 static atomic_bool local_feed = true;
 
-static unsigned bucket_of(int64_t community_id, const char *channel)
-{
-	uint64_t h = 1469598103934665603ULL;
-	uint64_t c = (uint64_t)community_id;
-	int i;
-
-	for (i = 0; i < 8; i++) {
-		h ^= (c >> (8 * i)) & 0xff;
-		h *= 1099511628211ULL;
-	}
-	for (; *channel; channel++) {
-		h ^= (unsigned char)*channel;
-		h *= 1099511628211ULL;
-	}
-	return (unsigned)(h % BUCKETS);
-}
-
-/* Finds the slot of (community, channel); with create, makes it. */
-static struct slot *slot_find(int64_t community_id, const char *channel,
-			      bool create)
-{
-	unsigned b = bucket_of(community_id, channel);
-	struct slot *s;
-
-	for (s = live.buckets[b]; s; s = s->next) {
-		if (s->community_id == community_id && !strcmp(s->channel, channel))
-			return s;
-	}
-	if (!create)
-		return NULL;
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	s->community_id = community_id;
-	snprintf(s->channel, sizeof(s->channel), "%s", channel);
-	s->next = live.buckets[b];
-	live.buckets[b] = s;
-	return s;
-}
-
-static void slot_drop_if_empty(struct slot *s)
-{
-	unsigned b = bucket_of(s->community_id, s->channel);
-	struct slot **p;
-
-	if (s->n)
-		return;
-	for (p = &live.buckets[b]; *p; p = &(*p)->next) {
-		if (*p == s) {
-			*p = s->next;
-			free(s->entries);
-			free(s);
-			return;
-		}
-	}
-}
-
-static int slot_add(const struct ws_live_entry *e, const char *channel)
-{
-	struct slot *s = slot_find(e->community_id, channel, true);
-	struct ws_live_entry **grown;
-	size_t cap;
-
-	if (!s)
-		return COMB_ENOMEM;
-	if (s->n == s->cap) {
-		cap = s->cap ? 2 * s->cap : 8;
-		grown = realloc(s->entries, cap * sizeof(*grown));
-		if (!grown) {
-			slot_drop_if_empty(s);
-			return COMB_ENOMEM;
-		}
-		s->entries = grown;
-		s->cap = cap;
-	}
-	s->entries[s->n++] = (struct ws_live_entry *)e;
-	return 0;
-}
-
-static void slot_remove(const struct ws_live_entry *e, const char *channel)
-{
-	struct slot *s = slot_find(e->community_id, channel, false);
-	size_t i;
-
-	if (!s)
-		return;
-	for (i = 0; i < s->n; i++) {
-		if (s->entries[i] == e) {
-			s->entries[i] = s->entries[--s->n];
-			break;
-		}
-	}
-	slot_drop_if_empty(s);
-}
-
-static const char *entry_channel(const struct ws_live_entry *e, size_t i)
-{
-	return e->nchannels ? e->channels[i] : "";
-}
-
 int ws_live_add(struct ws_live_entry *e)
 {
-	size_t i, n = e->nchannels ? e->nchannels : 1;
-	int rc = 0;
+	int rc;
 
 	pthread_rwlock_wrlock(&live.lock);
-	for (i = 0; i < n && rc == 0; i++) {
-		/* The same channel named twice is registered once. */
-		size_t j;
-		bool dup = false;
-
-		for (j = 0; j < i; j++)
-			dup = dup || !strcmp(entry_channel(e, j), entry_channel(e, i));
-		if (!dup)
-			rc = slot_add(e, entry_channel(e, i));
-	}
-	if (rc) {
-		while (i-- > 0)
-			slot_remove(e, entry_channel(e, i));
-	} else {
+	rc = hub_registry_add(&live.registry, e->community_id, e->channels,
+			      e->nchannels, e);
+	if (rc == 0) {
 		e->registered = true;
 		atomic_fetch_add(&live.entries, 1);
 	}
@@ -206,12 +86,10 @@ int ws_live_add(struct ws_live_entry *e)
 
 void ws_live_remove(struct ws_live_entry *e)
 {
-	size_t i, n = e->nchannels ? e->nchannels : 1;
-
 	pthread_rwlock_wrlock(&live.lock);
 	if (e->registered) {
-		for (i = 0; i < n; i++)
-			slot_remove(e, entry_channel(e, i));
+		hub_registry_remove(&live.registry, e->community_id, e->channels,
+				    e->nchannels, e);
 		e->registered = false;
 		atomic_fetch_sub(&live.entries, 1);
 	}
@@ -250,7 +128,7 @@ static int cand_push(struct ws_live_entry *e, bool named)
 	return 0;
 }
 
-static void gather(struct slot *s, const struct ws_live_event *ev)
+static void gather(const struct hub_slot *s, const struct ws_live_event *ev)
 {
 	size_t i;
 	bool named;
@@ -258,9 +136,10 @@ static void gather(struct slot *s, const struct ws_live_event *ev)
 	if (!s)
 		return;
 	for (i = 0; i < s->n; i++) {
+		struct ws_live_entry *e = s->members[i];
+
 		named = false;
-		if (s->entries[i]->match(s->entries[i], ev, &named) &&
-		    cand_push(s->entries[i], named))
+		if (e->match(e, ev, &named) && cand_push(e, named))
 			comb_warn("live delivery: out of memory, an event was not delivered");
 	}
 }
@@ -384,9 +263,9 @@ static void dispatch(const struct item *it)
 	lev.ev = &ev;
 	live.ncands = 0;
 	pthread_rwlock_rdlock(&live.lock);
-	gather(slot_find(it->community_id, "", false), &lev);
+	gather(hub_registry_find(&live.registry, it->community_id, ""), &lev);
 	if (it->has_channel)
-		gather(slot_find(it->community_id, it->channel, false), &lev);
+		gather(hub_registry_find(&live.registry, it->community_id, it->channel), &lev);
 	if (live.ncands && it->has_channel) {
 		deliver_in_channel(&lev);
 	} else {
@@ -400,21 +279,21 @@ static void dispatch(const struct item *it)
 	comb_event_release(&ev);
 }
 
+/* Tells entry member (a ws_live_entry) that events were lost; ctx is the
+ * reason. */
+static void interrupt_entry(void *member, void *ctx)
+{
+	struct ws_live_entry *e = member;
+
+	if (e->interrupt)
+		e->interrupt(e, ctx);
+}
+
 /* Tells every registered entry that events were lost. */
 static void interrupt_all(const char *reason)
 {
-	struct slot *s;
-	size_t b, i;
-
 	pthread_rwlock_rdlock(&live.lock);
-	for (b = 0; b < BUCKETS; b++) {
-		for (s = live.buckets[b]; s; s = s->next) {
-			for (i = 0; i < s->n; i++) {
-				if (s->entries[i]->interrupt)
-					s->entries[i]->interrupt(s->entries[i], reason);
-			}
-		}
-	}
+	hub_registry_each(&live.registry, 0, interrupt_entry, (void *)reason);
 	pthread_rwlock_unlock(&live.lock);
 }
 
@@ -427,30 +306,18 @@ bool ws_live_wanted(int64_t community_id, const char *channel)
 	/* Never wait behind a delivery: when busy, let the loader find out. */
 	if (pthread_rwlock_tryrdlock(&live.lock))
 		return true;
-	wanted = slot_find(community_id, "", false) != NULL ||
-		 (channel && slot_find(community_id, channel, false) != NULL);
+	wanted = hub_registry_find(&live.registry, community_id, "") != NULL ||
+		 (channel && hub_registry_find(&live.registry, community_id, channel) != NULL);
 	pthread_rwlock_unlock(&live.lock);
 	return wanted;
 }
 
 void ws_live_interrupt(int64_t community_id, const char *reason)
 {
-	struct slot *s;
-	size_t b, i;
-
 	if (atomic_load(&live.entries) == 0)
 		return;
 	pthread_rwlock_rdlock(&live.lock);
-	for (b = 0; b < BUCKETS; b++) {
-		for (s = live.buckets[b]; s; s = s->next) {
-			if (community_id != 0 && s->community_id != community_id)
-				continue;
-			for (i = 0; i < s->n; i++) {
-				if (s->entries[i]->interrupt)
-					s->entries[i]->interrupt(s->entries[i], reason);
-			}
-		}
-	}
+	hub_registry_each(&live.registry, community_id, interrupt_entry, (void *)reason);
 	pthread_rwlock_unlock(&live.lock);
 }
 

@@ -1,37 +1,46 @@
 /*
- * hub/: where signals about who may read arrive for every open
- * subscription of this node. Each authenticated WebSocket registers its
- * reader's access (struct reader_access, access.h) here; the hub listens
- * to the capture feed (feed/) ahead of every other listener and applies a
- * change of the reader's community admin status to that access at once,
- * on the feed's thread, before the feed hands on any later signal or
- * event. So a plain REQ's next delivery, a new REQ, a sync's access check
- * and a resumable sync's next read all see the new status, and nothing
- * written after the change reaches a reader who lost access
- * (docs/protocol.md, "Access changes reach open connections").
+ * hub/: what every kind of subscription of this node is built on, and
+ * where signals about who may read arrive for all of them.
  *
- * The hub is below the subscriptions (session/, sync/, ws/): it never
- * names them, they register what it needs. The only public header of the
- * folder.
+ * - Readers (readers.c): each authenticated WebSocket registers its
+ *   reader's access (struct reader_access, access.h) here; the capture
+ *   feed hands every signal to hub_signal ahead of every other listener,
+ *   which applies a change of the reader's community admin status to that
+ *   access at once, on the feed's thread, before the feed hands on any
+ *   later signal or event. So a plain REQ's next delivery, a new REQ, a
+ *   sync's access check and a resumable sync's next read all see the new
+ *   status, and nothing written after the change reaches a reader who
+ *   lost access (docs/protocol.md, "Access changes reach open
+ *   connections").
+ * - Registry (registry.c): subscriptions by community and channel.
+ * - Turns (turns.c): the run queues with fair turns per connection.
+ *
+ * The hub is the lowest layer of the relay's folders, below the feed and
+ * the subscriptions (feed/, session/, sync/, ws/): it never names them,
+ * they register what it needs. The only public header of the folder.
  */
 #ifndef COMB_HUB_H
 #define COMB_HUB_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "access.h"
+#include "comb/signal.h"
 #include "relay.h"
 
 /*
- * Registers the hub with the capture feed. Call before any other
- * feed_listen (so that its listener runs first) and before feed_start.
- * Returns 0, or COMB_ETOOBIG / COMB_ENOMEM with errbuf set.
+ * Takes one capture signal (borrowed): an admin signal sets the status of
+ * every registered reader it names; other signals are not the hub's.
+ * main.c registers it as the capture feed's first listener, so that it
+ * runs before any later signal or event is handed on. Only takes a lock
+ * held briefly; any thread.
  */
-int hub_start(struct relay *relay, char *errbuf, size_t errlen);
+void hub_signal(const struct comb_signal *s);
 
 /* Forgets every registration. Call after feed_stop, once every connection
- * is closed. Safe when hub_start failed or never ran. */
+ * is closed. */
 void hub_stop(void);
 
 /*
@@ -55,6 +64,54 @@ void hub_remove_reader(struct reader_access *ra);
  */
 int hub_load_admin(struct relay *relay, const struct community *c,
 		   struct reader_access *ra);
+
+/*
+ * Registry (registry.c): the subscriptions of this node by community and
+ * channel, so that a signal of one channel finds the subscriptions that
+ * cover it without looking at the others. A registration names channels
+ * (each registered once, whatever repeats) or none, for every channel of
+ * its community (the community-wide slot, channel ""). The registry has no
+ * lock of its own: its user serializes every call and every use of a
+ * slot it found (each kind of subscription keeps a registry of its own,
+ * under a lock that fits how it delivers).
+ */
+#define HUB_BUCKETS 4096
+
+/* The subscriptions registered for one (community, channel). */
+struct hub_slot {
+	struct hub_slot *next;
+	int64_t community;
+	char channel[37];               /* "" for the community-wide slot */
+	void **members;                 /* the registrations (borrowed) */
+	size_t n, cap;
+};
+
+/* A registry; zeroed is empty. */
+struct hub_registry {
+	struct hub_slot *buckets[HUB_BUCKETS];
+};
+
+/* Registers member for channels[0..nchannels) of community, or with no
+ * channel for the community-wide slot. All or nothing: returns 0 or
+ * COMB_ENOMEM (nothing registered then). */
+int hub_registry_add(struct hub_registry *r, int64_t community,
+		     const char (*channels)[37], size_t nchannels, void *member);
+
+/* Undoes hub_registry_add with the same arguments. */
+void hub_registry_remove(struct hub_registry *r, int64_t community,
+			 const char (*channels)[37], size_t nchannels,
+			 const void *member);
+
+/* The slot of (community, channel), "" for the community-wide one; NULL
+ * when nothing is registered there. */
+struct hub_slot *hub_registry_find(const struct hub_registry *r,
+				   int64_t community, const char *channel);
+
+/* Calls fn(member, ctx) for every registration of every slot of
+ * community (0: of every community); a member registered for several
+ * channels is met once per slot. */
+void hub_registry_each(const struct hub_registry *r, int64_t community,
+		       void (*fn)(void *member, void *ctx), void *ctx);
 
 /*
  * Turns (turns.c): the run queue of the subscriptions' work, fair per

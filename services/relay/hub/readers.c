@@ -1,6 +1,6 @@
 /*
- * The readers of open WebSockets on this node, by community, and the feed
- * listener that applies community admin changes to them (hub.h).
+ * The readers of open WebSockets on this node, by community, and the
+ * signal that applies community admin changes to them (hub.h).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -9,7 +9,6 @@
 #include "access.h"
 #include "comb/error.h"
 #include "comb/log.h"
-#include "feed/feed.h"
 #include "hub.h"
 
 #define BUCKETS 256
@@ -29,9 +28,7 @@ static unsigned bucket_of(int64_t community)
 	return (unsigned)((uint64_t)community * 11400714819323198485ULL >> 56) % BUCKETS;
 }
 
-/* The feed listener's signal callback: an admin signal sets the status of
- * every registered reader it names. Other signals are not the hub's. */
-static void hub_signal(const struct comb_signal *s)
+void hub_signal(const struct comb_signal *s)
 {
 	struct node *n;
 
@@ -46,21 +43,6 @@ static void hub_signal(const struct comb_signal *s)
 		atomic_store(&n->ra->admin, s->kind == 1);
 	}
 	pthread_mutex_unlock(&readers.mu);
-}
-
-static const struct feed_listener listener = {
-	.signal = hub_signal,
-};
-
-int hub_start(struct relay *relay, char *errbuf, size_t errlen)
-{
-	int rc;
-
-	(void)relay;
-	rc = feed_listen(&listener);
-	if (rc)
-		return comb_fail(errbuf, errlen, rc, "hub: cannot listen to the feed");
-	return 0;
 }
 
 void hub_stop(void)

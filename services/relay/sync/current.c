@@ -38,19 +38,9 @@
 #include "read/read.h"
 #include "sync_int.h"
 
-#define BUCKETS 4096
-
-struct slot {
-	struct slot *next;
-	int64_t community;
-	char channel[37];
-	struct sync_sub **subs;
-	size_t n, cap;
-};
-
 static struct {
 	pthread_rwlock_t lock;
-	struct slot *buckets[BUCKETS];
+	struct hub_registry registry;   /* of sync_sub, under lock */
 	struct relay *relay;
 	atomic_bool started;
 } reg = {
@@ -60,110 +50,36 @@ static struct {
 /* ------------------------------------------------------------------ */
 /* the registry */
 
-static unsigned bucket_of(int64_t community, const char *channel)
-{
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)community;
-
-	for (; *channel; channel++) {
-		h ^= (unsigned char)*channel;
-		h *= 1099511628211ULL;
-	}
-	return (unsigned)(h % BUCKETS);
-}
-
-static struct slot *slot_find(int64_t community, const char *channel, bool create)
-{
-	unsigned b = bucket_of(community, channel);
-	struct slot *s;
-
-	for (s = reg.buckets[b]; s; s = s->next) {
-		if (s->community == community && !strcmp(s->channel, channel))
-			return s;
-	}
-	if (!create || !(s = calloc(1, sizeof(*s))))
-		return NULL;
-	s->community = community;
-	memcpy(s->channel, channel, sizeof(s->channel));
-	s->next = reg.buckets[b];
-	reg.buckets[b] = s;
-	return s;
-}
-
-static void slot_remove(struct sync_sub *sub, const char *channel)
-{
-	unsigned b = bucket_of(sub->community, channel);
-	struct slot *s = slot_find(sub->community, channel, false), **p;
-	size_t i;
-
-	if (!s)
-		return;
-	for (i = 0; i < s->n; i++) {
-		if (s->subs[i] == sub) {
-			s->subs[i] = s->subs[--s->n];
-			break;
-		}
-	}
-	if (s->n)
-		return;
-	for (p = &reg.buckets[b]; *p; p = &(*p)->next) {
-		if (*p == s) {
-			*p = s->next;
-			break;
-		}
-	}
-	free(s->subs);
-	free(s);
-}
-
 static int reg_add(struct sync_sub *sub)
 {
-	struct sync_sub **grown;
-	struct slot *s;
-	size_t i, cap;
-	int rc = 0;
+	int rc;
 
 	pthread_rwlock_wrlock(&reg.lock);
-	for (i = 0; i < sub->nchannels && rc == 0; i++) {
-		s = slot_find(sub->community, sub->channels[i], true);
-		if (!s) {
-			rc = COMB_ENOMEM;
-			break;
-		}
-		if (s->n == s->cap) {
-			cap = s->cap ? 2 * s->cap : 4;
-			grown = realloc(s->subs, cap * sizeof(*grown));
-			if (!grown) {
-				if (!s->n)
-					slot_remove(sub, sub->channels[i]);
-				rc = COMB_ENOMEM;
-				break;
-			}
-			s->subs = grown;
-			s->cap = cap;
-		}
-		s->subs[s->n++] = sub;
-	}
-	if (rc) {
-		while (i-- > 0)
-			slot_remove(sub, sub->channels[i]);
-	} else {
-		sub->registered = true;
-	}
+	rc = hub_registry_add(&reg.registry, sub->community,
+			      (const char (*)[37])sub->channels, sub->nchannels, sub);
+	sub->registered = rc == 0;
 	pthread_rwlock_unlock(&reg.lock);
 	return rc;
 }
 
 static void reg_remove(struct sync_sub *sub)
 {
-	size_t i;
-
 	pthread_rwlock_wrlock(&reg.lock);
 	if (sub->registered) {
-		for (i = 0; i < sub->nchannels; i++)
-			slot_remove(sub, sub->channels[i]);
+		hub_registry_remove(&reg.registry, sub->community,
+				    (const char (*)[37])sub->channels, sub->nchannels, sub);
 		sub->registered = false;
 	}
 	pthread_rwlock_unlock(&reg.lock);
+}
+
+/* Notes an access change for member (a sync_sub) when its reader is ctx. */
+static void note_if_reader(void *member, void *ctx)
+{
+	struct sync_sub *sub = member;
+
+	if (!strcmp(sub->session->pubkey, ctx))
+		sync_note_change(sub, NULL);
 }
 
 /* Has every sync of reader in community check its access again (its
@@ -171,16 +87,9 @@ static void reg_remove(struct sync_sub *sub)
  * are rare, so every slot of the registry is visited. */
 static void note_reader(int64_t community, const char *reader)
 {
-	struct slot *slot;
-	size_t b, i;
-
 	pthread_rwlock_rdlock(&reg.lock);
 	sync_note_begin();
-	for (b = 0; b < BUCKETS; b++)
-		for (slot = reg.buckets[b]; slot; slot = slot->next)
-			for (i = 0; slot->community == community && i < slot->n; i++)
-				if (!strcmp(slot->subs[i]->session->pubkey, reader))
-					sync_note_change(slot->subs[i], NULL);
+	hub_registry_each(&reg.registry, community, note_if_reader, (void *)reader);
 	sync_note_end();
 	pthread_rwlock_unlock(&reg.lock);
 }
@@ -197,7 +106,7 @@ static void ws_sync_signal(const struct comb_signal *s)
 {
 	uint8_t d[16];
 	bool has_d = false;
-	struct slot *slot;
+	struct hub_slot *slot;
 	size_t i;
 
 	if (s->type == COMB_SIGNAL_ADMIN) {
@@ -221,11 +130,11 @@ static void ws_sync_signal(const struct comb_signal *s)
 		return;  /* chat, moderation, ephemeral: never a frame on a sync */
 	}
 	pthread_rwlock_rdlock(&reg.lock);
-	slot = slot_find(s->community, s->channel, false);
+	slot = hub_registry_find(&reg.registry, s->community, s->channel);
 	if (slot)
 		sync_note_begin();
 	for (i = 0; slot && i < slot->n; i++) {
-		struct sync_sub *sub = slot->subs[i];
+		struct sync_sub *sub = slot->members[i];
 
 		if (has_d) {
 			if (sub->has_dfilter && !dmap_get(&sub->dfilter, d))
@@ -241,6 +150,19 @@ static void ws_sync_signal(const struct comb_signal *s)
 	pthread_rwlock_unlock(&reg.lock);
 }
 
+/* Closes member (a sync_sub) with CLOSED reason ctx once it is past its
+ * trust check. */
+static void interrupt_sub(void *member, void *ctx)
+{
+	struct sync_sub *sub = member;
+
+	pthread_mutex_lock(&sub->session->mu);
+	/* One still waiting for trust has read nothing yet. */
+	if (sub->started)
+		sync_kill_locked(sub, ctx);
+	pthread_mutex_unlock(&sub->session->mu);
+}
+
 /*
  * The feed listener's interrupt callback: closes every sync of
  * community_id (0: of every community) that is past its trust check with
@@ -248,25 +170,8 @@ static void ws_sync_signal(const struct comb_signal *s)
  */
 static void ws_sync_interrupt(int64_t community_id, const char *reason)
 {
-	struct slot *slot;
-	size_t b, i;
-
 	pthread_rwlock_rdlock(&reg.lock);
-	for (b = 0; b < BUCKETS; b++) {
-		for (slot = reg.buckets[b]; slot; slot = slot->next) {
-			if (community_id != 0 && slot->community != community_id)
-				continue;
-			for (i = 0; i < slot->n; i++) {
-				struct sync_sub *sub = slot->subs[i];
-
-				pthread_mutex_lock(&sub->session->mu);
-				/* One still waiting for trust has read nothing yet. */
-				if (sub->started)
-					sync_kill_locked(sub, reason);
-				pthread_mutex_unlock(&sub->session->mu);
-			}
-		}
-	}
+	hub_registry_each(&reg.registry, community_id, interrupt_sub, (void *)reason);
 	pthread_rwlock_unlock(&reg.lock);
 }
 

@@ -48,7 +48,6 @@
 #include "sync_int.h"
 
 #define RESUME_WORKERS 2
-#define BUCKETS 1024
 /* Items per CHANGES frame: the catch-up's, as many as one HTTP read may
  * ask for (each page runs the change query again, so fewer pages cost
  * less; pushed waiting for the client), and the live ones (pushed
@@ -84,7 +83,6 @@ struct resume_sub {
 	struct sync_closing closing;
 
 	/* guarded by pool.mu */
-	struct resume_sub *bucket_next; /* the registry */
 	struct hub_turn turn;           /* in the run queue */
 	struct resume_sub *timed_prev, *timed_next; /* runnable subs */
 	uint64_t want_xid;              /* read until the horizon passed it */
@@ -100,7 +98,8 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t work;            /* the run queue is not empty, or stop */
 	pthread_cond_t idle;            /* a sub stopped running */
-	struct resume_sub *buckets[BUCKETS];
+	struct hub_registry registry;   /* of resume_sub: its #h channels,
+					 * or community-wide without #h */
 	struct hub_queue run;           /* fair per connection (hub/) */
 	struct resume_sub *timed;       /* every runnable sub */
 	double next_scan;               /* no timer is due before this */
@@ -293,20 +292,17 @@ static void scan_timers_locked(double now)
 /* ------------------------------------------------------------------ */
 /* the registry and the feed's callbacks */
 
-static unsigned bucket_of(int64_t community)
+/* Registers sub for the signals of its scope. Returns 0 or COMB_ENOMEM. */
+static int reg_add(struct resume_sub *sub)
 {
-	return (unsigned)((uint64_t)community * 11400714819323198485ULL >> 54) % BUCKETS;
-}
-
-static void reg_add(struct resume_sub *sub)
-{
-	unsigned b = bucket_of(sub->community);
+	int rc;
 
 	pthread_mutex_lock(&pool.mu);
-	sub->bucket_next = pool.buckets[b];
-	pool.buckets[b] = sub;
-	sub->registered = true;
+	rc = hub_registry_add(&pool.registry, sub->community,
+			      (const char (*)[37])sub->channels, sub->nchannels, sub);
+	sub->registered = rc == 0;
 	pthread_mutex_unlock(&pool.mu);
+	return rc;
 }
 
 /* True when signal s may change what sub's reader gets. */
@@ -328,39 +324,64 @@ static bool concerns(const struct resume_sub *sub, const struct comb_signal *s)
 	}
 }
 
+/* Queues a read for member (a resume_sub) when signal ctx concerns it;
+ * the caller holds pool.mu. */
+static void signal_sub(void *member, void *ctx)
+{
+	const struct comb_signal *s = ctx;
+	struct resume_sub *sub = member;
+
+	if (!concerns(sub, s))
+		return;
+	sub->dirty = true;
+	if (s->xid > sub->want_xid)
+		sub->want_xid = s->xid;
+	enqueue_locked(sub);
+}
+
+/* Hands the subs of slot (may be NULL) to signal_sub. */
+static void signal_slot(const struct hub_slot *slot, const struct comb_signal *s)
+{
+	size_t i;
+
+	for (i = 0; slot && i < slot->n; i++)
+		signal_sub(slot->members[i], (void *)s);
+}
+
+/* The feed listener's signal callback: a signal of a channel goes to the
+ * subs whose scope names it and to those without #h, one without a
+ * channel (an admin change) to every sub of its community; each takes it
+ * when it concerns its reader and scope. Only queues. */
 static void resume_signal(const struct comb_signal *s)
 {
-	struct resume_sub *sub;
-
 	pthread_mutex_lock(&pool.mu);
-	for (sub = pool.buckets[bucket_of(s->community)]; sub; sub = sub->bucket_next) {
-		if (sub->community != s->community || !concerns(sub, s))
-			continue;
-		sub->dirty = true;
-		if (s->xid > sub->want_xid)
-			sub->want_xid = s->xid;
-		enqueue_locked(sub);
+	if (s->channel[0]) {
+		signal_slot(hub_registry_find(&pool.registry, s->community, ""), s);
+		signal_slot(hub_registry_find(&pool.registry, s->community, s->channel), s);
+	} else {
+		hub_registry_each(&pool.registry, s->community, signal_sub, (void *)s);
 	}
 	pthread_mutex_unlock(&pool.mu);
 }
 
+/* Closes member (a resume_sub) with reason ctx once past its trust check. */
+static void interrupt_sub(void *member, void *ctx)
+{
+	struct resume_sub *sub = member;
+
+	pthread_mutex_lock(&sub->session->mu);
+	/* One still waiting for trust has read nothing yet. */
+	if (sub->started)
+		kill_locked(sub, ctx);
+	pthread_mutex_unlock(&sub->session->mu);
+}
+
+/* The feed listener's interrupt callback: closes every sub of
+ * community_id (0: of every community) past its trust check. */
 static void resume_interrupt(int64_t community_id, const char *reason)
 {
-	struct resume_sub *sub;
-	size_t b;
-
 	pthread_mutex_lock(&pool.mu);
-	for (b = 0; b < BUCKETS; b++) {
-		for (sub = pool.buckets[b]; sub; sub = sub->bucket_next) {
-			if (community_id != 0 && sub->community != community_id)
-				continue;
-			pthread_mutex_lock(&sub->session->mu);
-			/* One still waiting for trust has read nothing yet. */
-			if (sub->started)
-				kill_locked(sub, reason);
-			pthread_mutex_unlock(&sub->session->mu);
-		}
-	}
+	hub_registry_each(&pool.registry, community_id, interrupt_sub, (void *)reason);
 	pthread_mutex_unlock(&pool.mu);
 }
 
@@ -728,18 +749,13 @@ static void sub_free(struct resume_sub *sub)
 
 static void sub_release(struct ws_session *s, struct ws_sub *base)
 {
-	struct resume_sub *sub = (struct resume_sub *)base, **p;
+	struct resume_sub *sub = (struct resume_sub *)base;
 
 	(void)s;
 	pthread_mutex_lock(&pool.mu);
-	if (sub->registered) {
-		for (p = &pool.buckets[bucket_of(sub->community)]; *p; p = &(*p)->bucket_next) {
-			if (*p == sub) {
-				*p = sub->bucket_next;
-				break;
-			}
-		}
-	}
+	if (sub->registered)
+		hub_registry_remove(&pool.registry, sub->community,
+				    (const char (*)[37])sub->channels, sub->nchannels, sub);
 	sub->released = true;
 	if (sub->scheduled)
 		dequeue_locked(sub);
@@ -968,7 +984,10 @@ void ws_resume_open(struct ws_session *s, const char *sub_id,
 	}
 	ws_session_add_sub(s, &sub->base);
 	/* Registered first: from here every change of the scope marks it. */
-	reg_add(sub);
+	if (reg_add(sub)) {
+		sync_refuse(s, &sub->base, "error: out of memory");
+		return;
+	}
 	if (feed_wait_trusted(sub->community, feed_trust_wait_ms(&s->relay->cfg),
 			      &generation)) {
 		sync_refuse(s, &sub->base, "error: change feed unavailable");
