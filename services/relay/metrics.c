@@ -91,6 +91,8 @@ void metrics_closed(const char *message)
 {
 	static const char prefix[] = "resync: ";
 
+	if (!strcmp(message, "error: connection memory budget exceeded"))
+		atomic_fetch_add(&values[METRIC_WS_BUDGET_CLOSES], 1);
 	if (strncmp(message, prefix, sizeof(prefix) - 1))
 		return;
 	message += sizeof(prefix) - 1;

@@ -43,7 +43,8 @@ enum metric {
 void metrics_add(enum metric m, long delta);
 
 /* Counts a CLOSED sent for a subscription or sync; messages starting with
- * "resync: " are counted by their reason. */
+ * "resync: " are counted by their reason, the connection budget's
+ * (session.h) in METRIC_WS_BUDGET_CLOSES. */
 void metrics_closed(const char *message);
 
 /* Counts one write by the prefix of its result message ("" accepted). */

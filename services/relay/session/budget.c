@@ -30,19 +30,16 @@ bool ws_session_hold(struct ws_session *s, size_t bytes)
 
 	do {
 		if (bytes > s->held_limit || now > s->held_limit - bytes)
-			goto refused;
+			return false;
 	} while (!atomic_compare_exchange_weak(&s->held, &now, now + bytes));
 	now = atomic_fetch_add(&node_held, bytes);
 	if (now + bytes > node_limit) {
 		atomic_fetch_sub(&node_held, bytes);
 		atomic_fetch_sub(&s->held, bytes);
-		goto refused;
+		return false;
 	}
 	metrics_add(METRIC_WS_HELD_BYTES, (long)bytes);
 	return true;
-refused:
-	metrics_add(METRIC_WS_BUDGET_CLOSES, 1);
-	return false;
 }
 
 size_t ws_session_room(struct ws_session *s)

@@ -368,8 +368,8 @@ void ws_event_batch_release(struct ws_event_batch *b);
 void ws_session_budget_init(struct ws_session *s);
 
 /* Counts bytes more as held by s, unless that would pass s's budget or
- * the node's ceiling (then nothing is counted and it returns false; the
- * refusal is counted in /metrics). Any thread. */
+ * the node's ceiling (then nothing is counted and it returns false). Any
+ * thread. */
 bool ws_session_hold(struct ws_session *s, size_t bytes);
 
 /* The bytes s may still hold now (others may take them meanwhile). */
