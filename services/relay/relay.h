@@ -15,11 +15,15 @@
 #include "comb/config.h"
 #include "comb/db.h"
 #include "comb/policy_set.h"
+#include "comb/readroute.h"
 #include "comb/redis.h"
 
 struct relay {
 	struct comb_config cfg;
-	struct comb_db_pool *db;
+	struct comb_db_pool *db;        /* the primary's: writes, and reads
+					 * that need no routing */
+	struct comb_read_router *reads; /* reads, over the primary and its
+					 * standbys (readpos.h) */
 	struct comb_redis_pool *redis;
 	struct comb_policy_set *policy;
 	struct revcache *revisions;     /* revcache.h; never NULL once started */

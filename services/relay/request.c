@@ -10,6 +10,7 @@
 #include "comb/buf.h"
 #include "comb/error.h"
 #include "comb/random.h"
+#include "readpos.h"
 #include "request.h"
 
 static const char *status_text(int status)
@@ -147,10 +148,34 @@ void http_release_db(struct request *req)
 {
 	if (!req->db)
 		return;
-	comb_db_release(req->relay->db, req->db,
-			req->db_broken || comb_db_conn_lost(req->db));
+	bool broken = req->db_broken || comb_db_conn_lost(req->db);
+
+	if (req->read.conn)
+		comb_read_release(req->relay->reads, &req->read, broken);
+	else
+		comb_db_release(req->relay->db, req->db, broken);
 	req->db = NULL;
 	req->db_broken = false;
+}
+
+bool http_borrow_read(struct request *req, comb_lsn at_least)
+{
+	comb_lsn need = at_least > req->read_at_least ? at_least : req->read_at_least;
+
+	http_release_db(req);
+	if (readpos_borrow(req->relay, &req->community,
+			   req->pubkey[0] ? req->pubkey : NULL, need, 2000,
+			   &req->read)) {
+		http_send_unavailable(req, "database");
+		return false;
+	}
+	req->db = req->read.conn;
+	return true;
+}
+
+struct comb_db_pool *request_pool(const struct request *req)
+{
+	return req->read.conn ? req->read.pool : req->relay->db;
 }
 
 bool http_acquire_db(struct request *req)

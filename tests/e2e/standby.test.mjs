@@ -1,0 +1,188 @@
+// Reads served by a PostgreSQL streaming standby (docs/operations.md, "Read
+// standbys"): a real standby made by pg_basebackup -R from the fixture's
+// primary, its replay paused with pg_wal_replay_pause() to make it lag on
+// purpose. Node 0 reads from the primary only; node 1 reads from the
+// standby. Which server answered is read from node 1's /metrics
+// (comb_read_standby_reads_total, comb_read_primary_total, waits and
+// fallbacks), the answers themselves from the incremental reads.
+
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+
+import { get, newKey, post, startRelay } from './lib/harness.mjs';
+import { accept, addMember, createChannel, uuid } from './lib/artifacts.mjs';
+
+// NIP-98 tokens are single use: a nonce keeps two identical reads apart.
+function nonce() {
+	return { nip98: { extraTags: [['nonce', crypto.randomBytes(8).toString('hex')]] } };
+}
+
+/** One incremental read through node `node` of stack; asserts 200. */
+async function readVia(stack, node, sk, filter) {
+	const r = await post(stack.urls[node], '/query', [{ artifact: 'incremental', ...filter }], sk, nonce());
+	assert.equal(r.status, 200, r.body);
+	return JSON.parse(r.body);
+}
+
+/** The d tags of the upserts of an answer, sorted. */
+function upserts(body) {
+	return body.changes.filter((c) => c.op === 'upsert')
+		.map((c) => c.event.tags.find((t) => t[0] === 'd')[1]).sort();
+}
+
+/** Node `node`'s read-routing metrics: {standby, primary, waits, fallbacks,
+ * inRotation, reachable}. */
+async function routing(stack, node) {
+	const r = await get(stack.urls[node], '/metrics');
+	assert.equal(r.status, 200);
+	const value = (re) => {
+		const m = r.body.match(re);
+		return m ? Number(m[1]) : null;
+	};
+	return {
+		standby: value(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m),
+		primary: value(/^comb_read_primary_total (\d+)$/m),
+		waits: value(/^comb_read_waits_total (\d+)$/m),
+		fallbacks: value(/^comb_read_fallbacks_total (\d+)$/m),
+		inRotation: value(/^comb_read_standby_in_rotation\{[^}]*\} (\d+)$/m),
+		reachable: value(/^comb_read_standby_reachable\{[^}]*\} (\d+)$/m),
+	};
+}
+
+/** Waits (polling, bounded) until check(await probe()) holds; returns the
+ * last value. */
+async function until(probe, check, what, ms = 30000) {
+	const end = Date.now() + ms;
+	for (;;) {
+		const v = await probe();
+		if (check(v))
+			return v;
+		if (Date.now() > end)
+			throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+		await new Promise((r) => setTimeout(r, 50));
+	}
+}
+
+/** Waits until the standby has replayed everything the primary has written
+ * so far. */
+async function caughtUp(stack) {
+	const [[target]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+	await until(() => stack.standby.query('postgres',
+		`SELECT pg_last_wal_replay_lsn() >= '${target}'::pg_lsn`),
+	(rows) => rows[0][0] === 't', 'the standby to catch up');
+}
+
+describe('reads on a paused standby', () => {
+	let stack;
+	let admin;
+	let h;
+	const reader = newKey();
+	const writer = newKey();
+
+	before(async () => {
+		stack = await startRelay({
+			standby: true,
+			nodes: 2,
+			// The standby stays in rotation however long it is paused here:
+			// these tests are about positions, not lag.
+			env: { COMB_READ_MAX_LAG_MS: '3600000' },
+			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
+		});
+		admin = stack.admins[0];
+		h = await createChannel(stack, admin);
+		await addMember(stack, admin, h, reader.pk);
+		await addMember(stack, admin, h, writer.pk);
+		await caughtUp(stack);
+		await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+	});
+
+	after(async () => {
+		await stack?.standby?.resume().catch(() => {});
+		await stack?.stop();
+	});
+
+	test('a read the standby has replayed is served by the standby', async () => {
+		const d = uuid();
+		await accept(stack, admin, { d, h, op: 'create' });
+		await caughtUp(stack);
+		const before = await routing(stack, 1);
+		const viaStandby = await readVia(stack, 1, reader.sk, { '#h': [h] });
+		const m = await routing(stack, 1);
+		assert.equal(m.standby, before.standby + 1, 'the standby served the read');
+		assert.equal(m.primary, before.primary, 'the primary served nothing');
+		assert.ok(upserts(viaStandby).includes(d));
+		const viaPrimary = await readVia(stack, 0, reader.sk, { '#h': [h] });
+		assert.deepEqual(upserts(viaStandby), upserts(viaPrimary));
+	});
+
+	test('a cursor from the primary is never served by a standby behind it', async () => {
+		// Both readers hold a cursor of everything so far.
+		await caughtUp(stack);
+		let cursor = (await readVia(stack, 0, reader.sk, { '#h': [h] })).cursor;
+		await stack.standby.pause();
+		const d1 = uuid();
+		await accept(stack, admin, { d: d1, h, op: 'create' });
+		// The primary's node moves the cursor past d1.
+		const onPrimary = await readVia(stack, 0, reader.sk, { '#h': [h], cursor });
+		assert.deepEqual(upserts(onPrimary), [d1]);
+		cursor = onPrimary.cursor;
+
+		// The standby has not replayed d1: node 1 waits, then reads on the
+		// primary; the cursor does not go back and nothing is repeated.
+		const before = await routing(stack, 1);
+		const next = await readVia(stack, 1, reader.sk, { '#h': [h], cursor });
+		let m = await routing(stack, 1);
+		assert.deepEqual(next.changes, [], 'nothing after the cursor yet');
+		assert.equal(m.standby, before.standby, 'the paused standby served nothing');
+		assert.equal(m.waits, before.waits + 1);
+		assert.equal(m.fallbacks, before.fallbacks + 1);
+
+		// A change made while the standby is still paused arrives, once.
+		const d2 = uuid();
+		await accept(stack, admin, { d: d2, h, op: 'create' });
+		const later = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: next.cursor });
+		assert.deepEqual(upserts(later), [d2]);
+
+		// Replay resumed and caught up, the standby serves the cursor again.
+		await stack.standby.resume();
+		await caughtUp(stack);
+		const mid = await routing(stack, 1);
+		const after = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: later.cursor });
+		m = await routing(stack, 1);
+		assert.deepEqual(after.changes, []);
+		assert.equal(m.standby, mid.standby + 1, 'served by the standby again');
+	});
+
+	test('read-your-writes: a write is read back through a node reading a paused standby', async () => {
+		await caughtUp(stack);
+		const writerCursor = (await readVia(stack, 1, writer.sk, { '#h': [h] })).cursor;
+		const readerCursor = (await readVia(stack, 1, reader.sk, { '#h': [h] })).cursor;
+		await stack.standby.pause();
+		const d = uuid();
+		// written through node 1 itself, the node that reads the standby
+		await accept({ ...stack, url: stack.urls[1] }, writer.sk, { d, h, op: 'create' });
+
+		const before = await routing(stack, 1);
+		const own = await readVia(stack, 1, writer.sk, { '#h': [h], cursor: writerCursor });
+		const m = await routing(stack, 1);
+		assert.deepEqual(upserts(own), [d], 'the writer sees its write');
+		assert.equal(m.fallbacks, before.fallbacks + 1, 'read on the primary');
+
+		// Another reader, whose position the paused standby has, is still
+		// served by it (and does not see the write yet: nothing promised it).
+		const other = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: readerCursor });
+		const m2 = await routing(stack, 1);
+		assert.equal(m2.standby, m.standby + 1, 'the other reader stays on the standby');
+		assert.deepEqual(other.changes, []);
+
+		// A first read (no cursor) by the writer also sees the write.
+		const fresh = await readVia(stack, 1, writer.sk, { '#h': [h] });
+		assert.ok(upserts(fresh).includes(d));
+
+		await stack.standby.resume();
+		await caughtUp(stack);
+		const caught = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: other.cursor });
+		assert.deepEqual(upserts(caught), [d], 'the other reader gets it once replayed');
+	});
+});
