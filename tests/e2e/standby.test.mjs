@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
 import { get, newKey, post, startRelay } from './lib/harness.mjs';
-import { accept, addMember, createChannel, uuid } from './lib/artifacts.mjs';
+import { accept, addMember, count, createChannel, query, uuid } from './lib/artifacts.mjs';
 
 // NIP-98 tokens are single use: a nonce keeps two identical reads apart.
 function nonce() {
@@ -185,4 +185,55 @@ describe('reads on a paused standby', () => {
 		const caught = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: other.cursor });
 		assert.deepEqual(upserts(caught), [d], 'the other reader gets it once replayed');
 	});
+
+	test('/query and /count: served by the standby, and the writer reads its writes', async () => {
+		// more than a whole answer's worth (16), so the answer is streamed
+		// and its events' bytes are read after the connection went back
+		const ds = [];
+		for (let i = 0; i < 20; i++) {
+			ds.push(uuid());
+			await accept(stack, admin, { d: ds[i], h, op: 'create' });
+		}
+		await caughtUp(stack);
+		const node1 = { ...stack, url: stack.urls[1] };
+		const plain = { kinds: [45010], '#h': [h], limit: 500 };
+		const current = { artifact: 'current', '#h': [h], limit: 500 };
+
+		let before = await routing(stack, 1);
+		const viaStandby = await query(node1, reader.sk, plain);
+		const currentViaStandby = await query(node1, reader.sk, current);
+		const counted = await count(node1, reader.sk, plain);
+		let m = await routing(stack, 1);
+		// three reads, and the streamed answer's misses read on the standby too
+		assert.ok(m.standby >= before.standby + 3, 'the standby served all three');
+		assert.equal(m.primary, before.primary, 'the primary served nothing');
+		const viaPrimary = await query(stack, reader.sk, plain);
+		assert.equal(viaStandby.status, 200, viaStandby.raw);
+		assert.ok(viaStandby.body.length > 16);
+		assert.deepEqual(viaStandby.body.map((e) => e.id).sort(), viaPrimary.body.map((e) => e.id).sort());
+		assert.deepEqual((await query(stack, reader.sk, current)).body.map((e) => e.id).sort(),
+			currentViaStandby.body.map((e) => e.id).sort());
+		assert.equal(counted.body.count, viaPrimary.body.length);
+
+		await stack.standby.pause();
+		const d = uuid();
+		const written = await accept(node1, writer.sk, { d, h, op: 'create' });
+		before = await routing(stack, 1);
+		const own = await query(node1, writer.sk, plain);
+		const ownCount = await count(node1, writer.sk, plain);
+		const ownCurrent = await query(node1, writer.sk, current);
+		m = await routing(stack, 1);
+		assert.ok(own.body.some((e) => e.id === written.id), 'the writer reads its write');
+		assert.ok(ownCurrent.body.some((e) => e.id === written.id));
+		assert.equal(ownCount.body.count, counted.body.count + 1);
+		assert.ok(m.fallbacks >= before.fallbacks + 3, 'read on the primary');
+
+		// the reader, who wrote nothing, is still served by the paused standby
+		const theirs = await count(node1, reader.sk, plain);
+		const m2 = await routing(stack, 1);
+		assert.equal(m2.standby, m.standby + 1);
+		assert.equal(theirs.body.count, counted.body.count);
+		await stack.standby.resume();
+	});
 });
+

@@ -351,7 +351,10 @@ void artifact_query(struct request *req, json_t *filter, bool count)
 		http_send_error(req, 400, "invalid: incremental filters cannot be counted");
 		return;
 	}
-	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
+	/* who the reader is, and what it reads, on one server */
+	if (!http_borrow_read(req, 0))
+		return;
+	if (access_load_actor(request_pool(req), req->db, &req->community, req->pubkey, &actor)) {
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
 		return;

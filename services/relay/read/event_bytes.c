@@ -182,3 +182,18 @@ int read_events_from(struct relay *relay, const struct event_source *src,
 	free(b);
 	return rc;
 }
+
+void read_misses_source(struct request *req, struct event_source *src)
+{
+	PGresult *res;
+	comb_lsn lsn;
+
+	*src = (struct event_source){.pool = req->relay->db};
+	if (!req->db || !req->read.conn || req->read.server < 0)
+		return;
+	res = PQexec(req->db, "SELECT " COMB_READ_POSITION_SQL);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
+	    !comb_lsn_parse(PQgetvalue(res, 0, 0), &lsn))
+		*src = (struct event_source){.routed = true, .at_least = lsn};
+	PQclear(res);
+}

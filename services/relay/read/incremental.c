@@ -297,11 +297,17 @@ static void send_page(struct read_ctx *rc, const char *cursor, bool more)
 		if (rc->list[i].seq)
 			seqs[k++] = rc->list[i].seq;
 	rc->streaming = !rc->req->capture && rc->nlist > READ_SMALL_ANSWER;
-	if (rc->streaming)
+	/* Streamed, the connection is given back first: misses are then read
+	 * where the items' statement's position is (a standby's), or on the
+	 * primary. */
+	src = (struct event_source){request_pool(rc->req), rc->req->db, false, 0};
+	if (rc->streaming) {
+		if (rc->req->read.conn && rc->req->read.server >= 0)
+			src = (struct event_source){.routed = true, .at_least = rc->pos};
+		else
+			src = (struct event_source){.pool = rc->req->relay->db};
 		http_stream_begin(rc->req);
-	/* Streamed, the connection was given back: misses are read where the
-	 * items' statement's position is. */
-	src = (struct event_source){request_pool(rc->req), rc->req->db, true, rc->pos};
+	}
 	err = read_events_from(rc->req->relay, &src, seqs, (size_t)k,
 			       put_next_upsert, rc, why, sizeof(why));
 	free(seqs);

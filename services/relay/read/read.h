@@ -130,6 +130,15 @@ struct event_source {
 	comb_lsn at_least;
 };
 
+/*
+ * Sets *src for the misses of an answer whose events were chosen on
+ * req->db, to be read once req->db is given back: routed at the position
+ * req->db's server has replayed by now (at least what the choosing
+ * statement saw) when it is a standby, else the primary's pool (which
+ * holds every event).
+ */
+void read_misses_source(struct request *req, struct event_source *src);
+
 /* read_events_by_seq, reading misses where src says. */
 int read_events_from(struct relay *relay, const struct event_source *src,
 		     const int64_t *seqs, size_t n, event_bytes_fn emit,
