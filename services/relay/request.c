@@ -9,6 +9,7 @@
 
 #include "comb/buf.h"
 #include "comb/error.h"
+#include "comb/log.h"
 #include "comb/random.h"
 #include "readpos.h"
 #include "request.h"
@@ -170,6 +171,24 @@ bool http_borrow_read(struct request *req, comb_lsn at_least)
 		return false;
 	}
 	req->db = req->read.conn;
+	return true;
+}
+
+bool http_read_failed_over(struct request *req, const PGresult *res)
+{
+	bool lost;
+
+	if (!req->read.conn || req->read.server < 0 || req->read_retry)
+		return false;
+	lost = comb_db_conn_lost(req->db);
+	if (!lost && !comb_db_is_error(res, "40001") && !comb_db_is_error(res, "40P01"))
+		return false;
+	comb_warn("read routing: a read failed on a standby (%s); reading again on the primary",
+		  lost ? "connection lost" : "cancelled by replay");
+	req->db_broken = lost;
+	http_release_db(req);
+	req->read_retry = true;
+	req->read_at_least = COMB_READ_PRIMARY;
 	return true;
 }
 

@@ -49,6 +49,9 @@ struct request {
 	 * (a cursor's, the reader's writes'): a live signal's, set by a
 	 * caller reading through a route's code (sync/ws_resume.c); 0 none. */
 	comb_lsn read_at_least;
+	/* Set by http_read_failed_over: the read is to run again, on the
+	 * primary; nothing was sent. */
+	bool read_retry;
 	int status;                /* the status sent, for metrics */
 	/* When set, answers are kept here (the body; the status in status)
 	 * instead of being sent: a caller without an HTTP client, the
@@ -108,6 +111,18 @@ void http_release_db(struct request *req);
  * 503 and returns false.
  */
 bool http_borrow_read(struct request *req, comb_lsn at_least);
+
+/*
+ * After a statement failed (res, or NULL when the failed call gives
+ * none) on req->db: true when req->db is a
+ * standby's and the failure is the standby's (its connection was lost, or
+ * replay cancelled the statement, SQLSTATE 40001 or 40P01), so that the
+ * read runs again on the primary. The connection is then given back
+ * (dropped when lost), req->read_retry and req->read_at_least =
+ * COMB_READ_PRIMARY are set, and nothing is sent: the caller returns and
+ * its route runs the read again. False otherwise: the caller answers.
+ */
+bool http_read_failed_over(struct request *req, const PGresult *res);
 
 /* The pool req->db is from (its prepared statements are that pool's). */
 struct comb_db_pool *request_pool(const struct request *req);

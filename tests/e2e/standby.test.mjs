@@ -237,3 +237,182 @@ describe('reads on a paused standby', () => {
 	});
 });
 
+
+describe('standby failures', () => {
+	test('a standby far behind leaves the rotation and returns once caught up', async () => {
+		const stack = await startRelay({ standby: true, capture: false, env: { COMB_READ_MAX_LAG_MS: '500' } });
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			await caughtUp(stack);
+			await until(() => routing(stack, 0), (m) => m.inRotation === 1, 'the standby in rotation');
+
+			await stack.standby.pause();
+			const d = uuid();
+			await accept(stack, admin, { d, h, op: 'create' });
+			await until(() => routing(stack, 0), (m) => m.inRotation === 0, 'the standby out of rotation');
+			// Out of rotation, reads go to the primary without waiting.
+			const before = await routing(stack, 0);
+			const body = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			let m = await routing(stack, 0);
+			assert.deepEqual(upserts(body), [d]);
+			assert.equal(m.waits, before.waits, 'no wait for a standby out of rotation');
+			assert.equal(m.primary, before.primary + 1);
+			assert.equal(m.standby, before.standby);
+
+			await stack.standby.resume();
+			await until(() => routing(stack, 0), (x) => x.inRotation === 1, 'the standby back in rotation');
+			const mid = await routing(stack, 0);
+			const again = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			m = await routing(stack, 0);
+			assert.deepEqual(upserts(again), [d]);
+			assert.equal(m.standby, mid.standby + 1, 'served by the standby again');
+		} finally {
+			await stack.standby.resume().catch(() => {});
+			await stack.stop();
+		}
+	});
+
+	test('a standby killed during reads: every read is answered, from the primary, nothing lost', async () => {
+		const stack = await startRelay({ standby: true, capture: false });
+		try {
+			const admin = stack.admins[0];
+			const h = await createChannel(stack, admin);
+			const readers = [newKey(), newKey(), newKey(), newKey()];
+			for (const r of readers)
+				await addMember(stack, admin, h, r.pk);
+			const ds = [];
+			for (let i = 0; i < 10; i++) {
+				ds.push(uuid());
+				await accept(stack, admin, { d: ds[i], h, op: 'create' });
+			}
+			await caughtUp(stack);
+			await until(() => routing(stack, 0), (m) => m.inRotation === 1, 'the standby in rotation');
+
+			// Each reader reads in a loop, a bounded number of times, its
+			// cursor chain and /query alternating, while the standby dies.
+			let killed = false;
+			const statuses = [];
+			const loop = async (r) => {
+				let cursor;
+				const seen = new Set();
+				for (let i = 0; i < 30; i++) {
+					const inc = await post(stack.url, '/query',
+						[{ artifact: 'incremental', '#h': [h], ...(cursor ? { cursor } : {}) }], r.sk, nonce());
+					statuses.push(inc.status);
+					if (inc.status === 200) {
+						const b = JSON.parse(inc.body);
+						upserts(b).forEach((d) => seen.add(d));
+						cursor = b.cursor;
+					}
+					const q = await query(stack, r.sk, { kinds: [45010], '#h': [h], limit: 100 });
+					statuses.push(q.status);
+					if (i === 5 && !killed) {
+						killed = true;
+						await stack.standby.kill();
+					}
+				}
+				return seen;
+			};
+			const seen = await Promise.all(readers.map(loop));
+			assert.deepEqual([...new Set(statuses)], [200], 'every read answered');
+			for (const s of seen)
+				assert.deepEqual([...s].sort(), [...ds].sort(), 'every reader has every artifact');
+			const m = await until(() => routing(stack, 0), (x) => x.reachable === 0, 'the standby unreachable');
+			assert.equal(m.inRotation, 0);
+			assert.ok(m.primary > 0, 'the primary served the reads after the kill');
+			// and after it: a write, then a read, both fine
+			const d = uuid();
+			await accept(stack, admin, { d, h, op: 'create' });
+			const body = await readVia(stack, 0, readers[0].sk, { '#h': [h] });
+			assert.ok(upserts(body).includes(d));
+		} finally {
+			await stack.stop();
+		}
+	});
+
+	test('a standby connection lost under a read: the read is answered from the primary', async () => {
+		const stack = await startRelay({ standby: true, capture: false });
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			const d = uuid();
+			await accept(stack, admin, { d, h, op: 'create' });
+			await caughtUp(stack);
+			await until(() => routing(stack, 0), (m) => m.inRotation === 1, 'the standby in rotation');
+			const node = { ...stack };
+			for (const [path, filter] of [
+				['incremental', { artifact: 'incremental', '#h': [h] }],
+				['plain', { kinds: [45010], '#h': [h] }],
+				['artifact', { artifact: 'current', '#h': [h] }],
+			]) {
+				// Every pooled connection of the relay to the standby ends;
+				// the standby itself stays up and in rotation.
+				await stack.standby.query('postgres', "SELECT count(pg_terminate_backend(pid)) " +
+					"FROM pg_stat_activity WHERE application_name = 'comb'");
+				const before = await routing(stack, 0);
+				const r = await query(node, reader.sk, filter);
+				const m = await routing(stack, 0);
+				assert.equal(r.status, 200, `${path}: ${r.raw}`);
+				const ids = (Array.isArray(r.body) ? r.body : r.body.changes.map((c) => c.event))
+					.map((e) => e.tags.find((t) => t[0] === 'd')[1]);
+				assert.deepEqual(ids, [d], path);
+				assert.equal(m.fallbacks, before.fallbacks + 1, `${path}: read again on the primary`);
+			}
+		} finally {
+			await stack.stop();
+		}
+	});
+
+	test('a standby promoted while clients hold cursors: every cursor stays valid, nothing lost or repeated', async () => {
+		const nodeEnv = [{}, {}];
+		const stack = await startRelay({ standby: true, capture: false, nodes: 2, nodeEnv });
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			const d1 = uuid();
+			await accept(stack, admin, { d: d1, h, op: 'create' });
+			await caughtUp(stack);
+			const first = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			assert.deepEqual(upserts(first), [d1]);
+			const d2 = uuid();
+			await accept(stack, admin, { d: d2, h, op: 'create' });
+			await caughtUp(stack);
+			const second = await readVia(stack, 0, reader.sk, { '#h': [h], cursor: first.cursor });
+			assert.deepEqual(upserts(second), [d2]);
+
+			// Writes stop, the standby has replayed them all and is
+			// promoted; node 1 comes back with it as its primary.
+			await stack.stopNode(1);
+			await stack.standby.promote();
+			Object.assign(nodeEnv[1], {
+				COMB_DATABASE_URL: stack.standby.urlFor(stack.dbName),
+				COMB_READ_DATABASE_URLS: null,
+			});
+			await stack.startNode(1);
+
+			// Both cursors continue on the promoted server.
+			const fromSecond = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: second.cursor });
+			assert.deepEqual(fromSecond.changes, []);
+			const fromFirst = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: first.cursor });
+			assert.deepEqual(upserts(fromFirst), [d2]);
+			// A write on the new primary arrives once.
+			const d3 = uuid();
+			await accept({ ...stack, url: stack.urls[1] }, admin, { d: d3, h, op: 'create' });
+			const third = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: fromSecond.cursor });
+			assert.deepEqual(upserts(third), [d3]);
+			const fourth = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: third.cursor });
+			assert.deepEqual(fourth.changes, []);
+			const fresh = await readVia(stack, 1, reader.sk, { '#h': [h] });
+			assert.deepEqual(upserts(fresh), [d1, d2, d3].sort());
+		} finally {
+			await stack.stop();
+		}
+	});
+});

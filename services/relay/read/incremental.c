@@ -165,6 +165,8 @@ static void release_admission(struct relay *relay, const char *token)
 /* Sends the answer for a failed statement: the budget or the database. */
 static void send_db_failure(struct read_ctx *rc, PGresult *res)
 {
+	if (http_read_failed_over(rc->req, res))
+		return;  /* incremental_run reads again on the primary */
 	if (comb_db_is_error(res, "57014")) {
 		send_inc_error(rc->req, 503, "incremental_busy", "query budget exceeded");
 		return;
@@ -783,6 +785,7 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 	unsigned char key[32];
 	struct actor member = {0}, admin = {.community_admin = true};
 	char err[256], token[ADMISSION_TOKEN_LEN];
+	size_t mark;
 	int admitted;
 
 	/* The token's use is recorded first, whatever the answer. */
@@ -840,11 +843,24 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}
-	if (rc.in.has_ids) {
-		if (http_borrow_read(req, 0))
-			known_ids(&rc);
-	} else
-		cursor_read(&rc, key);
+	mark = rc.out.len;
+	do {
+		if (req->read_retry) {
+			/* A standby failed under the read, which sent nothing:
+			 * again, from the start, on the primary. */
+			req->read_retry = false;
+			rc.out.len = mark;
+			rc.out.data[mark] = '\0';
+			rc.items = rc.nlist = rc.next = 0;
+			rc.pos = 0;
+		}
+		if (rc.in.has_ids) {
+			if (http_borrow_read(req, 0))
+				known_ids(&rc);
+		} else {
+			cursor_read(&rc, key);
+		}
+	} while (req->read_retry);
 out:
 	if (admission)
 		release_admission(req->relay, token);

@@ -228,6 +228,8 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	if (!http_borrow_read(req, 0))
 		return;
 	if (access_load_actor(request_pool(req), req->db, &req->community, req->pubkey, &actor)) {
+		if (http_read_failed_over(req, NULL))
+			return;  /* handle_query reads again on the primary */
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
 		return;
@@ -238,7 +240,9 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 	if (!res) {
 		http_send_error(req, 503, "error: out of memory");
 	} else if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		if (comb_db_is_error(res, "57014")) {
+		if (http_read_failed_over(req, res)) {
+			/* handle_query reads again on the primary */
+		} else if (comb_db_is_error(res, "57014")) {
 			http_send_error(req, 503, "error: query budget exceeded");
 		} else {
 			comb_warn("plain query failed: %s", PQresultErrorMessage(res));
@@ -278,10 +282,15 @@ void handle_query(struct request *req, bool count)
 	    !json_is_object(filter)) {
 		http_send_error(req, 400,
 				"invalid: the body must be a json array holding exactly one filter");
-	} else if (json_object_get(filter, "artifact")) {
-		artifact_query(req, filter, count);
 	} else {
-		plain_query(req, filter, count);
+		/* twice when a standby failed under the first (request.h) */
+		do {
+			req->read_retry = false;
+			if (json_object_get(filter, "artifact"))
+				artifact_query(req, filter, count);
+			else
+				plain_query(req, filter, count);
+		} while (req->read_retry);
 	}
 	json_decref(body);
 }
