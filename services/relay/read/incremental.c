@@ -701,8 +701,10 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 		if (!cursor_bound_here(rc, &cur))
 			return;
 	}
-	/* Served where the cursor's snapshot, and the reader's writes, are. */
-	if (!http_borrow_read(rc->req, cur.lsn))
+	/* Served where the cursor's snapshot, and the reader's writes, are; a
+	 * cursor issued before positions were kept names none, and only the
+	 * primary surely holds its snapshot. */
+	if (!http_borrow_read(rc->req, rc->in.cursor && !cur.lsn ? COMB_READ_PRIMARY : cur.lsn))
 		return;
 	if (!rc->in.cursor) {
 		cur.community = rc->req->community.id;
