@@ -40,6 +40,11 @@ struct community {
 	int cursor_epoch;
 };
 
+/* True when the community bound to host (lowercase, no port) was looked
+ * up less than a couple of seconds ago: *out is set without asking the
+ * database. */
+bool community_cached(const char *host, struct community *out);
+
 /* Looks up the community bound to host (lowercase, no port). Returns 0,
  * COMB_ENOTFOUND, or COMB_EUNAVAIL when the database failed. */
 int community_lookup(PGconn *db, const char *host, struct community *out);
