@@ -78,15 +78,17 @@ test('the history converges with every node reading from a lagging standby', asy
 			await stack.standby.query('postgres', 'SELECT pg_reload_conf()');
 		},
 		inspect: async (stack) => {
-			// the readers' reads were the standby's
-			let served = 0;
+			// the readers' HTTP reads were mostly the standby's (a node
+			// killed meanwhile counts from its restart)
+			let served = 0, primary = 0;
 			for (const url of stack.urls) {
-				const m = (await get(url, '/metrics')).body
-					.match(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m);
-				served += Number(m?.[1] ?? 0);
+				const body = (await get(url, '/metrics')).body;
+				served += Number(body.match(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m)?.[1] ?? 0);
+				primary += Number(body.match(/^comb_read_primary_total (\d+)$/m)?.[1] ?? 0);
+				t.diagnostic(`${url}: ${body.split('\n').filter((l) => /^comb_read_[a-z_]+(\{[^}]*\})? /.test(l)).join(', ')}`);
 			}
-			t.diagnostic(`reads served by the standby: ${served}`);
-			assert.ok(served > 100, `only ${served} reads were served by the standby`);
+			assert.ok(served > 0 && served >= primary,
+				`reads served by the standby: ${served}, by the primary: ${primary}`);
 		},
 	});
 	assert.deepEqual(report.faultErrors, []);
