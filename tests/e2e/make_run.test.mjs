@@ -219,7 +219,9 @@ test('make run: NIP-11, a kind-9 from the dev owner, clean stop, data kept', asy
 });
 
 test('make run with COMB_STANDBYS=1: reads served by a streaming standby that stops with the rest', async () => {
-	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'comb-run-standby-'));
+	// inside the test's state folder, removed with it
+	const dir = path.join(varDir, 'with-standby');
+	fs.mkdirSync(dir, { recursive: true });
 	stateDirs.push(dir);
 	const port = await freePort();
 	const base = `http://localhost:${port}`;
