@@ -5,7 +5,8 @@
 // after `--` kills the capture that leads: every sync closes with
 // `resync: change feed interrupted`, the syncs are opened again (the
 // first write in their snapshots), and a second write reaches each of them
-// live, published by the standby that took over.
+// live, published by the standby that took over. Last, an incremental read
+// on each relay holds both writes and is served by the PostgreSQL standby.
 //
 // usage: node scripts/compose-test.mjs PROXY_URL RELAY1_URL RELAY2_URL
 //        OWNER_SECRET_HEX -- FAILOVER_COMMAND...
@@ -13,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 
-import { connectWs } from '../tests/e2e/lib/harness.mjs';
+import { connectWs, post } from '../tests/e2e/lib/harness.mjs';
 import { accept, createChannel, uuid } from '../tests/e2e/lib/artifacts.mjs';
 
 const [proxy, relay1, relay2, owner, dashes, ...failover] = process.argv.slice(2);
@@ -80,6 +81,29 @@ assert.deepEqual(snapshots, [[first.id], [first.id], [first.id]]);
 const second = await write(uuid());
 await seenLive(clients, 'after', second);
 console.log('compose-test: after the failover a write reached every sync again');
+
+// Reads go to the standby (compose.yaml's postgres-standby): an
+// incremental read on each relay holds both writes (the standby has
+// replayed them, or the read waited for it or went to the primary), and
+// each relay counts the reads its standby served (retried a few times:
+// a read right after the writes may still have gone to the primary).
+for (const [name, base] of [['relay1', relay1], ['relay2', relay2]]) {
+	let served = 0;
+	let text = '';
+	for (let tries = 0; tries < 20 && served === 0; tries++) {
+		const r = await post(base, '/query', [{ artifact: 'incremental', '#h': [h] }], owner,
+			{ nip98: { extraTags: [['nonce', uuid()]] } });
+		assert.equal(r.status, 200, `${name}: ${r.body}`);
+		const got = JSON.parse(r.body).changes.map((c) => c.event?.id).sort();
+		assert.deepEqual(got, [first.id, second.id].sort(), name);
+		text = await (await fetch(`${base}/metrics`)).text();
+		served = Number(text.match(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m)?.[1] ?? 0);
+		if (served === 0)
+			await new Promise((r) => setTimeout(r, 500));
+	}
+	assert.ok(served > 0, `${name}: no read was served by the standby:\n${text.split('\n').filter((l) => l.startsWith('comb_read')).join('\n')}`);
+}
+console.log('compose-test: both relays served reads from the streaming standby');
 
 for (const c of clients)
 	c.ws.close();

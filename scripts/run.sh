@@ -11,6 +11,11 @@
 # group, once or many times, stops the relay, capture, Redis and PostgreSQL,
 # in that order. A later run reuses var/ and its data.
 #
+# COMB_STANDBYS=N (0 by default, at most 8) also starts N PostgreSQL streaming
+# standbys of the private PostgreSQL (scripts/standby.sh: pg_basebackup -R,
+# data in var/standbyI) and has the relay read from them
+# (COMB_READ_DATABASE_URLS, written to var/env too); they stop with the rest.
+#
 # Set COMB_SKIP_DEPS=1 or COMB_SKIP_BUILD=1 to skip those steps, and
 # COMB_VAR_DIR to keep the state somewhere other than ./var. A second stack
 # started while one runs (with another COMB_LISTEN) keeps its state in
@@ -41,6 +46,7 @@ capture_pid=""
 board_pid=""
 started_pg=0
 started_redis=0
+standby_dirs=()
 
 # Stops a child with SIGTERM, then SIGKILL after 15 seconds.
 stop_child() {
@@ -90,6 +96,10 @@ cleanup() {
 		say "stopping Redis"
 		comb_redis_stop "$var/redis" || true
 	fi
+	for dir in "${standby_dirs[@]}"; do
+		say "stopping the standby in ${dir#"$root"/}"
+		setsid -w bash "$root/scripts/standby.sh" stop "$dir"
+	done
 	if [ "$started_pg" = 1 ]; then
 		say "stopping PostgreSQL"
 		# As root pg_ctl runs under runuser, which catches SIGTERM, SIGINT
@@ -186,6 +196,27 @@ else
 	db_id=$COMB_DATABASE_URL
 fi
 
+standbys=${COMB_STANDBYS:-0}
+case $standbys in
+[0-8]) ;;
+*)
+	echo "run: COMB_STANDBYS must be a number from 0 to 8" >&2
+	exit 1
+	;;
+esac
+read_urls=${COMB_READ_DATABASE_URLS:-}
+if [ "$standbys" -gt 0 ] && [ "$started_pg" = 0 ]; then
+	echo "run: COMB_STANDBYS starts standbys of the private PostgreSQL only; with COMB_DATABASE_URL, list yours in COMB_READ_DATABASE_URLS" >&2
+	exit 1
+fi
+for i in $(seq 1 "$standbys"); do
+	dir="$var/standby$i"
+	say "starting PostgreSQL standby $i of 127.0.0.1:$pgport (data in $shown/standby$i)"
+	standby_dirs+=("$dir")
+	port=$(bash "$root/scripts/standby.sh" start "$dir" "$pgport" 1 | tail -n 1)
+	read_urls="${read_urls:+$read_urls,}postgresql://postgres@127.0.0.1:$port/comb"
+done
+
 if [ -z "${COMB_REDIS_URL:-}" ]; then
 	redisport=$(pick_port redis)
 	say "starting Redis on 127.0.0.1:$redisport (data in $shown/redis)"
@@ -214,6 +245,7 @@ relay_key=${COMB_RELAY_SECRET_KEY:-$(cat "$var/relay.key")}
 	printf '%s=%q\n' COMB_POLICY_PLUGIN "${COMB_POLICY_PLUGIN:-$build_path/lib/policy_default.so}"
 	printf '%s=%q\n' COMB_INCREMENTAL_ENABLED "${COMB_INCREMENTAL_ENABLED:-true}"
 	printf '%s=%q\n' COMB_CAPTURE_ENDPOINT "$COMB_CAPTURE_ENDPOINT"
+	printf '%s=%q\n' COMB_READ_DATABASE_URLS "$read_urls"
 } >"$var/env.tmp"
 chmod 600 "$var/env.tmp"
 mv "$var/env.tmp" "$var/env"

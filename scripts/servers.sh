@@ -21,6 +21,11 @@
 #   comb_pg_running DATADIR              status 0 when a server runs there
 #   comb_pg_port DATADIR                 port of the running server
 #   comb_pg_psql PORT DB ARGS...         psql as postgres on 127.0.0.1:PORT
+#   comb_pg_standby_start DATADIR PORT PRIMARY_PORT DURABLE
+#                                        a streaming standby (hot standby) of
+#                                        the primary on PRIMARY_PORT: when
+#                                        DATADIR is empty, pg_basebackup -R
+#                                        copies the primary into it first
 #   comb_redis_start DIR PORT DURABLE [DATABASES]
 #                                        daemonized redis-server; DURABLE=1
 #                                        turns the append-only file on;
@@ -175,6 +180,15 @@ comb_pg_start() {
 		comb_pg_stop "$datadir" || return 1
 	fi
 
+	comb__pg_launch "$datadir" "$port" "$durable"
+}
+
+# Starts the server of DATADIR on PORT with the options every server here
+# shares (a standby needs the primary's max_connections, at least).
+comb__pg_launch() {
+	local datadir=$1 port=$2 durable=$3 extra=${4:-}
+	local log opts sockdir
+
 	log="$datadir/server.log"
 	sockdir=$(comb__pg_socket_dir "$datadir")
 	opts="-k $sockdir -h 127.0.0.1 -p $port"
@@ -184,11 +198,42 @@ comb_pg_start() {
 		opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	fi
 	if ! comb__pg_run "$COMB_PG_BIN/pg_ctl" -D "$datadir" -l "$log" -w -t 60 \
-		-o "$opts" start >/dev/null; then
+		-o "$opts $extra" start >/dev/null; then
 		comb__log "servers: PostgreSQL did not start; last lines of $log:"
 		tail -n 20 "$log" >&2
 		return 1
 	fi
+}
+
+comb_pg_standby_start() {
+	local datadir=$1 port=$2 primary=$3 durable=${4:-1}
+
+	comb__pg_place "$datadir" || return 1
+	mkdir -p "$datadir" || return 1
+	datadir=$(cd "$datadir" && pwd -P) || return 1
+	if comb__pg_as_postgres; then
+		chown postgres: "$datadir" || return 1
+	fi
+	chmod 700 "$datadir" || return 1
+	if [ ! -f "$datadir/PG_VERSION" ]; then
+		# -R writes primary_conninfo and standby.signal: a streaming
+		# standby from its first start.
+		if ! comb__pg_run "$COMB_PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary" \
+			-U postgres -D "$datadir" -R -X stream -c fast --no-sync \
+			>"$datadir.basebackup.log" 2>&1; then
+			comb__log "servers: pg_basebackup from port $primary failed:"
+			cat "$datadir.basebackup.log" >&2
+			return 1
+		fi
+		rm -f "$datadir.basebackup.log"
+	fi
+	if comb_pg_running "$datadir"; then
+		comb__log "servers: stopping the PostgreSQL left running in $datadir"
+		comb_pg_stop "$datadir" || return 1
+	fi
+	# Feedback keeps the primary from vacuuming rows a standby's reads
+	# still see, rather than cancelling those reads.
+	comb__pg_launch "$datadir" "$port" "$durable" "-c hot_standby=on -c hot_standby_feedback=on"
 }
 
 comb_pg_stop() {

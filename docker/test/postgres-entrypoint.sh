@@ -21,6 +21,8 @@ if [ "${1:-}" = postgres ]; then
 			--auth-local=trust --auth-host=scram-sha-256 >/dev/null
 		rm /tmp/pwfile
 		echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
+		# as the official image with compose.yaml's docker/pg-replication.sh
+		echo "host replication all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
 		echo "CREATE DATABASE \"$POSTGRES_DB\"" |
 			as_postgres postgres --single -D "$PGDATA" postgres >/dev/null
 	fi

@@ -131,6 +131,8 @@ struct capture {
 	struct ephemeral *eph;  /* the Redis thread */
 
 	PGconn *pg;             /* the listening connection, or NULL */
+	PGconn *pos_pg;         /* the connection that reads WAL positions
+				 * (listen_position), or NULL */
 	bool leader;            /* holds the advisory lock and LISTENs */
 	bool standby_logged;    /* "another instance leads" said once */
 	int64_t next_try_ms;    /* standby: next lock attempt */
@@ -216,11 +218,21 @@ void leader_release(struct capture *cap);
 /* The payload prefix of the leader's own horizon markers. */
 #define CAPTURE_HORIZON_PREFIX "horizon "
 
-/* Maps one notification payload to a signal and publishes it, unless an
- * earlier catch-up published it. A horizon marker advances the horizon. A
- * payload that does not parse starts a new epoch, since a change may be
- * lost. */
-void listen_notification(struct capture *cap, const char *payload);
+/* Maps one notification payload to a signal and publishes it, stamped
+ * with WAL position lsn (listen_position, read after the notification
+ * arrived), unless an earlier catch-up published it. A horizon marker
+ * advances the horizon. A payload that does not parse starts a new epoch,
+ * since a change may be lost. */
+void listen_notification(struct capture *cap, const char *payload, uint64_t lsn);
+
+/*
+ * The primary's WAL insert position now, read on a connection of its own
+ * (the listening one may have a query in flight): at or after the commit
+ * of every change whose notification has arrived, so that a relay re-reads
+ * it only where it has been replayed (the "l" of comb/signal.h). 0 when it
+ * cannot be read (the connection is opened again next time).
+ */
+uint64_t listen_position(struct capture *cap);
 /*
  * Publishes, with the current epoch and continuing seqs, a signal for
  * every change stamped at or after the horizon that is not known to be

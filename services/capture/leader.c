@@ -29,6 +29,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "capture.h"
@@ -205,16 +206,46 @@ static int continue_epoch(struct capture *cap, char *errbuf, size_t errlen)
 	return listen_catch_up(cap, cap->pg, errbuf, errlen);
 }
 
-/* Delivers the notifications libpq has buffered. */
+/* Delivers the notifications libpq has buffered: all of them first, then
+ * the WAL position read after they arrived (listen_position) stamps every
+ * change among them; notifications that arrive meanwhile wait for the next
+ * round, and a position of their own. */
 static void drain_notifications(struct capture *cap)
 {
-	PGnotify *n;
+	PGnotify **held = NULL, **grown, *n;
+	size_t count = 0, cap_held = 0, i;
+	uint64_t lsn = 0;
+	bool changes = false;
 
 	while (cap->pg && (n = PQnotifies(cap->pg)) != NULL) {
-		if (cap->leader && strcmp(n->relname, "comb") == 0)
-			listen_notification(cap, n->extra);
-		PQfreemem(n);
+		if (!cap->leader || strcmp(n->relname, "comb") != 0) {
+			PQfreemem(n);
+			continue;
+		}
+		if (count == cap_held) {
+			cap_held = cap_held ? 2 * cap_held : 64;
+			grown = realloc(held, cap_held * sizeof(*held));
+			if (!grown) {
+				/* every change held so far is told at once */
+				PQfreemem(n);
+				comb_error("listen: out of memory; starting a new epoch");
+				listen_restart(cap);
+				break;
+			}
+			held = grown;
+		}
+		changes = changes || strncmp(n->extra, CAPTURE_HORIZON_PREFIX,
+					     strlen(CAPTURE_HORIZON_PREFIX)) != 0;
+		held[count++] = n;
 	}
+	if (changes)
+		lsn = listen_position(cap);
+	for (i = 0; i < count; i++) {
+		if (cap->leader)
+			listen_notification(cap, held[i]->extra, lsn);
+		PQfreemem(held[i]);
+	}
+	free(held);
 }
 
 /* Standby: connect when needed and try the lock once. */
@@ -359,6 +390,8 @@ void leader_release(struct capture *cap)
 	if (cap->pg)
 		PQfinish(cap->pg);
 	cap->pg = NULL;
+	PQfinish(cap->pos_pg);
+	cap->pos_pg = NULL;
 	cap->leader = false;
 	cap->reconnecting = false;
 	cap->ping_pending = false;

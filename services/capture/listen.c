@@ -23,6 +23,7 @@
 #include "capture.h"
 #include "comb/error.h"
 #include "comb/log.h"
+#include "comb/readroute.h"
 
 /*
  * Every change relays hear about, in the notify payload format of
@@ -213,7 +214,37 @@ static void horizon_marker(struct capture *cap, const char *payload)
 	advance(&cap->hz, h, true);
 }
 
-void listen_notification(struct capture *cap, const char *payload)
+uint64_t listen_position(struct capture *cap)
+{
+	const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
+	const char *values[] = {cap->cfg.database_url, "5", "comb-capture-position", NULL};
+	PGresult *res;
+	comb_lsn lsn = 0;
+
+	if (!cap->pos_pg) {
+		cap->pos_pg = PQconnectdbParams(keys, values, 1);
+		if (PQstatus(cap->pos_pg) != CONNECTION_OK) {
+			comb_warn("listen: cannot read WAL positions: %s",
+				  PQerrorMessage(cap->pos_pg));
+			PQfinish(cap->pos_pg);
+			cap->pos_pg = NULL;
+			return 0;
+		}
+	}
+	res = PQexec(cap->pos_pg, "SELECT pg_current_wal_insert_lsn()::text");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+	    comb_lsn_parse(PQgetvalue(res, 0, 0), &lsn)) {
+		comb_warn("listen: cannot read the WAL position: %s",
+			  PQerrorMessage(cap->pos_pg));
+		PQfinish(cap->pos_pg);
+		cap->pos_pg = NULL;
+		lsn = 0;
+	}
+	PQclear(res);
+	return lsn;
+}
+
+void listen_notification(struct capture *cap, const char *payload, uint64_t lsn)
 {
 	struct comb_signal s;
 	char err[128];
@@ -243,6 +274,7 @@ void listen_notification(struct capture *cap, const char *payload)
 	comb_debug("listen: %s community %" PRId64 " channel %s xid %" PRIu64,
 		   comb_signal_type_name(s.type), s.community,
 		   s.channel[0] ? s.channel : "-", s.xid);
+	s.lsn = lsn;
 	publish_signal(cap, &s);
 	seen_add(&cap->hz, s.xid);
 }
@@ -275,6 +307,7 @@ int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 	char horizon[24];
 	const char *params[1] = {horizon};
 	uint64_t snap_xmin;
+	comb_lsn lsn;
 	int rc = COMB_EUNAVAIL, i, n, kept = 0;
 
 	if (hz->horizon == 0)
@@ -285,8 +318,9 @@ int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 	if (!res)
 		goto out;
 	PQclear(res);
-	snap = run(conn, "SELECT pg_current_snapshot()::text", 0, NULL,
-		   PGRES_TUPLES_OK, errbuf, errlen);
+	/* the position after the snapshot: every commit it sees is below */
+	snap = run(conn, "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text",
+		   0, NULL, PGRES_TUPLES_OK, errbuf, errlen);
 	if (!snap)
 		goto out;
 	rows = run(conn, catch_up_sql, 1, params, PGRES_TUPLES_OK, errbuf,
@@ -322,7 +356,9 @@ int listen_catch_up(struct capture *cap, PGconn *conn, char *errbuf,
 		goto out;
 	}
 	snap_xmin = hz->snap_xmin;
+	comb_lsn_parse(PQgetvalue(snap, 0, 1), &lsn);
 	for (i = 0; i < kept; i++) {
+		sigs[i].lsn = lsn;
 		comb_debug("listen: catch-up %s community %" PRId64 " xid %" PRIu64,
 			   comb_signal_type_name(sigs[i].type), sigs[i].community,
 			   sigs[i].xid);

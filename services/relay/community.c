@@ -47,7 +47,7 @@ static size_t host_slot(const char *host)
 	return h % HOST_CACHE_SLOTS;
 }
 
-static bool host_cached(const char *host, struct community *out)
+bool community_cached(const char *host, struct community *out)
 {
 	struct host_entry *e = &host_cache[host_slot(host)];
 	bool hit;
@@ -79,7 +79,7 @@ int community_lookup(PGconn *db, const char *host, struct community *out)
 	PGresult *res;
 	int rc = 0;
 
-	if (host_cached(host, out))
+	if (community_cached(host, out))
 		return 0;
 	res = PQexecParams(db,
 			   "SELECT c.id, c.cursor_epoch FROM community_hosts h"

@@ -222,6 +222,10 @@ static void raise_open_files(const struct comb_config *cfg)
 {
 	struct rlimit rl;
 	rlim_t wanted = (rlim_t)cfg->num_threads + (rlim_t)cfg->db_pool_size * 2 + 64;
+
+	/* and the standbys' pools and monitors */
+	if (*cfg->read_database_urls)
+		wanted += ((rlim_t)cfg->db_pool_size + 1) * COMB_READ_MAX_STANDBYS + 1;
 	rlim_t before;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl)) {
@@ -306,6 +310,30 @@ static void keep_freed_memory(void)
 	mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES);
 }
 
+/* Sets up read routing over the primary's pool and the standbys of
+ * COMB_READ_DATABASE_URLS. Returns 0, or an error with errbuf set. */
+static int start_reads(struct relay *relay, char *errbuf, size_t errlen)
+{
+	const struct comb_read_options opts = {
+		.primary_conninfo = relay->cfg.database_url,
+		.standby_urls = relay->cfg.read_database_urls,
+		.pool_size = relay->cfg.db_pool_size,
+		.statement_timeout_ms = relay->cfg.query_timeout_ms,
+		.warm_sql = read_warm_sql,
+		.wait_ms = relay->cfg.read_wait_ms,
+		.max_lag_ms = relay->cfg.read_max_lag_ms,
+	};
+	int rc = comb_read_router_new(relay->db, &opts, &relay->reads, errbuf, errlen);
+
+	if (rc == COMB_ENOMEM)
+		snprintf(errbuf, errlen, "out of memory");
+	else if (!rc && comb_read_standbys(relay->reads) > 0)
+		comb_info("reads: %d standby(s), wait %d ms, max lag %d ms",
+			  comb_read_standbys(relay->reads), relay->cfg.read_wait_ms,
+			  relay->cfg.read_max_lag_ms);
+	return rc;
+}
+
 int main(void)
 {
 	static struct relay relay;
@@ -346,6 +374,10 @@ int main(void)
 	    comb_db_pool_open_all(relay.db)) {
 		comb_error("cannot set up connection pools: %s",
 			   relay.redis ? "out of memory" : err);
+		goto out;
+	}
+	if (start_reads(&relay, err, sizeof(err))) {
+		comb_error("read standbys: %s", err);
 		goto out;
 	}
 
@@ -398,6 +430,7 @@ out:
 	ws_resume_stop();
 	ws_stop();
 	comb_policy_set_free(relay.policy);
+	comb_read_router_free(relay.reads);
 	comb_db_pool_free(relay.db);
 	revcache_free(relay.revisions);
 	comb_redis_pool_free(relay.redis);

@@ -229,6 +229,52 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 	return rc;
 }
 
+/* The read router's share (comb/readroute.h): reads by server, waits,
+ * fallbacks, and each standby's state. Returns 0 or a comb_buf error. */
+static int render_reads(struct relay *relay, struct comb_buf *out)
+{
+	struct comb_read_stats st;
+	int rc, i;
+
+	comb_read_stats(relay->reads, &st);
+	rc = comb_buf_printf(out,
+			     "# HELP comb_read_standbys Streaming standbys configured for reads.\n"
+			     "# TYPE comb_read_standbys gauge\ncomb_read_standbys %d\n"
+			     "# HELP comb_read_primary_total Reads served by the primary.\n"
+			     "# TYPE comb_read_primary_total counter\ncomb_read_primary_total %ld\n"
+			     "# HELP comb_read_waits_total Reads that waited for a standby to replay their position.\n"
+			     "# TYPE comb_read_waits_total counter\ncomb_read_waits_total %ld\n"
+			     "# HELP comb_read_fallbacks_total Reads sent to the primary because no standby had their position in time.\n"
+			     "# TYPE comb_read_fallbacks_total counter\ncomb_read_fallbacks_total %ld\n"
+			     "# HELP comb_read_standby_reads_total Reads served by a standby.\n"
+			     "# TYPE comb_read_standby_reads_total counter\n"
+			     "# HELP comb_read_standby_lag_seconds How far a standby's replay was behind the primary at its last sample.\n"
+			     "# TYPE comb_read_standby_lag_seconds gauge\n"
+			     "# HELP comb_read_standby_in_rotation 1 while a standby serves reads.\n"
+			     "# TYPE comb_read_standby_in_rotation gauge\n"
+			     "# HELP comb_read_standby_reachable 1 when a standby's last sample succeeded.\n"
+			     "# TYPE comb_read_standby_reachable gauge\n",
+			     st.standbys, st.primary_served, st.waits, st.fallbacks);
+	for (i = 0; i < st.standbys; i++) {
+		const struct comb_read_standby_stats *s = &st.standby[i];
+		char name[sizeof(s->name)];
+		size_t k;
+
+		/* a label value: no quote or backslash */
+		for (k = 0; k + 1 < sizeof(name) && s->name[k]; k++)
+			name[k] = s->name[k] == '"' || s->name[k] == '\\' ? '_' : s->name[k];
+		name[k] = '\0';
+		rc |= comb_buf_printf(out,
+				      "comb_read_standby_reads_total{standby=\"%s\"} %ld\n"
+				      "comb_read_standby_lag_seconds{standby=\"%s\"} %.3f\n"
+				      "comb_read_standby_in_rotation{standby=\"%s\"} %d\n"
+				      "comb_read_standby_reachable{standby=\"%s\"} %d\n",
+				      name, s->served, name, (double)s->lag_ms / 1000.0,
+				      name, s->in_rotation, name, s->reachable);
+	}
+	return rc;
+}
+
 int metrics_render(struct relay *relay, const struct metrics_state *state,
 		   struct comb_buf *out)
 {
@@ -286,6 +332,7 @@ int metrics_render(struct relay *relay, const struct metrics_state *state,
 			      "# HELP comb_db_pool_failures_total Failed connection attempts.\n"
 			      "# TYPE comb_db_pool_failures_total counter\ncomb_db_pool_failures_total %ld\n",
 			      db.size, db.open, db.in_use, db.waits, db.failures);
+	rc |= render_reads(relay, out);
 	revcache_get_stats(relay->revisions, &rev);
 	rc |= comb_buf_printf(out,
 			      "# HELP comb_revision_cache_hits_total Stored events whose bytes came from the cache.\n"

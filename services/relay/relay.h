@@ -15,11 +15,15 @@
 #include "comb/config.h"
 #include "comb/db.h"
 #include "comb/policy_set.h"
+#include "comb/readroute.h"
 #include "comb/redis.h"
 
 struct relay {
 	struct comb_config cfg;
-	struct comb_db_pool *db;
+	struct comb_db_pool *db;        /* the primary's: writes, and reads
+					 * that need no routing */
+	struct comb_read_router *reads; /* reads, over the primary and its
+					 * standbys (readpos.h) */
 	struct comb_redis_pool *redis;
 	struct comb_policy_set *policy;
 	struct revcache *revisions;     /* revcache.h; never NULL once started */
@@ -35,6 +39,11 @@ struct community {
 	char id_text[24];
 	int cursor_epoch;
 };
+
+/* True when the community bound to host (lowercase, no port) was looked
+ * up less than a couple of seconds ago: *out is set without asking the
+ * database. */
+bool community_cached(const char *host, struct community *out);
 
 /* Looks up the community bound to host (lowercase, no port). Returns 0,
  * COMB_ENOTFOUND, or COMB_EUNAVAIL when the database failed. */

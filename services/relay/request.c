@@ -9,8 +9,10 @@
 
 #include "comb/buf.h"
 #include "comb/error.h"
+#include "comb/log.h"
 #include "comb/random.h"
 #include "comb/replay.h"
+#include "readpos.h"
 #include "request.h"
 
 static const char *status_text(int status)
@@ -148,10 +150,52 @@ void http_release_db(struct request *req)
 {
 	if (!req->db)
 		return;
-	comb_db_release(req->relay->db, req->db,
-			req->db_broken || comb_db_conn_lost(req->db));
+	bool broken = req->db_broken || comb_db_conn_lost(req->db);
+
+	if (req->read.conn)
+		comb_read_release(req->relay->reads, &req->read, broken);
+	else
+		comb_db_release(req->relay->db, req->db, broken);
 	req->db = NULL;
 	req->db_broken = false;
+}
+
+bool http_borrow_read(struct request *req, comb_lsn at_least)
+{
+	comb_lsn need = at_least > req->read_at_least ? at_least : req->read_at_least;
+
+	http_release_db(req);
+	if (readpos_borrow(req->relay, &req->community,
+			   req->pubkey[0] ? req->pubkey : NULL, need, 2000,
+			   &req->read)) {
+		http_send_unavailable(req, "database");
+		return false;
+	}
+	req->db = req->read.conn;
+	return true;
+}
+
+bool http_read_failed_over(struct request *req, const PGresult *res)
+{
+	bool lost;
+
+	if (!req->read.conn || req->read.server < 0 || req->read_retry)
+		return false;
+	lost = comb_db_conn_lost(req->db);
+	if (!lost && !comb_db_is_error(res, "40001") && !comb_db_is_error(res, "40P01"))
+		return false;
+	comb_warn("read routing: a read failed on a standby (%s); reading again on the primary",
+		  lost ? "connection lost" : "cancelled by replay");
+	req->db_broken = lost;
+	http_release_db(req);
+	req->read_retry = true;
+	req->read_at_least = COMB_READ_PRIMARY;
+	return true;
+}
+
+struct comb_db_pool *request_pool(const struct request *req)
+{
+	return req->read.conn ? req->read.pool : req->relay->db;
 }
 
 bool http_acquire_db(struct request *req)

@@ -42,6 +42,16 @@ struct request {
 	struct community community;
 	PGconn *db;                /* borrowed from the pool while handling */
 	bool db_broken;
+	/* When db was lent by the read router (http_borrow_read): the lease,
+	 * whose pool runs db's statements (request_pool). */
+	struct comb_read_lease read;
+	/* A position the reads of this request must see besides their own
+	 * (a cursor's, the reader's writes'): a live signal's, set by a
+	 * caller reading through a route's code (sync/ws_resume.c); 0 none. */
+	comb_lsn read_at_least;
+	/* Set by http_read_failed_over: the read is to run again, on the
+	 * primary; nothing was sent. */
+	bool read_retry;
 	int status;                /* the status sent, for metrics */
 	/* When set, answers are kept here (the body; the status in status)
 	 * instead of being sent: a caller without an HTTP client, the
@@ -92,6 +102,30 @@ bool http_acquire_db(struct request *req);
 /* Gives req->db back to the pool (a no-op without one); every answer
  * does this before its first byte, so no connection waits on a client. */
 void http_release_db(struct request *req);
+
+/*
+ * Gives req->db back and borrows in its place a connection for a read by
+ * req->pubkey that must see position at_least, req->read_at_least and
+ * the reader's last acknowledged write (readpos_borrow): a standby's when
+ * one has replayed that far in time, else the primary's. On failure sends
+ * 503 and returns false.
+ */
+bool http_borrow_read(struct request *req, comb_lsn at_least);
+
+/*
+ * After a statement failed (res, or NULL when the failed call gives
+ * none) on req->db: true when req->db is a
+ * standby's and the failure is the standby's (its connection was lost, or
+ * replay cancelled the statement, SQLSTATE 40001 or 40P01), so that the
+ * read runs again on the primary. The connection is then given back
+ * (dropped when lost), req->read_retry and req->read_at_least =
+ * COMB_READ_PRIMARY are set, and nothing is sent: the caller returns and
+ * its route runs the read again. False otherwise: the caller answers.
+ */
+bool http_read_failed_over(struct request *req, const PGresult *res);
+
+/* The pool req->db is from (its prepared statements are that pool's). */
+struct comb_db_pool *request_pool(const struct request *req);
 
 /* Answers 408 and closes the connection: the body did not arrive in
  * time. */

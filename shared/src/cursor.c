@@ -12,11 +12,15 @@
 #include "comb/error.h"
 #include "comb/log.h"
 
-#define CURSOR_VERSION 1
+/* Version 1 had no WAL position; its cursors are still accepted (as
+ * position 0) so that readers keep theirs across an upgrade. */
+#define CURSOR_VERSION_1 1
+#define CURSOR_VERSION 2
 #define TAG_LEN 16
 /* version, community, epoch, system id, scope, phase, horizon,
- * after.xid, after.source, after.key (36) */
-#define BODY_LEN (1 + 8 + 4 + 8 + COMB_CURSOR_SCOPE_LEN + 1 + 8 + 8 + 1 + 36)
+ * after.xid, after.source, after.key (36), then, from version 2, lsn */
+#define BODY_LEN_1 (1 + 8 + 4 + 8 + COMB_CURSOR_SCOPE_LEN + 1 + 8 + 8 + 1 + 36)
+#define BODY_LEN (BODY_LEN_1 + 8)
 
 static void put64(unsigned char **p, uint64_t v)
 {
@@ -82,13 +86,13 @@ void comb_cursor_scope(const char *reader, const char *const *channels,
 	memcpy(out, digest, COMB_CURSOR_SCOPE_LEN);
 }
 
-static void tag(const unsigned char *body, const unsigned char key32[32],
-		unsigned char out[TAG_LEN])
+static void tag(const unsigned char *body, size_t len,
+		const unsigned char key32[32], unsigned char out[TAG_LEN])
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int maclen = 0;
 
-	HMAC(EVP_sha256(), key32, 32, body, BODY_LEN, mac, &maclen);
+	HMAC(EVP_sha256(), key32, 32, body, len, mac, &maclen);
 	memcpy(out, mac, TAG_LEN);
 }
 
@@ -113,7 +117,8 @@ int comb_cursor_encode(const struct comb_cursor *c,
 	memset(p, 0, 36);
 	memcpy(p, c->after.key, keylen);
 	p += 36;
-	tag(raw, key32, p);
+	put64(&p, c->lsn);
+	tag(raw, BODY_LEN, key32, p);
 	return comb_base64_encode(raw, sizeof(raw), out, outlen);
 }
 
@@ -122,15 +127,17 @@ int comb_cursor_decode(const char *text, const unsigned char key32[32],
 {
 	unsigned char raw[BODY_LEN + TAG_LEN + 3], expect[TAG_LEN];
 	const unsigned char *p = raw;
-	size_t len = 0;
+	size_t len = 0, body;
 
 	memset(out, 0, sizeof(*out));
 	if (!text || !*text || strlen(text) > COMB_CURSOR_MAX_TEXT ||
 	    comb_base64_decode(text, strlen(text), raw, sizeof(raw), &len) ||
-	    len != BODY_LEN + TAG_LEN)
+	    (len != BODY_LEN + TAG_LEN && len != BODY_LEN_1 + TAG_LEN))
 		return COMB_EINVAL;
-	tag(raw, key32, expect);
-	if (CRYPTO_memcmp(expect, raw + BODY_LEN, TAG_LEN) || raw[0] != CURSOR_VERSION)
+	body = len - TAG_LEN;
+	tag(raw, body, key32, expect);
+	if (CRYPTO_memcmp(expect, raw + body, TAG_LEN) ||
+	    raw[0] != (body == BODY_LEN ? CURSOR_VERSION : CURSOR_VERSION_1))
 		return COMB_EINVAL;
 	p++;
 	out->community = (int64_t)get64(&p);
@@ -146,6 +153,9 @@ int comb_cursor_decode(const char *text, const unsigned char key32[32],
 	out->after.source = *p++;
 	memcpy(out->after.key, p, 36);
 	out->after.key[36] = '\0';
+	p += 36;
+	if (body == BODY_LEN)
+		out->lsn = get64(&p);
 	if (out->phase > COMB_CURSOR_CHANGES)
 		return COMB_EINVAL;
 	return 0;

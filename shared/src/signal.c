@@ -237,6 +237,7 @@ int comb_signal_encode(const struct comb_signal *s, struct comb_buf *out,
 	if (rc)
 		return rc;
 	n += s->xid != 0;
+	n += s->lsn != 0;
 	n += s->channel[0] != '\0';
 	n += s->d[0] != '\0';
 	n += s->pubkey[0] != '\0';
@@ -251,6 +252,7 @@ int comb_signal_encode(const struct comb_signal *s, struct comb_buf *out,
 	    pack_uint(&pk, 'c', (uint64_t)s->community) ||
 	    pack_uint(&pk, 't', s->type) ||
 	    (s->xid && pack_uint(&pk, 'x', s->xid)) ||
+	    (s->lsn && pack_uint(&pk, 'l', s->lsn)) ||
 	    (s->channel[0] && pack_text(&pk, 'h', s->channel)) ||
 	    (s->d[0] && pack_text(&pk, 'd', s->d)) ||
 	    (s->pubkey[0] && pack_text(&pk, 'p', s->pubkey)) ||
@@ -375,6 +377,7 @@ enum {
 	K_ID = 1 << 8,
 	K_KIND = 1 << 9,
 	K_PAYLOAD = 1 << 10,
+	K_LSN = 1 << 11,
 };
 
 static int get_uint(const msgpack_object *o, uint64_t max, uint64_t *out)
@@ -418,6 +421,7 @@ static int decode_field(const msgpack_object *key, const msgpack_object *val,
 	case 'i': bit = K_ID; break;
 	case 'k': bit = K_KIND; break;
 	case 'b': bit = K_PAYLOAD; break;
+	case 'l': bit = K_LSN; break;
 	default: return 0;
 	}
 	if (*seen & bit)
@@ -427,6 +431,7 @@ static int decode_field(const msgpack_object *key, const msgpack_object *val,
 	case K_EPOCH: rc = get_uint(val, UINT64_MAX, &out->epoch); break;
 	case K_SEQ: rc = get_uint(val, UINT64_MAX, &out->seq); break;
 	case K_XID: rc = get_uint(val, UINT64_MAX, &out->xid); break;
+	case K_LSN: rc = get_uint(val, UINT64_MAX, &out->lsn); break;
 	case K_COMMUNITY:
 		rc = get_uint(val, INT64_MAX, &v);
 		out->community = (int64_t)v;

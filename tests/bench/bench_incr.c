@@ -368,14 +368,18 @@ out:
 
 /*
  * `incr-read`: one read (and its continuations while `more`) with the
- * cursor in --cursor-file and --limit, untimed; used to capture the plans
- * of a catch-up read. Prints the number of items.
+ * cursor in --cursor-file and --limit; used to capture the plans of a
+ * catch-up read and to time it against a standby. Prints the number of
+ * items and the seconds from the first request to the last answer (the
+ * tokens signed on the way included); with --cursor-out, writes the last
+ * cursor there (a cursor at the head).
  */
 int bench_cmd_incr_read(int argc, char **argv)
 {
 	const char *addr = bench_opt(argc, argv, "--addr", NULL);
 	const char *host = bench_opt(argc, argv, "--host", NULL);
 	const char *cursor_file = bench_opt(argc, argv, "--cursor-file", NULL);
+	const char *cursor_out = bench_opt(argc, argv, "--cursor-out", NULL);
 	int limit = (int)bench_opt_long(argc, argv, "--limit", 1000);
 	struct bench_layout l;
 	struct bench_http c = {.fd = -1};
@@ -383,6 +387,7 @@ int bench_cmd_incr_read(int argc, char **argv)
 	char url[256], cur[1024], *cursor = NULL, *auth;
 	long items = 0;
 	int status = 0, pages = 0, rc;
+	double t0;
 	bool more = true;
 
 	comb_buf_init(&body, 65536);
@@ -398,6 +403,7 @@ int bench_cmd_incr_read(int argc, char **argv)
 	rc = rc ? rc : bench_http_open(&c, addr, host);
 	snprintf(url, sizeof(url), "http://%s/query", host);
 	snprintf(cur, sizeof(cur), "%s", cursor ? cursor : "");
+	t0 = bench_now();
 	while (rc == 0 && more && pages < 1000) {
 		const char *p;
 
@@ -413,9 +419,12 @@ int bench_cmd_incr_read(int argc, char **argv)
 		for (p = resp.data; (p = strstr(p, "{\"op\":")); p++)
 			items++;
 	}
-	bench_print(json_pack("{s:s,s:i,s:i,s:I,s:b}", "command", "incr-read",
+	if (rc == 0 && status == 200 && cursor_out &&
+	    bench_write_file(cursor_out, cur, strlen(cur)))
+		rc = COMB_EIO;
+	bench_print(json_pack("{s:s,s:i,s:i,s:I,s:f,s:b}", "command", "incr-read",
 			      "status", status, "pages", pages, "items", (json_int_t)items,
-			      "ok", rc == 0 && status == 200));
+			      "seconds", bench_now() - t0, "ok", rc == 0 && status == 200));
 	free(cursor);
 	comb_buf_release(&body);
 	comb_buf_release(&resp);

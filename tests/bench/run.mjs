@@ -847,6 +847,18 @@ async function main() {
 		};
 	});
 
+	// standby_reads (issue 37): the HTTP read mix read through a node whose
+	// reads go to a streaming standby, against the same reads through a
+	// node reading the primary, in the same run
+	await scenario('standby_reads', nodes, async () => {
+		if (!deltaWritten) {
+			await needCursor();
+			await bench('incr-delta', [...at(node0), '--manifest', manifest, '--cursor-file', cursor0]);
+			deltaWritten = true;
+		}
+		return standbyReads(node0, manifest, cursor0);
+	});
+
 	for (const s of services)
 		await stopService(s);
 	const crashed = services.filter((s) => s.exited && s.exited.code !== 0 && s.exited.sig !== 'SIGTERM');
@@ -867,6 +879,156 @@ async function main() {
 }
 
 const BENCHMARK = { smallSync: '4,096', allSync: '10,050' };
+
+// psql on database db of the server on port; resolves to its output.
+async function psqlAt(port, sql, db = dbName) {
+	const r = await runCapture('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+		'-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-d', db, '-F', '\t', '-c', sql],
+	{ echo: false });
+	if (r.code !== 0)
+		throw new Error(`psql on port ${port} failed: ${r.stderr}\n${sql}`);
+	return r.stdout.replace(/\n$/, '');
+}
+
+// What the server on port ran for comb_bench since its statistics were
+// reset: the read router's position samples apart from everything else.
+async function statementsAt(port) {
+	const rows = await psqlAt(port,
+		"SELECT query LIKE 'SELECT (CASE WHEN pg_is_in_recovery()%', sum(calls), " +
+		'round(sum(total_exec_time)::numeric, 2) FROM pg_stat_statements ' +
+		'WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ' +
+		"AND query NOT ILIKE '%pg_stat_statements%' GROUP BY 1");
+	const out = { calls: 0, exec_ms: 0, sample_calls: 0, sample_exec_ms: 0 };
+	for (const line of rows ? rows.split('\n') : []) {
+		const [sample, calls, ms] = line.split('\t');
+		if (sample === 't') {
+			out.sample_calls += Number(calls);
+			out.sample_exec_ms += Number(ms);
+		} else {
+			out.calls += Number(calls);
+			out.exec_ms += Number(ms);
+		}
+	}
+	return out;
+}
+
+// The standby_reads scenario: a streaming standby of the bench primary
+// (scripts/standby.sh, pg_basebackup -R: the primary's settings with it),
+// relay node 2 reading from it, then the same reads through node 0 (the
+// primary) and node 2: incremental reads with no change (incr-nochange,
+// from a cursor at the head) and the catch-up read after
+// incremental_delta (incr-read from the first read's cursor). The
+// statements each server ran come from its own pg_stat_statements.
+async function standbyReads(node0, manifest, cursor0) {
+	const script = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..',
+		'scripts', 'standby.sh');
+	const dir = path.join(env.BENCH_STACK ?? outDir, 'standby');
+	const head = path.join(outDir, 'cursor-standby.txt');
+	await runCapture('bash', [script, 'remove', dir], { echo: false });
+	const started = await runCapture('bash', [script, 'start', dir, pgPort, '1'], { echo: false });
+	if (started.code !== 0)
+		throw new Error(`scripts/standby.sh start failed: ${started.stderr}`);
+	const sport = started.stdout.trim().split('\n').pop();
+	let node2 = null;
+	try {
+		const target = await psql('SELECT pg_current_wal_insert_lsn()');
+		for (let i = 0; ; i++) {
+			if (await psqlAt(sport, `SELECT pg_last_wal_replay_lsn() >= '${target}'`) === 't')
+				break;
+			if (i > 1200)
+				throw new Error('the standby did not catch up within 120 s');
+			await sleep(100);
+		}
+		node2 = await startRelay(2, {
+			COMB_READ_DATABASE_URLS: `postgresql://postgres@127.0.0.1:${sport}/${dbName}`,
+		});
+		const metrics = () => new Promise((resolve) => {
+			http.get({ host: '127.0.0.1', port: node2.port, path: '/metrics' }, (res) => {
+				let body = '';
+				res.on('data', (c) => { body += c; });
+				res.on('end', () => resolve(body));
+			}).on('error', () => resolve(''));
+		});
+		for (let i = 0; !/^comb_read_standby_in_rotation\{[^}]*\} 1$/m.test(await metrics()); i++) {
+			if (i > 300)
+				throw new Error('the standby did not enter the rotation within 30 s');
+			await sleep(100);
+		}
+		// a cursor at the head (the catch-up's last): nothing changes
+		// while the reads run
+		const first = await bench('incr-read', ['--addr', node0.addr, '--host', node0.host,
+			'--cursor-file', cursor0, '--cursor-out', head, '--limit', '1000']);
+		if (first.ok !== true)
+			throw new Error('the catch-up read for the head cursor failed');
+		const mix = async (node) => {
+			const at = ['--addr', node.addr, '--host', node.host];
+			// untimed: the node's revision cache and its server's buffers
+			// hold what the catch-up reads, as they do for node 0
+			await bench('incr-read', [...at, '--cursor-file', cursor0, '--limit', '1000']);
+			await psql('SELECT pg_stat_statements_reset()');
+			await psqlAt(sport, 'SELECT pg_stat_statements_reset()');
+			const cpu0 = procCpuSeconds(node.pid);
+			const nochange = await bench('incr-nochange', [...at, '--cursor-file', head,
+				'--reads', String(P.reads)]);
+			const catchUp = [];
+			for (let i = 0; i < P.runs; i++)
+				catchUp.push(await bench('incr-read', [...at, '--cursor-file', cursor0, '--limit', '1000']));
+			const cpu = procCpuSeconds(node.pid) - cpu0;
+			const secs = catchUp.map((r) => r.seconds).sort((a, b) => a - b);
+			return {
+				nochange, catchUp, relay_cpu_s: round(cpu, 2),
+				catchup_s: secs[Math.floor(secs.length / 2)],
+				items: catchUp[0]?.items,
+				primary: await statementsAt(pgPort), standby: await statementsAt(sport),
+				ok: nochange.ok === true && nochange.wrong_answers === 0 &&
+					catchUp.every((r) => r.ok === true && r.items === catchUp[0].items),
+			};
+		};
+		const onPrimary = await mix(node0);
+		const onStandby = await mix(node2);
+		const text = await metrics();
+		const metric = (re) => Number(text.match(re)?.[1] ?? NaN);
+		const routed = {
+			standby: metric(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m),
+			primary: metric(/^comb_read_primary_total (\d+)$/m),
+			waits: metric(/^comb_read_waits_total (\d+)$/m),
+			fallbacks: metric(/^comb_read_fallbacks_total (\d+)$/m),
+		};
+		const reads = onStandby.primary.calls + onStandby.standby.calls;
+		const offPrimary = reads ? onStandby.standby.calls / reads : null;
+		const execOff = onStandby.primary.exec_ms + onStandby.standby.exec_ms ?
+			onStandby.standby.exec_ms / (onStandby.primary.exec_ms + onStandby.standby.exec_ms) : null;
+		const ratioNochange = onStandby.nochange.median_ms / onPrimary.nochange.median_ms;
+		const ratioCatchUp = onStandby.catchup_s / onPrimary.catchup_s;
+		const part = (m) => ({
+			nochange_median_ms: round(m.nochange.median_ms), nochange_p99_ms: round(m.nochange.p99_ms),
+			catchup_ms: round(m.catchup_s * 1e3, 2), catchup_items: m.items,
+			relay_cpu_s: m.relay_cpu_s,
+			primary_statements: m.primary.calls, primary_exec_ms: round(m.primary.exec_ms, 2),
+			standby_statements: m.standby.calls, standby_exec_ms: round(m.standby.exec_ms, 2),
+			position_samples: { primary: m.primary.sample_calls, standby: m.standby.sample_calls },
+		});
+		return {
+			reads_on_primary: part(onPrimary),
+			reads_on_standby: part(onStandby),
+			node2_routing: routed,
+			read_statements_off_primary: round(offPrimary, 4),
+			read_exec_time_off_primary: round(execOff, 4),
+			latency_ratio_nochange: round(ratioNochange, 2),
+			latency_ratio_catchup: round(ratioCatchUp, 2),
+			not_measured: 'req_read: WebSocket REQ history does not read from standbys yet',
+			note: 'primary, standby, relays and clients share the machine\'s cores',
+			target: 'at least 95% of read statements off the primary; latency within 1.5x',
+			ok: onPrimary.ok && onStandby.ok,
+			pass: onPrimary.ok && onStandby.ok && offPrimary >= 0.95 &&
+				ratioNochange <= 1.5 && ratioCatchUp <= 1.5,
+		};
+	} finally {
+		if (node2)
+			await stopService(node2.svc);
+		await runCapture('bash', [script, 'remove', dir], { echo: false });
+	}
+}
 
 main().then((code) => process.exit(code), (err) => {
 	log(`failed: ${err.stack || err}`);

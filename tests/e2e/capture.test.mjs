@@ -9,7 +9,8 @@
 // the changes made meanwhile and stays open), unless another instance led
 // in between, which gives a new epoch; and of two captures only the leader publishes, the
 // standby taking over with a new epoch within a couple of seconds after
-// the leader is killed with SIGKILL.
+// the leader is killed with SIGKILL. Signals of changes carry a WAL
+// position at or after their commit (for reads on standbys).
 //
 // The feed is read with tests/tools/comb-signal-tap, which prints each
 // signal as one JSON line.
@@ -202,6 +203,25 @@ describe('signals from real writes', () => {
 			assert.equal(b.topic, 'hb');
 			assert.equal(b.seq, 0);
 		}
+	});
+
+	test('a change\'s signal carries a WAL position at or after its commit', async () => {
+		const h = await createChannel(stack, admin, { name: 'positions' });
+		const from = tap.lines.length;
+		const d = uuid();
+		const [[before]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+		await accept(stack, admin, { d, h, op: 'create' });
+		// the commit's own record lies below this: the write was answered
+		const [[committed]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+		const sig = await tap.waitFor((s) => s.type === 'head' && s.d === d, 'head signal', { from });
+		const [[after]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+		const [[ok]] = await stack.query(`SELECT '${sig.lsn}'::pg_lsn > '${before}'::pg_lsn
+			AND '${sig.lsn}'::pg_lsn <= '${after}'::pg_lsn`);
+		assert.equal(ok, 't', `${before} < ${sig.lsn} <= ${after} (committed by ${committed})`);
+		// heartbeats name no change and no position
+		const beat = tap.lines.slice(from).find(isBeat);
+		if (beat)
+			assert.equal(beat.lsn, '0/0');
 	});
 
 	test('writes through the relay become signals with their transaction ids', async () => {

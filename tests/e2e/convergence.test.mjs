@@ -12,6 +12,10 @@
 // asserts that the same history fails against it and converges against
 // the real relay.
 //
+// A third run reads from a lagging streaming standby: every node's HTTP
+// reads go to a standby that applies each commit 50 ms late
+// (recovery_min_apply_delay), and the history still converges.
+//
 // COMB_SEED picks another history; longer runs are `make soak`.
 
 import assert from 'node:assert/strict';
@@ -20,18 +24,22 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 
-import { buildDir, sourceDir, startRelay } from './lib/harness.mjs';
+import { buildDir, get, sourceDir, startRelay } from './lib/harness.mjs';
 import { runChecker, summarize } from './lib/checker.mjs';
 
 const execFileP = promisify(execFile);
 const SEED = Number(process.env.COMB_SEED ?? 20261207);
 const RELAY_ENV = { COMB_WRITE_RATE: '0' };
 
-async function check(t, stackOpts, opts) {
+// Runs the checker on a new stack; hooks.prepare(stack) runs before the
+// history, hooks.inspect(stack, report) after it, before the stack stops.
+async function check(t, stackOpts, opts, hooks = {}) {
 	const stack = await startRelay({ nodes: 2, env: RELAY_ENV, ...stackOpts });
 	try {
+		await hooks.prepare?.(stack);
 		const report = await runChecker(stack, { seed: SEED, log: (l) => t.diagnostic(l), ...opts });
 		t.diagnostic(summarize(report));
+		await hooks.inspect?.(stack, report);
 		return report;
 	} finally {
 		await stack.stop();
@@ -55,6 +63,37 @@ test('a fixed-seed history with capture and relay kills converges', async (t) =>
 	for (const op of ['create', 'update', 'move', 'delete', 'restore', 'redact', 'grant', 'revoke',
 		'join', 'leave', 'visibility', 'ttl', 'channelDelete'])
 		assert.ok(report.ops[op]?.accepted > 0, `the history has an accepted ${op}`);
+});
+
+test('the history converges with every node reading from a lagging standby', async (t) => {
+	const report = await check(t, { standby: true }, {
+		ops: 300,
+		writeGapMs: 20,
+		faults: ['node'],
+		faultGapMs: [1000, 2500],
+		resumes: true,
+	}, {
+		prepare: async (stack) => {
+			await stack.standby.query('postgres', "ALTER SYSTEM SET recovery_min_apply_delay = '50ms'");
+			await stack.standby.query('postgres', 'SELECT pg_reload_conf()');
+		},
+		inspect: async (stack) => {
+			// the readers' HTTP reads were mostly the standby's (a node
+			// killed meanwhile counts from its restart)
+			let served = 0, primary = 0;
+			for (const url of stack.urls) {
+				const body = (await get(url, '/metrics')).body;
+				served += Number(body.match(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m)?.[1] ?? 0);
+				primary += Number(body.match(/^comb_read_primary_total (\d+)$/m)?.[1] ?? 0);
+				t.diagnostic(`${url}: ${body.split('\n').filter((l) => /^comb_read_[a-z_]+(\{[^}]*\})? /.test(l)).join(', ')}`);
+			}
+			assert.ok(served > 0 && served >= primary,
+				`reads served by the standby: ${served}, by the primary: ${primary}`);
+		},
+	});
+	assert.deepEqual(report.faultErrors, []);
+	assert.ok(report.ok, report.failures.join('\n'));
+	assert.ok(report.opsDone >= 300);
 });
 
 test('the checker finds a planted bug: a relay dropping `moved` removals fails it', async (t) => {

@@ -7,7 +7,8 @@
 // stack started beside the second with only another COMB_LISTEN keeps its
 // state in var/<port> and its servers on ports of its own. A run whose
 // dev owner key was lost, while its database was not, makes the new key an
-// admin of the dev community it finds. State goes to a
+// admin of the dev community it finds. With COMB_STANDBYS=1 the relay
+// reads from a streaming standby that stops with the rest. State goes to a
 // temporary COMB_VAR_DIR so ./var is untouched; that folder keeps mode 0700,
 // so when the test runs as root the postgres user cannot reach it and
 // run.sh must keep the data elsewhere rather than change any folder's mode.
@@ -48,7 +49,7 @@ after(() => {
 
 // Starts scripts/run.sh (through `make run` when viaMake) in its own process
 // group; resolves when the relay answers NIP-11.
-async function startRun(port, viaMake = false) {
+async function startRun(port, viaMake = false, extraEnv = {}) {
 	const argv = viaMake ?
 		['make', ['--no-print-directory', '-C', sourceDir, 'run']] :
 		['bash', [path.join(sourceDir, 'scripts/run.sh')]];
@@ -63,6 +64,7 @@ async function startRun(port, viaMake = false) {
 			COMB_DATABASE_URL: '',
 			COMB_REDIS_URL: '',
 			COMB_CAPTURE_ENDPOINT: '',
+			...extraEnv,
 		},
 		detached: true,
 		stdio: ['ignore', 'pipe', 'pipe'],
@@ -214,4 +216,50 @@ test('make run: NIP-11, a kind-9 from the dev owner, clean stop, data kept', asy
 
 	// run.sh changed no folder's mode.
 	assert.equal(fs.statSync(varDir).mode & 0o7777, 0o700, 'the state folder keeps its mode');
+});
+
+test('make run with COMB_STANDBYS=1: reads served by a streaming standby that stops with the rest', async () => {
+	// inside the test's state folder, removed with it
+	const dir = path.join(varDir, 'with-standby');
+	fs.mkdirSync(dir, { recursive: true });
+	stateDirs.push(dir);
+	const port = await freePort();
+	const base = `http://localhost:${port}`;
+	const run = await startRun(port, false, { COMB_VAR_DIR: dir, COMB_STANDBYS: '1' });
+	let standbyPort;
+	try {
+		const env = fs.readFileSync(path.join(dir, 'env'), 'utf8');
+		const urls = /^COMB_READ_DATABASE_URLS=(.*)$/m.exec(env)?.[1] ?? '';
+		standbyPort = /^postgresql:\/\/postgres@127\.0\.0\.1:(\d+)\/comb$/.exec(urls)?.[1];
+		assert.ok(standbyPort, `var/env names the standby: ${urls}`);
+		const sk = Buffer.from(fs.readFileSync(path.join(dir, 'dev-owner.key'), 'utf8').trim(), 'hex');
+		const channel = crypto.randomUUID();
+		const create = signEvent(sk, { kind: 9007, tags: [['h', channel], ['name', 'standby']] });
+		assert.equal((await post(base, '/events', create, sk)).status, 200);
+		const message = signEvent(sk, { kind: 9, tags: [['h', channel]], content: 'read me back' });
+		assert.equal((await post(base, '/events', message, sk)).status, 200);
+		let served = 0;
+		for (let i = 0; i < 50 && served === 0; i++) {
+			const r = await post(base, '/query', [{ kinds: [9], '#h': [channel] }], sk,
+				{ nip98: { extraTags: [['nonce', crypto.randomUUID()]] } });
+			assert.deepEqual(JSON.parse(r.body).map((e) => e.id), [message.id], 'the writer reads its write');
+			const metrics = (await get(base, '/metrics')).body;
+			served = Number(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m.exec(metrics)?.[1] ?? 0);
+			if (served === 0)
+				await new Promise((r) => setTimeout(r, 100));
+		}
+		assert.ok(served > 0, 'a read was served by the standby');
+	} finally {
+		await stopRun(run, 'SIGINT', 1, dir);
+		assert.equal(leftovers(dir), '', `processes left behind:\n${run.output()}`);
+		assert.match(run.output(), /run: stopping the standby in/);
+		if (standbyPort) {
+			const listening = execFileSync('bash', ['-c', `ss -Hltn "sport = :${standbyPort}"`],
+				{ encoding: 'utf8' }).trim();
+			assert.equal(listening, '', 'the standby stopped');
+		}
+		// its data, wherever the postgres user could keep it
+		execFileSync('bash', [path.join(sourceDir, 'scripts', 'standby.sh'), 'remove',
+			path.join(dir, 'standby1')]);
+	}
 });

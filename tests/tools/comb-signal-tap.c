@@ -9,7 +9,8 @@
  *   -c  subscribe to one exact topic, e.g. "7:<channel uuid>" ("\0" added)
  * Without -t or -c it subscribes to everything. Each line is
  *   {"topic":"7:<uuid>","epoch":"<16 hex>","seq":3,"community":7,
- *    "type":"member","type_id":4,"xid":"1234","channel":"...","d":"",
+ *    "type":"member","type_id":4,"xid":"1234","lsn":"0/16B3D48",
+ *    "channel":"...","d":"",
  *    "pubkey":"...","id":"","kind":0,"payload":"..."}
  * with "payload" holding the bytes as text (or "payload_hex" when they
  * are not UTF-8), or {"topic":...,"error":"..."} for a message that does
@@ -28,6 +29,7 @@
 #include <zmq.h>
 
 #include "comb/hex.h"
+#include "comb/readroute.h"
 #include "comb/signal.h"
 
 #define MAX_TOPICS 64
@@ -72,7 +74,7 @@ static void print_signal(const char *topic, size_t tlen, const void *data,
 {
 	json_t *obj = json_object();
 	struct comb_signal s;
-	char err[160], epoch[17], xid[24];
+	char err[160], epoch[17], xid[24], lsn[24];
 
 	/* the topic without its terminating NUL */
 	if (tlen > 0 && topic[tlen - 1] == '\0')
@@ -91,6 +93,8 @@ static void print_signal(const char *topic, size_t tlen, const void *data,
 	json_object_set_new(obj, "type", json_string(comb_signal_type_name(s.type)));
 	json_object_set_new(obj, "type_id", json_integer(s.type));
 	json_object_set_new(obj, "xid", json_string(xid));
+	comb_lsn_format(s.lsn, lsn, sizeof(lsn));
+	json_object_set_new(obj, "lsn", json_string(lsn));
 	json_object_set_new(obj, "channel", json_string(s.channel));
 	json_object_set_new(obj, "d", json_string(s.d));
 	json_object_set_new(obj, "pubkey", json_string(s.pubkey));

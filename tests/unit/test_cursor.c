@@ -6,6 +6,10 @@
 
 #include <cmocka.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "comb/base64.h"
 #include "comb/cursor.h"
 #include "comb/error.h"
 
@@ -21,6 +25,7 @@ static struct comb_cursor sample(void)
 		.horizon = 1200,
 		.after = {.xid = 1100, .source = 2,
 			  .key = "0b6c8a4e-1f5d-4f0e-9a43-8d2f7c1e5b90"},
+		.lsn = UINT64_C(0x16B374D848),
 	};
 	const char *h[] = {"a", "b"};
 
@@ -47,6 +52,38 @@ static void round_trip(void **state)
 	assert_int_equal(d.after.xid, 1100);
 	assert_int_equal(d.after.source, 2);
 	assert_string_equal(d.after.key, c.after.key);
+	assert_true(d.lsn == c.lsn);
+}
+
+/* A cursor of version 1 (no WAL position), as relays issued before
+ * positions were kept, still decodes, with position 0; the same bytes
+ * with a forged tag do not. */
+static void version_1_accepted(void **state)
+{
+	unsigned char key[32], raw[256], mac[EVP_MAX_MD_SIZE];
+	struct comb_cursor c = sample(), d;
+	char text[COMB_CURSOR_MAX_TEXT];
+	unsigned int maclen = 0;
+	size_t len = 0, body;
+
+	(void)state;
+	comb_cursor_key(secret, key);
+	assert_int_equal(comb_cursor_encode(&c, key, text, sizeof(text)), 0);
+	assert_int_equal(comb_base64_decode(text, strlen(text), raw, sizeof(raw), &len), 0);
+	/* version 2 is version 1's body, then 8 bytes of position, then the tag */
+	body = len - 16 - 8;
+	raw[0] = 1;
+	HMAC(EVP_sha256(), key, 32, raw, body, mac, &maclen);
+	memcpy(raw + body, mac, 16);
+	assert_int_equal(comb_base64_encode(raw, body + 16, text, sizeof(text)), 0);
+	assert_int_equal(comb_cursor_decode(text, key, &d), 0);
+	assert_true(d.lsn == 0);
+	assert_int_equal(d.after.xid, 1100);
+	assert_string_equal(d.after.key, c.after.key);
+
+	raw[body] ^= 1;
+	assert_int_equal(comb_base64_encode(raw, body + 16, text, sizeof(text)), 0);
+	assert_int_equal(comb_cursor_decode(text, key, &d), COMB_EINVAL);
 }
 
 static void forged_and_foreign(void **state)
@@ -96,6 +133,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip),
+		cmocka_unit_test(version_1_accepted),
 		cmocka_unit_test(forged_and_foreign),
 		cmocka_unit_test(scope_is_bound),
 	};

@@ -29,6 +29,7 @@ static void fill(struct comb_signal *s, unsigned int type)
 	s->community = 7;
 	s->type = type;
 	s->xid = 123456789012ULL;
+	s->lsn = 0x16B374D848ULL;
 	switch (type) {
 	case COMB_SIGNAL_HEAD:
 	case COMB_SIGNAL_MOVE:
@@ -57,11 +58,13 @@ static void fill(struct comb_signal *s, unsigned int type)
 	case COMB_SIGNAL_EPHEMERAL:
 		memcpy(s->channel, CH, sizeof(CH));
 		s->xid = 0;
+		s->lsn = 0;
 		s->payload = (const unsigned char *)"{\"kind\":20001}";
 		s->payload_len = strlen((const char *)s->payload);
 		break;
 	default:
 		s->xid = 0;
+		s->lsn = 0;
 		s->seq = 0;
 		s->community = 0;
 		break;
@@ -76,6 +79,7 @@ static void assert_signal_equal(const struct comb_signal *a,
 	assert_true(a->community == b->community);
 	assert_int_equal(a->type, b->type);
 	assert_true(a->xid == b->xid);
+	assert_true(a->lsn == b->lsn);
 	assert_int_equal(a->kind, b->kind);
 	assert_string_equal(a->channel, b->channel);
 	assert_string_equal(a->d, b->d);

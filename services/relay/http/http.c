@@ -173,14 +173,17 @@ static void dispatch(struct request *req)
 	default:
 		break;
 	}
-	/* The database is borrowed for the host lookup only: nothing is held
-	 * while the client sends its body. */
-	if (!http_acquire_db(req))
-		return;
-	rc = community_lookup(req->db, req->host, &req->community);
-	if (rc == COMB_EUNAVAIL)
-		req->db_broken = comb_db_conn_lost(req->db);
-	http_release_db(req);
+	/* The database is borrowed for the host lookup only (unless a recent
+	 * lookup answers): nothing is held while the client sends its body. */
+	rc = 0;
+	if (!community_cached(req->host, &req->community)) {
+		if (!http_acquire_db(req))
+			return;
+		rc = community_lookup(req->db, req->host, &req->community);
+		if (rc == COMB_EUNAVAIL)
+			req->db_broken = comb_db_conn_lost(req->db);
+		http_release_db(req);
+	}
 	if (rc == COMB_EUNAVAIL) {
 		http_send_unavailable(req, "database");
 		return;
@@ -198,10 +201,11 @@ static void dispatch(struct request *req)
 		return;
 	}
 	/* /query records the token's use itself: an incremental read does
-	 * it in the call that admits it */
+	 * it in the call that admits it; reads borrow their connection where
+	 * the read router says (http_borrow_read), writes the primary's */
 	if (!read_body(req) || !authenticate(req) ||
 	    (req->route != ROUTE_QUERY && !http_claim_replay(req)) ||
-	    !http_acquire_db(req))
+	    (req->route == ROUTE_EVENTS && !http_acquire_db(req)))
 		return;
 	if (req->route == ROUTE_EVENTS)
 		handle_events(req);

@@ -292,6 +292,8 @@ static void send_rows(struct request *req, PGresult *res)
 /* Answers a failed statement: the budget, or the database. */
 static void send_failure(struct request *req, PGresult *res)
 {
+	if (http_read_failed_over(req, res))
+		return;  /* handle_query reads again on the primary */
 	if (comb_db_is_error(res, "57014")) {
 		http_send_error(req, 503, "error: query budget exceeded");
 		return;
@@ -351,7 +353,12 @@ void artifact_query(struct request *req, json_t *filter, bool count)
 		http_send_error(req, 400, "invalid: incremental filters cannot be counted");
 		return;
 	}
-	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
+	/* who the reader is, and what it reads, on one server */
+	if (!http_borrow_read(req, 0))
+		return;
+	if (access_load_actor(request_pool(req), req->db, &req->community, req->pubkey, &actor)) {
+		if (http_read_failed_over(req, NULL))
+			return;  /* handle_query reads again on the primary */
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
 		return;

@@ -60,14 +60,17 @@ static int miss_cmp(const void *a, const void *b)
  * into *res (the caller clears it) on held, or else on a pooled
  * connection given back at once, points b's events at them and keeps
  * them in the revision cache. */
-static int fetch_misses(struct relay *relay, PGconn *held, struct batch *b,
-			size_t nmiss, PGresult **res, char *why, size_t whylen)
+static int fetch_misses(struct relay *relay, const struct event_source *src,
+			struct batch *b, size_t nmiss, PGresult **res, char *why,
+			size_t whylen)
 {
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
 		"SELECT seq, raw FROM events WHERE seq = ANY ($1::bigint[]) ORDER BY seq", 1);
 	struct comb_buf list;
 	const char *params[1];
-	PGconn *db = held;
+	struct comb_read_lease lease = {0};
+	struct comb_db_pool *pool = src->held ? src->pool : relay->db;
+	PGconn *db = src->held;
 	size_t i;
 	int rc = 0, row;
 
@@ -79,13 +82,17 @@ static int fetch_misses(struct relay *relay, PGconn *held, struct batch *b,
 		goto out;
 	}
 	params[0] = list.data;
-	if (!held)
+	if (!db && src->routed && !comb_read_acquire(relay->reads, src->at_least, 2000, &lease)) {
+		db = lease.conn;
+		pool = lease.pool;
+	} else if (!db && !src->routed) {
 		db = comb_db_acquire(relay->db, 2000);
+	}
 	if (!db) {
 		rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
 		goto out;
 	}
-	*res = comb_db_exec_stmt(relay->db, db, &stmt, params);
+	*res = comb_db_exec_stmt(pool, db, &stmt, params);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK) {
 		if (comb_db_is_error(*res, "57014")) {
 			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: query budget exceeded");
@@ -94,7 +101,9 @@ static int fetch_misses(struct relay *relay, PGconn *held, struct batch *b,
 			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
 		}
 	}
-	if (!held)
+	if (lease.conn)
+		comb_read_release(relay->reads, &lease, rc && comb_db_conn_lost(db));
+	else if (!src->held)
 		comb_db_release(relay->db, db, rc && comb_db_conn_lost(db));
 	if (rc)
 		goto out;
@@ -119,6 +128,15 @@ out:
 int read_events_by_seq(struct relay *relay, PGconn *held,
 		       const int64_t *seqs, size_t n, event_bytes_fn emit,
 		       void *ctx, char *why, size_t whylen)
+{
+	const struct event_source src = {.pool = relay->db, .held = held};
+
+	return read_events_from(relay, &src, seqs, n, emit, ctx, why, whylen);
+}
+
+int read_events_from(struct relay *relay, const struct event_source *src,
+		     const int64_t *seqs, size_t n, event_bytes_fn emit,
+		     void *ctx, char *why, size_t whylen)
 {
 	size_t sent = 0, size = BATCH_MIN, cap, k, j, nmiss, bytes;
 	struct batch *b;
@@ -146,7 +164,7 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 		}
 		if (nmiss) {
 			qsort(b->misses, nmiss, sizeof(b->misses[0]), miss_cmp);
-			rc = fetch_misses(relay, held, b, nmiss, &res, why, whylen);
+			rc = fetch_misses(relay, src, b, nmiss, &res, why, whylen);
 		}
 		for (j = 0, bytes = 0; j < k && rc == 0; j++) {
 			rc = emit(ctx, b->items[j].bytes, b->items[j].len, why, whylen);
@@ -163,4 +181,19 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 	}
 	free(b);
 	return rc;
+}
+
+void read_misses_source(struct request *req, struct event_source *src)
+{
+	PGresult *res;
+	comb_lsn lsn;
+
+	*src = (struct event_source){.pool = req->relay->db};
+	if (!req->db || !req->read.conn || req->read.server < 0)
+		return;
+	res = PQexec(req->db, "SELECT " COMB_READ_POSITION_SQL);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
+	    !comb_lsn_parse(PQgetvalue(res, 0, 0), &lsn))
+		*src = (struct event_source){.routed = true, .at_least = lsn};
+	PQclear(res);
 }

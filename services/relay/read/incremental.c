@@ -71,6 +71,7 @@ struct read_ctx {
 	unsigned char scope[COMB_CURSOR_SCOPE_LEN];
 	uint64_t horizon;
 	uint64_t system_id;
+	comb_lsn pos;           /* the WAL position the last statement saw */
 	int epoch;
 	struct comb_buf out;    /* the answer being written (a chunk of it when
 				 * streaming) */
@@ -164,6 +165,8 @@ static void release_admission(struct relay *relay, const char *token)
 /* Sends the answer for a failed statement: the budget or the database. */
 static void send_db_failure(struct read_ctx *rc, PGresult *res)
 {
+	if (http_read_failed_over(rc->req, res))
+		return;  /* incremental_run reads again on the primary */
 	if (comb_db_is_error(res, "57014")) {
 		send_inc_error(rc->req, 503, "incremental_busy", "query budget exceeded");
 		return;
@@ -284,6 +287,7 @@ static int put_next_upsert(void *ctx, const char *raw, size_t len,
 static void send_page(struct read_ctx *rc, const char *cursor, bool more)
 {
 	int64_t *seqs = calloc((size_t)rc->nlist + 1, sizeof(*seqs));
+	struct event_source src;
 	char why[128] = "";
 	int i, k = 0, err;
 
@@ -295,10 +299,19 @@ static void send_page(struct read_ctx *rc, const char *cursor, bool more)
 		if (rc->list[i].seq)
 			seqs[k++] = rc->list[i].seq;
 	rc->streaming = !rc->req->capture && rc->nlist > READ_SMALL_ANSWER;
-	if (rc->streaming)
+	/* Streamed, the connection is given back first: misses are then read
+	 * where the items' statement's position is (a standby's), or on the
+	 * primary. */
+	src = (struct event_source){request_pool(rc->req), rc->req->db, false, 0};
+	if (rc->streaming) {
+		if (rc->req->read.conn && rc->req->read.server >= 0)
+			src = (struct event_source){.routed = true, .at_least = rc->pos};
+		else
+			src = (struct event_source){.pool = rc->req->relay->db};
 		http_stream_begin(rc->req);
-	err = read_events_by_seq(rc->req->relay, rc->req->db, seqs, (size_t)k,
-				 put_next_upsert, rc, why, sizeof(why));
+	}
+	err = read_events_from(rc->req->relay, &src, seqs, (size_t)k,
+			       put_next_upsert, rc, why, sizeof(why));
 	free(seqs);
 	if (!err)
 		err = put_removals(rc);
@@ -328,20 +341,26 @@ static void send_page(struct read_ctx *rc, const char *cursor, bool more)
 	}
 }
 
-/* Reads the horizon, the database identity and the community's cursor
- * epoch from the first three columns of row 0 of res. */
+/* Reads the horizon, the database identity, the community's cursor epoch
+ * and the WAL position seen from the first four columns of row 0 of res
+ * (SNAPSHOT_COLUMNS). */
 static void read_horizon(struct read_ctx *rc, const PGresult *res)
 {
 	rc->horizon = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 	rc->system_id = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
 	rc->epoch = (int)strtol(PQgetvalue(res, 0, 2), NULL, 10);
+	comb_lsn_parse(PQgetvalue(res, 0, 3), &rc->pos);
 }
 
-/* The snapshot columns every cursor statement starts with. */
+/* The snapshot columns every cursor statement starts with. The WAL
+ * position is read after the statement's snapshot was taken, so every
+ * commit the snapshot sees lies at or below it. */
 #define SNAPSHOT_CTE \
 	"WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon," \
 	" (SELECT system_identifier FROM pg_control_system()) AS sysid," \
-	" (SELECT cursor_epoch FROM communities WHERE id = $1) AS epoch)"
+	" (SELECT cursor_epoch FROM communities WHERE id = $1) AS epoch," \
+	" " COMB_READ_POSITION_SQL " AS pos)"
+#define SNAPSHOT_COLUMNS "s.horizon::text, s.sysid::text, s.epoch, s.pos"
 
 /* The reader's read keys in a statement whose $n is rc->admin_keys: the
  * admin's when the reader is a community admin in the statement's own
@@ -393,7 +412,7 @@ static void known_ids(struct read_ctx *rc)
 	}
 	p[6] = ids.data;
 	p[7] = rc->admin_keys;
-	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
+	res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db, &stmt, p);
 	comb_buf_release(&ids);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		send_db_failure(rc, res);
@@ -437,7 +456,7 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	/* A read of some channels: planned for them at each page. */
 	static struct comb_db_stmt scoped = COMB_DB_STMT(
 		SNAPSHOT_CTE
-		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.accepted_seq"
+		" SELECT " SNAPSHOT_COLUMNS ", l.d::text, l.accepted_seq"
 		" FROM s LEFT JOIN LATERAL ("
 		"  SELECT h.d, h.accepted_seq FROM artifact_heads h"
 		"  JOIN channels c ON c.community_id = h.community_id AND c.id = h.channel_id"
@@ -455,7 +474,7 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	 * per connection (comb_heads_page). */
 	static struct comb_db_stmt unscoped = COMB_DB_STMT(
 		SNAPSHOT_CTE
-		" SELECT s.horizon::text, s.sysid::text, s.epoch, l.d::text, l.accepted_seq"
+		" SELECT " SNAPSHOT_COLUMNS ", l.d::text, l.accepted_seq"
 		" FROM s LEFT JOIN LATERAL comb_heads_page($1, $2, " READER_KEYS(8) ","
 		"  $4::uuid[], $5::text[], $6::uuid, $7::int) l ON true"
 		" ORDER BY l.d", 8);
@@ -471,7 +490,7 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	p[6] = lim;
 	p[7] = rc->admin_keys;
-	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db,
+	res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db,
 				rc->in.has_channels ? &scoped : &unscoped, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
 		send_db_failure(rc, res);
@@ -480,11 +499,11 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	}
 	read_horizon(rc, res);
 	/* One row with a NULL d when nothing is listed. */
-	n = PQgetisnull(res, 0, 3) ? 0 : PQntuples(res);
+	n = PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
 	for (i = 0; i < n && i < limit && !err; i++) {
-		err = add_item(rc, strtoll(PQgetvalue(res, i, 4), NULL, 10), NULL,
+		err = add_item(rc, strtoll(PQgetvalue(res, i, 5), NULL, 10), NULL,
 			       NULL, NULL);
-		snprintf(last, 37, "%s", PQgetvalue(res, i, 3));
+		snprintf(last, 37, "%s", PQgetvalue(res, i, 4));
 	}
 	PQclear(res);
 	if (err) {
@@ -529,7 +548,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	/* Whether anything can lie between the cursor and the horizon. */
 	static struct comb_db_stmt probe = COMB_DB_STMT(
 		SNAPSHOT_CTE
-		" SELECT s.horizon::text, s.sysid::text, s.epoch, s.horizon > $3::xid8"
+		" SELECT " SNAPSHOT_COLUMNS ", s.horizon > $3::xid8"
 		"  AND NOT comb_incremental_unchanged($1, $2, $3::xid8, s.horizon)"
 		" FROM s", 3);
 	/* The changes, with the horizon of their own snapshot. (Gating this
@@ -537,7 +556,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	 * twice as slow: docs/benchmarks-history.md.) */
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
 		SNAPSHOT_CTE
-		" SELECT s.horizon::text, s.sysid::text, s.epoch, true,"
+		" SELECT " SNAPSHOT_COLUMNS ", true,"
 		"  c.xid::text, c.src, c.d::text, c.channel::text, c.what, c.seq"
 		" FROM s LEFT JOIN LATERAL comb_incremental_changes($1, $2,"
 		"  " READER_KEYS(11) ", $4::uuid[], $5::boolean, $6::text[], $7::xid8,"
@@ -560,7 +579,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	p[10] = rc->admin_keys;
 	*ran = true;
 	if (!rc->expect_change) {
-		res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &probe,
+		res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db, &probe,
 					(const char *const[]){p[0], p[1], after_xid});
 		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 			send_db_failure(rc, res);
@@ -568,12 +587,12 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 			return -1;
 		}
 		read_horizon(rc, res);
-		*ran = PQgetvalue(res, 0, 3)[0] == 't';
+		*ran = PQgetvalue(res, 0, 4)[0] == 't';
 		PQclear(res);
 		if (!*ran)
 			return 0;
 	}
-	res = comb_db_exec_stmt(rc->req->relay->db, rc->req->db, &stmt, p);
+	res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db, &stmt, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
 		send_db_failure(rc, res);
 		PQclear(res);
@@ -581,7 +600,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	}
 	read_horizon(rc, res);
 	/* One row with NULL changes when there are none. */
-	n = PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
+	n = PQgetisnull(res, 0, 5) ? 0 : PQntuples(res);
 	items = calloc((size_t)n + 1, sizeof(*items));
 	sorted = calloc((size_t)n + 1, sizeof(*sorted));
 	if (!items || !sorted) {
@@ -590,11 +609,11 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	}
 	for (i = 0; i < n && i < limit; i++) {
 		items[i] = (struct change){
-			.xid = strtoull(PQgetvalue(res, i, 4), NULL, 10),
-			.src = (int)strtol(PQgetvalue(res, i, 5), NULL, 10),
-			.d = PQgetvalue(res, i, 6),
-			.channel = PQgetvalue(res, i, 7),
-			.what = PQgetvalue(res, i, 8),
+			.xid = strtoull(PQgetvalue(res, i, 5), NULL, 10),
+			.src = (int)strtol(PQgetvalue(res, i, 6), NULL, 10),
+			.d = PQgetvalue(res, i, 7),
+			.channel = PQgetvalue(res, i, 8),
+			.what = PQgetvalue(res, i, 9),
 			.row = i,
 		};
 		sorted[i] = items[i];
@@ -620,7 +639,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		if (!strcmp(c->what, "moved"))
 			continue;
 #endif
-		if (!strcmp(c->what, "upsert") && PQgetisnull(res, c->row, 9)) {
+		if (!strcmp(c->what, "upsert") && PQgetisnull(res, c->row, 10)) {
 			/* An upsert always names its revision: one without is
 			 * a broken database, not an answer. */
 			comb_warn("incremental read: an upsert of %s has no revision", c->d);
@@ -629,7 +648,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 			goto out;
 		}
 		if (!strcmp(c->what, "upsert"))
-			err = add_item(rc, strtoll(PQgetvalue(res, c->row, 9), NULL, 10),
+			err = add_item(rc, strtoll(PQgetvalue(res, c->row, 10), NULL, 10),
 				       NULL, NULL, NULL);
 		else
 			err = add_item(rc, 0, c->d, c->channel, c->what);
@@ -686,7 +705,13 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 		}
 		if (!cursor_bound_here(rc, &cur))
 			return;
-	} else {
+	}
+	/* Served where the cursor's snapshot, and the reader's writes, are; a
+	 * cursor issued before positions were kept names none, and only the
+	 * primary surely holds its snapshot. */
+	if (!http_borrow_read(rc->req, rc->in.cursor && !cur.lsn ? COMB_READ_PRIMARY : cur.lsn))
+		return;
+	if (!rc->in.cursor) {
 		cur.community = rc->req->community.id;
 		memcpy(cur.scope, rc->scope, sizeof(cur.scope));
 		cur.phase = COMB_CURSOR_INITIAL;
@@ -742,6 +767,9 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 	 * text (a resumable sync reads the subs of one cursor together). */
 	if (cur.phase == COMB_CURSOR_CHANGES)
 		cur.horizon = 0;
+	/* Never behind a position the reader was given. */
+	if (rc->pos > cur.lsn)
+		cur.lsn = rc->pos;
 	if (comb_cursor_encode(&cur, key, text, sizeof(text))) {
 		http_send_error(rc->req, 503, "error: out of memory");
 		return;
@@ -764,6 +792,7 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 	unsigned char key[32];
 	struct actor member = {0}, admin = {.community_admin = true};
 	char err[256], token[ADMISSION_TOKEN_LEN];
+	size_t mark;
 	int admitted;
 
 	/* The token's use is recorded first, whatever the answer. */
@@ -821,10 +850,24 @@ static void incremental_run(struct request *req, json_t *filter, bool admission,
 		http_send_error(req, 503, "error: out of memory");
 		goto out;
 	}
-	if (rc.in.has_ids)
-		known_ids(&rc);
-	else
-		cursor_read(&rc, key);
+	mark = rc.out.len;
+	do {
+		if (req->read_retry) {
+			/* A standby failed under the read, which sent nothing:
+			 * again, from the start, on the primary. */
+			req->read_retry = false;
+			rc.out.len = mark;
+			rc.out.data[mark] = '\0';
+			rc.items = rc.nlist = rc.next = 0;
+			rc.pos = 0;
+		}
+		if (rc.in.has_ids) {
+			if (http_borrow_read(req, 0))
+				known_ids(&rc);
+		} else {
+			cursor_read(&rc, key);
+		}
+	} while (req->read_retry);
 out:
 	if (admission)
 		release_admission(req->relay, token);

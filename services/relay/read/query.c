@@ -141,16 +141,18 @@ static int stream_event(void *ctx, const char *raw, size_t len, char *why,
 static void send_streamed(struct request *req, const int64_t *seqs, size_t n)
 {
 	struct stream_out o = {.req = req};
+	struct event_source src;
 	char why[160] = "out of memory";
 	int rc;
 
 	comb_buf_init(&o.buf, READ_CHUNK_BYTES +
 		      4 * (size_t)req->relay->cfg.max_message_length + 4096);
+	read_misses_source(req, &src);
 	http_stream_begin(req);
 	rc = comb_buf_putc(&o.buf, '[') ? COMB_ENOMEM : 0;
 	if (rc == 0)
-		rc = read_events_by_seq(req->relay, NULL, seqs, n, stream_event, &o,
-					why, sizeof(why));
+		rc = read_events_from(req->relay, &src, seqs, n, stream_event, &o,
+				      why, sizeof(why));
 	if (rc == 0)
 		rc = comb_buf_putc(&o.buf, ']') ? COMB_ENOMEM : 0;
 	if (rc == 0)
@@ -174,8 +176,9 @@ static void send_whole(struct request *req, const int64_t *seqs, size_t n)
 		      (4 * (size_t)req->relay->cfg.max_message_length + 4096) + 2);
 	rc = comb_buf_putc(&o.buf, '[') ? COMB_ENOMEM : 0;
 	if (rc == 0)
-		rc = read_events_by_seq(req->relay, req->db, seqs, n, stream_event,
-					&o, why, sizeof(why));
+		rc = read_events_from(req->relay,
+				      &(struct event_source){request_pool(req), req->db, false, 0},
+				      seqs, n, stream_event, &o, why, sizeof(why));
 	if (rc == 0)
 		rc = comb_buf_putc(&o.buf, ']') ? COMB_ENOMEM : 0;
 	if (rc == COMB_ENOMEM) {
@@ -221,18 +224,25 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 		http_send_error(req, 400, msg);
 		return;
 	}
-	if (access_load_actor(req->relay->db, req->db, &req->community, req->pubkey, &actor)) {
+	/* who the reader is, and what it reads, on one server */
+	if (!http_borrow_read(req, 0))
+		return;
+	if (access_load_actor(request_pool(req), req->db, &req->community, req->pubkey, &actor)) {
+		if (http_read_failed_over(req, NULL))
+			return;  /* handle_query reads again on the primary */
 		req->db_broken = comb_db_conn_lost(req->db);
 		http_send_unavailable(req, "database");
 		return;
 	}
 	access_read_keys_literal(req->relay, &actor, keys);
-	res = query_plain_run(req->relay->db, req->db, &f, count ? QUERY_COUNT : QUERY_SEQ,
+	res = query_plain_run(request_pool(req), req->db, &f, count ? QUERY_COUNT : QUERY_SEQ,
 			      req->community.id_text, req->pubkey, keys);
 	if (!res) {
 		http_send_error(req, 503, "error: out of memory");
 	} else if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		if (comb_db_is_error(res, "57014")) {
+		if (http_read_failed_over(req, res)) {
+			/* handle_query reads again on the primary */
+		} else if (comb_db_is_error(res, "57014")) {
 			http_send_error(req, 503, "error: query budget exceeded");
 		} else {
 			comb_warn("plain query failed: %s", PQresultErrorMessage(res));
@@ -272,10 +282,15 @@ void handle_query(struct request *req, bool count)
 	    !json_is_object(filter)) {
 		http_send_error(req, 400,
 				"invalid: the body must be a json array holding exactly one filter");
-	} else if (json_object_get(filter, "artifact")) {
-		artifact_query(req, filter, count);
 	} else {
-		plain_query(req, filter, count);
+		/* twice when a standby failed under the first (request.h) */
+		do {
+			req->read_retry = false;
+			if (json_object_get(filter, "artifact"))
+				artifact_query(req, filter, count);
+			else
+				plain_query(req, filter, count);
+		} while (req->read_retry);
 	}
 	json_decref(body);
 }

@@ -121,6 +121,32 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
 		       const int64_t *seqs, size_t n, event_bytes_fn emit,
 		       void *ctx, char *why, size_t whylen);
 
+/* Where read_events_from reads what the revision cache lacks: on held
+ * (borrowed from pool) when not NULL; else, when routed, on a connection
+ * the read router lends at position at_least (that of the statement that
+ * chose the events, so that every one of them is there); else on a
+ * connection of the primary's pool. */
+struct event_source {
+	struct comb_db_pool *pool;
+	PGconn *held;
+	bool routed;
+	comb_lsn at_least;
+};
+
+/*
+ * Sets *src for the misses of an answer whose events were chosen on
+ * req->db, to be read once req->db is given back: routed at the position
+ * req->db's server has replayed by now (at least what the choosing
+ * statement saw) when it is a standby, else the primary's pool (which
+ * holds every event).
+ */
+void read_misses_source(struct request *req, struct event_source *src);
+
+/* read_events_by_seq, reading misses where src says. */
+int read_events_from(struct relay *relay, const struct event_source *src,
+		     const int64_t *seqs, size_t n, event_bytes_fn emit,
+		     void *ctx, char *why, size_t whylen);
+
 /* A statement for comb_db_pool_warm: it readies a new connection for
  * incremental reads and plain filters of one channel (incremental.c). */
 extern const char read_warm_sql[];

@@ -278,6 +278,37 @@ static bool run_batch(struct write_job **batch, int n, PGconn *db)
 	return true;
 }
 
+/* Read-your-writes: records the position of the accepted writes of
+ * batch, committed on db, for their authors (write_note_position), one
+ * call per community of the batch, before any of them is answered. */
+static void record_positions(struct write_job **batch, int n, PGconn *db)
+{
+	const char **authors;
+	bool *done;
+	int i, j, k;
+
+	if (comb_read_standbys(wb.relay->reads) == 0)
+		return;
+	authors = calloc((size_t)n, sizeof(*authors));
+	done = calloc((size_t)n, sizeof(*done));
+	for (i = 0; authors && done && i < n; i++) {
+		if (done[i] || batch[i]->res.status != 200)
+			continue;
+		for (j = i, k = 0; j < n; j++) {
+			if (done[j] || batch[j]->res.status != 200 ||
+			    batch[j]->community.id != batch[i]->community.id)
+				continue;
+			done[j] = true;
+			authors[k++] = batch[j]->auth_pubkey;
+		}
+		write_note_position(wb.relay, db, &batch[i]->community, authors, (size_t)k);
+	}
+	if (!authors || !done)
+		comb_warn("write: out of memory keeping the writes' read position");
+	free(authors);
+	free(done);
+}
+
 static void run(struct write_job **batch, int n)
 {
 	PGconn *db = comb_db_acquire(wb.relay->db, 2000);
@@ -293,6 +324,8 @@ static void run(struct write_job **batch, int n)
 	} else {
 		keep = run_batch(batch, n, db);
 	}
+	if (keep)
+		record_positions(batch, n, db);
 	comb_db_release(wb.relay->db, db, !keep);
 }
 

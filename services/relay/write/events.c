@@ -205,6 +205,9 @@ void handle_events(struct request *req)
 	} else {
 		write_event(&w, &ev, &res);
 		req->db_broken = w.db_broken;
+		if (res.status == 200 && !w.db_broken)
+			write_note_position(req->relay, req->db, &req->community,
+					    (const char *const[]){req->pubkey}, 1);
 	}
 	send_result(req, ev.id, &res);
 	comb_event_release(&ev);

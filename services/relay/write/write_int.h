@@ -23,6 +23,17 @@ bool write_is_fresh(const struct writer *w, const struct comb_event *ev);
 bool write_exec(struct writer *w, const char *sql);
 
 /*
+ * Read-your-writes (readpos.h): records, for authors[0..n) of community c,
+ * the WAL position read on db right after their writes committed there,
+ * before they are answered. A no-op when the node reads from no standby;
+ * a failure is logged (the writes stand; their authors may then read from
+ * a standby that has not replayed them yet).
+ */
+void write_note_position(struct relay *relay, PGconn *db,
+			 const struct community *c, const char *const *authors,
+			 size_t n);
+
+/*
  * Inserts ev into events (and its single-letter tags but h, its
  * channel, into event_tags)
  * inside the caller's transaction, with channel_id (NULL for none).

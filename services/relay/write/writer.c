@@ -15,6 +15,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
+#include "readpos.h"
 #include "revcache.h"
 #include "write.h"
 #include "write_int.h"
@@ -205,4 +206,26 @@ out:
 		write_event_params_release(&ps[i]);
 	free(ps);
 	return rc;
+}
+
+void write_note_position(struct relay *relay, PGconn *db,
+			 const struct community *c, const char *const *authors,
+			 size_t n)
+{
+	PGresult *res;
+	comb_lsn lsn = 0;
+
+	if (comb_read_standbys(relay->reads) == 0 || n == 0)
+		return;
+	res = PQexec(db, "SELECT " COMB_READ_POSITION_SQL);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+	    comb_lsn_parse(PQgetvalue(res, 0, 0), &lsn)) {
+		comb_warn("write: the WAL position after a commit is unknown: %s",
+			  PQresultErrorMessage(res));
+		PQclear(res);
+		return;
+	}
+	PQclear(res);
+	if (readpos_record(relay, c, authors, n, lsn))
+		comb_warn("write: Redis did not keep the writes' read position");
 }

@@ -32,6 +32,9 @@ struct comb_config {
 	int num_threads;            /* COMB_NUM_THREADS */
 	int max_connections_per_ip; /* COMB_MAX_CONNECTIONS_PER_IP */
 	int db_pool_size;           /* COMB_DB_POOL_SIZE */
+	char *read_database_urls;   /* COMB_READ_DATABASE_URLS, comma-separated */
+	int read_wait_ms;           /* COMB_READ_WAIT_MS */
+	int read_max_lag_ms;        /* COMB_READ_MAX_LAG_MS */
 	int max_message_length;     /* COMB_MAX_MESSAGE_LENGTH */
 	int max_subscriptions;      /* COMB_MAX_SUBSCRIPTIONS */
 	int max_connection_bytes;   /* COMB_MAX_CONNECTION_BYTES */

@@ -4,7 +4,9 @@
  * sharing that key accepts every other node's cursors. A cursor binds the
  * community, the reader and scope (as a hash), the database identity and
  * the community's cursor epoch, and holds only transaction positions: no
- * event or revision ids.
+ * event or revision ids. It also names the WAL position its last read's
+ * snapshot had seen, so that a read continuing it is served only by a
+ * server that has replayed that far (comb/readroute.h).
  */
 #ifndef COMB_CURSOR_H
 #define COMB_CURSOR_H
@@ -36,6 +38,8 @@ struct comb_cursor {
 	uint8_t phase;                           /* enum comb_cursor_phase */
 	uint64_t horizon;   /* INITIAL: the first page's horizon */
 	struct comb_position after; /* continue strictly after this */
+	uint64_t lsn;       /* WAL position seen (comb_lsn); 0 in cursors
+			     * issued before positions were kept */
 };
 
 /* Derives the cursor key from the relay secret key. */

@@ -18,6 +18,11 @@
  *   "k" kind        uint   event kind of an EVENT signal, 1 when an ADMIN
  *                          signal adds an admin (absent: 0)
  *   "b" payload     bin    ephemeral event JSON (absent: empty)
+ *   "l" lsn         uint   a WAL position of the primary at or after the
+ *                          change's commit (comb/readroute.h): a re-read
+ *                          for it must be served by a server that has
+ *                          replayed that far (absent: 0, unknown: only
+ *                          the primary is sure to have it)
  *
  * Keys a decoder does not know are skipped, so fields can be added later;
  * a known key with a wrong type, a duplicate key or anything malformed is
@@ -87,6 +92,7 @@ struct comb_signal {
 	int64_t community;
 	unsigned int type;      /* enum comb_signal_type or a newer value */
 	uint64_t xid;
+	uint64_t lsn;           /* WAL position at or after the commit, or 0 */
 	unsigned int kind;      /* EVENT only */
 	char channel[37];       /* canonical uuid or "" */
 	char d[37];             /* canonical uuid or "" */

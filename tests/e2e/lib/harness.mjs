@@ -18,7 +18,7 @@
 // same care. Service output goes to
 // STACK/logs/<test>-<database>-<service>.log.
 
-import { spawn, execFile } from 'node:child_process';
+import { spawn, execFile, execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -718,6 +718,61 @@ export async function runAdmin(dbUrl, args) {
 }
 
 /**
+ * Starts a streaming standby of the fixture's PostgreSQL (scripts/standby.sh:
+ * pg_basebackup -R, then a hot standby on a free port) in a directory beside
+ * the fixture's (STACK-standby-<random>, which `scripts/test-stack.sh stop`
+ * also stops). It holds every database the fixture held when it started
+ * and replays whatever is written later. Resolves to:
+ *   port, urlFor(db) (a COMB_DATABASE_URL of database db on the standby)
+ *   query(db, sql) -> rows, on the standby
+ *   pause(), resume()  pg_wal_replay_pause() / pg_wal_replay_resume()
+ *   replayed() -> pg_last_wal_replay_lsn() text
+ *   kill()     SIGKILL of its postmaster, as a crash
+ *   promote()  pg_ctl promote (waits until it accepts writes)
+ *   remove()   stops it and deletes its data
+ */
+export async function startStandby() {
+	const stackEnv = readStackEnv();
+	const dir = `${stackDir}-standby-${crypto.randomBytes(4).toString('hex')}`;
+	const script = path.join(sourceDir, 'scripts', 'standby.sh');
+	const run = async (...args) => {
+		try {
+			return (await execFileP('bash', [script, ...args], { maxBuffer: 1 << 20 })).stdout.trim();
+		} catch (err) {
+			throw new Error(`standby.sh ${args.join(' ')} failed: ${err.stderr || err.message}`);
+		}
+	};
+	const forget = onExit(() => {
+		try {
+			execFileSync('bash', [script, 'remove', dir], { stdio: 'ignore' });
+		} catch {
+			// the fixture's stop reaps it
+		}
+	});
+	const port = (await run('start', dir, stackEnv.PGPORT)).split('\n').pop();
+	const env = { ...stackEnv, PGPORT: port };
+	const query = async (db, sql) => {
+		const { stdout } = await execFileP('psql', [...psqlArgs(env, db), '-c', sql],
+			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' } });
+		return stdout.trim().split('\n').filter((l) => l !== '').map((l) => l.split('|'));
+	};
+	return {
+		port,
+		urlFor: (db) => `postgresql://postgres@127.0.0.1:${port}/${db}`,
+		query,
+		pause: () => query('postgres', 'SELECT pg_wal_replay_pause()'),
+		resume: () => query('postgres', 'SELECT pg_wal_replay_resume()'),
+		replayed: async () => (await query('postgres', 'SELECT pg_last_wal_replay_lsn()'))[0][0],
+		kill: () => run('kill', dir),
+		promote: () => run('promote', dir),
+		remove: async () => {
+			await run('remove', dir);
+			forget();
+		},
+	};
+}
+
+/**
  * Starts a test stack: a fresh database cloned from the fixture's template,
  * communities, optionally comb-capture (when built), and N relay nodes.
  *
@@ -733,6 +788,9 @@ export async function runAdmin(dbUrl, args) {
  *   ready        wait for /readyz 200 on every node (default: when capture runs)
  *   relayBin     the comb-relay binary (default BUILD/bin/comb-relay), for
  *                example a build with a planted bug
+ *   standby      start a streaming standby (startStandby) once the database
+ *                exists, and have every relay read from it
+ *                (COMB_READ_DATABASE_URLS; a node's nodeEnv may unset it)
  *
  * Resolves to the stack:
  *   url, urls[], port, ports[], wsUrl, wsUrls[]  (http://localhost:PORT...)
@@ -740,6 +798,7 @@ export async function runAdmin(dbUrl, args) {
  *   relaySecretKey (hex), relayPubkey
  *   communities [{id, hosts, owner, ownerSk}], admins [Uint8Array sk]
  *   captureEndpoint, logs {relays[], captures[]}
+ *   standby (with opts.standby: startStandby's, removed by stop())
  *   psql(sql) -> stdout, query(sql) -> rows, admin(args) -> {code, stdout, stderr}
  *   stopNode(i, signal?) -> {code, signal}, startNode(i), stopCapture(i, signal?),
  *   signalNode(i, signal) (for example SIGSTOP and SIGCONT),
@@ -762,6 +821,7 @@ export async function startRelay(opts = {}) {
 
 	await psqlOn('postgres',
 		`CREATE DATABASE "${dbName}" TEMPLATE ${stackEnv.COMB_TEST_TEMPLATE_DB ?? 'comb_template'}`);
+	const standby = opts.standby ? await startStandby() : null;
 
 	const relayKey = newKey();
 	const stack = {
@@ -773,6 +833,7 @@ export async function startRelay(opts = {}) {
 		urls: [], ports: [], wsUrls: [],
 		logs: { relays: [], captures: [] },
 		captureEndpoint: null,
+		standby,
 	};
 	const relays = [];
 	const captures = [];
@@ -844,6 +905,7 @@ export async function startRelay(opts = {}) {
 			// Every test client comes from 127.0.0.1; the tests of the
 			// per-address cap set their own.
 			COMB_MAX_CONNECTIONS_PER_IP: '100000',
+			...(standby ? { COMB_READ_DATABASE_URLS: standby.urlFor(dbName) } : {}),
 			...(stack.captureEndpoint ? { COMB_CAPTURE_ENDPOINT: stack.captureEndpoint } : {}),
 			...(opts.env ?? {}),
 			...((opts.nodeEnv ?? [])[i] ?? {}),
@@ -892,6 +954,8 @@ export async function startRelay(opts = {}) {
 			}
 		}
 		await Promise.all([...relays, ...captures].map((p) => p.exitPromise));
+		if (standby)
+			await standby.remove();
 		throw err;
 	}
 
@@ -916,6 +980,8 @@ export async function startRelay(opts = {}) {
 			if (c)
 				complaints.push(c);
 		}
+		if (standby)
+			await standby.remove();
 		if (complaints.length > 0)
 			throw new Error(`the stack did not stop cleanly (database ${dbName} kept):\n` +
 				complaints.join('\n'));

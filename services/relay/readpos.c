@@ -1,0 +1,118 @@
+/*
+ * Read positions kept in Redis: key comb:readpos:<community>:<pubkey>,
+ * value the position as 16 hexadecimal digits (so that Lua compares two
+ * of them as strings), kept for a while after the last write: longer
+ * than any standby in rotation can lag behind it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comb/error.h"
+#include "comb/log.h"
+#include "comb/redis.h"
+#include "readpos.h"
+
+#define KEY_MAX 128
+/* A kept position outlives the lag any standby in rotation may have by
+ * far; past it every standby in rotation has replayed the write. */
+#define KEEP_MIN_MS 60000
+
+static void key_of(const struct community *c, const char *pubkey, char out[KEY_MAX])
+{
+	snprintf(out, KEY_MAX, "comb:readpos:%s:%s", c->id_text, pubkey);
+}
+
+static long long keep_ms(const struct relay *relay)
+{
+	long long ms = 4LL * relay->cfg.read_max_lag_ms;
+
+	return ms > KEEP_MIN_MS ? ms : KEEP_MIN_MS;
+}
+
+int readpos_record(struct relay *relay, const struct community *c,
+		   const char *const *authors, size_t n, comb_lsn lsn)
+{
+	static const char script[] =
+		"for _, k in ipairs(KEYS) do\n"
+		"  local v = redis.call('GET', k)\n"
+		"  if not v or v < ARGV[1] then\n"
+		"    redis.call('SET', k, ARGV[1], 'PX', ARGV[2])\n"
+		"  else\n"
+		"    redis.call('PEXPIRE', k, ARGV[2])\n"
+		"  end\n"
+		"end\n"
+		"return 1";
+	char (*keys)[KEY_MAX];
+	const char **args;
+	char pos[24], keep[24];
+	redisReply *r;
+	size_t i;
+	int rc;
+
+	if (comb_read_standbys(relay->reads) == 0 || n == 0)
+		return 0;
+	keys = calloc(n, sizeof(*keys));
+	args = calloc(n + 2, sizeof(*args));
+	if (!keys || !args) {
+		free(keys);
+		free(args);
+		return COMB_EUNAVAIL;
+	}
+	for (i = 0; i < n; i++) {
+		key_of(c, authors[i], keys[i]);
+		args[i] = keys[i];
+	}
+	snprintf(pos, sizeof(pos), "%016" PRIx64, lsn);
+	snprintf(keep, sizeof(keep), "%lld", keep_ms(relay));
+	args[n] = pos;
+	args[n + 1] = keep;
+	r = comb_redis_script(relay->redis, script, (int)n, args, (int)n + 2);
+	rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : COMB_EUNAVAIL;
+	if (r)
+		freeReplyObject(r);
+	free(keys);
+	free(args);
+	return rc;
+}
+
+int readpos_of(struct relay *relay, const struct community *c,
+	       const char *reader, comb_lsn *out)
+{
+	char key[KEY_MAX], *end;
+	redisReply *r;
+	int rc = 0;
+
+	*out = 0;
+	if (comb_read_standbys(relay->reads) == 0 || !reader || !*reader)
+		return 0;
+	key_of(c, reader, key);
+	r = comb_redis_command(relay->redis, "GET %s", key);
+	if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+		rc = COMB_EUNAVAIL;
+	} else if (r->type == REDIS_REPLY_STRING) {
+		*out = strtoull(r->str, &end, 16);
+		if (*end)
+			rc = COMB_EUNAVAIL;
+	}
+	if (r)
+		freeReplyObject(r);
+	return rc;
+}
+
+int readpos_borrow(struct relay *relay, const struct community *c,
+		   const char *reader, comb_lsn at_least, int pool_wait_ms,
+		   struct comb_read_lease *out)
+{
+	comb_lsn own = 0;
+
+	if (readpos_of(relay, c, reader, &own)) {
+		/* Only the primary is sure to hold the reader's writes. */
+		comb_warn("read routing: Redis cannot say where %s last wrote; reading from the primary",
+			  reader);
+		own = COMB_READ_PRIMARY;
+	}
+	return comb_read_acquire(relay->reads, own > at_least ? own : at_least,
+				 pool_wait_ms, out);
+}

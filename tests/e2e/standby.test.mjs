@@ -1,0 +1,418 @@
+// Reads served by a PostgreSQL streaming standby (docs/operations.md, "Read
+// standbys"): a real standby made by pg_basebackup -R from the fixture's
+// primary, its replay paused with pg_wal_replay_pause() to make it lag on
+// purpose. Node 0 reads from the primary only; node 1 reads from the
+// standby. Which server answered is read from node 1's /metrics
+// (comb_read_standby_reads_total, comb_read_primary_total, waits and
+// fallbacks), the answers themselves from the incremental reads.
+
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+
+import { get, newKey, post, startRelay } from './lib/harness.mjs';
+import { accept, addMember, count, createChannel, query, uuid } from './lib/artifacts.mjs';
+
+// NIP-98 tokens are single use: a nonce keeps two identical reads apart.
+function nonce() {
+	return { nip98: { extraTags: [['nonce', crypto.randomBytes(8).toString('hex')]] } };
+}
+
+/** One incremental read through node `node` of stack; asserts 200. */
+async function readVia(stack, node, sk, filter) {
+	const r = await post(stack.urls[node], '/query', [{ artifact: 'incremental', ...filter }], sk, nonce());
+	assert.equal(r.status, 200, r.body);
+	return JSON.parse(r.body);
+}
+
+/** The d tags of the upserts of an answer, sorted. */
+function upserts(body) {
+	return body.changes.filter((c) => c.op === 'upsert')
+		.map((c) => c.event.tags.find((t) => t[0] === 'd')[1]).sort();
+}
+
+/** Node `node`'s read-routing metrics: {standby, primary, waits, fallbacks,
+ * inRotation, reachable}. */
+async function routing(stack, node) {
+	const r = await get(stack.urls[node], '/metrics');
+	assert.equal(r.status, 200);
+	const value = (re) => {
+		const m = r.body.match(re);
+		return m ? Number(m[1]) : null;
+	};
+	return {
+		standby: value(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m),
+		primary: value(/^comb_read_primary_total (\d+)$/m),
+		waits: value(/^comb_read_waits_total (\d+)$/m),
+		fallbacks: value(/^comb_read_fallbacks_total (\d+)$/m),
+		inRotation: value(/^comb_read_standby_in_rotation\{[^}]*\} (\d+)$/m),
+		reachable: value(/^comb_read_standby_reachable\{[^}]*\} (\d+)$/m),
+	};
+}
+
+/** Waits (polling, bounded) until check(await probe()) holds; returns the
+ * last value. */
+async function until(probe, check, what, ms = 30000) {
+	const end = Date.now() + ms;
+	for (;;) {
+		const v = await probe();
+		if (check(v))
+			return v;
+		if (Date.now() > end)
+			throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+		await new Promise((r) => setTimeout(r, 50));
+	}
+}
+
+/** Waits until the standby has replayed everything the primary has written
+ * so far. */
+async function caughtUp(stack) {
+	const [[target]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+	await until(() => stack.standby.query('postgres',
+		`SELECT pg_last_wal_replay_lsn() >= '${target}'::pg_lsn`),
+	(rows) => rows[0][0] === 't', 'the standby to catch up');
+}
+
+describe('reads on a paused standby', () => {
+	let stack;
+	let admin;
+	let h;
+	const reader = newKey();
+	const writer = newKey();
+
+	before(async () => {
+		stack = await startRelay({
+			standby: true,
+			nodes: 2,
+			// The standby stays in rotation however long it is paused here:
+			// these tests are about positions, not lag.
+			env: { COMB_READ_MAX_LAG_MS: '3600000' },
+			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
+		});
+		admin = stack.admins[0];
+		h = await createChannel(stack, admin);
+		await addMember(stack, admin, h, reader.pk);
+		await addMember(stack, admin, h, writer.pk);
+		await caughtUp(stack);
+		await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+	});
+
+	after(async () => {
+		await stack?.standby?.resume().catch(() => {});
+		await stack?.stop();
+	});
+
+	test('a read the standby has replayed is served by the standby', async () => {
+		const d = uuid();
+		await accept(stack, admin, { d, h, op: 'create' });
+		await caughtUp(stack);
+		const before = await routing(stack, 1);
+		const viaStandby = await readVia(stack, 1, reader.sk, { '#h': [h] });
+		const m = await routing(stack, 1);
+		assert.equal(m.standby, before.standby + 1, 'the standby served the read');
+		assert.equal(m.primary, before.primary, 'the primary served nothing');
+		assert.ok(upserts(viaStandby).includes(d));
+		const viaPrimary = await readVia(stack, 0, reader.sk, { '#h': [h] });
+		assert.deepEqual(upserts(viaStandby), upserts(viaPrimary));
+	});
+
+	test('a cursor from the primary is never served by a standby behind it', async () => {
+		// Both readers hold a cursor of everything so far.
+		await caughtUp(stack);
+		let cursor = (await readVia(stack, 0, reader.sk, { '#h': [h] })).cursor;
+		await stack.standby.pause();
+		const d1 = uuid();
+		await accept(stack, admin, { d: d1, h, op: 'create' });
+		// The primary's node moves the cursor past d1.
+		const onPrimary = await readVia(stack, 0, reader.sk, { '#h': [h], cursor });
+		assert.deepEqual(upserts(onPrimary), [d1]);
+		cursor = onPrimary.cursor;
+
+		// The standby has not replayed d1: node 1 waits, then reads on the
+		// primary; the cursor does not go back and nothing is repeated.
+		const before = await routing(stack, 1);
+		const next = await readVia(stack, 1, reader.sk, { '#h': [h], cursor });
+		let m = await routing(stack, 1);
+		assert.deepEqual(next.changes, [], 'nothing after the cursor yet');
+		assert.equal(m.standby, before.standby, 'the paused standby served nothing');
+		assert.equal(m.waits, before.waits + 1);
+		assert.equal(m.fallbacks, before.fallbacks + 1);
+
+		// A change made while the standby is still paused arrives, once.
+		const d2 = uuid();
+		await accept(stack, admin, { d: d2, h, op: 'create' });
+		const later = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: next.cursor });
+		assert.deepEqual(upserts(later), [d2]);
+
+		// Replay resumed and caught up, the standby serves the cursor again.
+		await stack.standby.resume();
+		await caughtUp(stack);
+		const mid = await routing(stack, 1);
+		const after = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: later.cursor });
+		m = await routing(stack, 1);
+		assert.deepEqual(after.changes, []);
+		assert.equal(m.standby, mid.standby + 1, 'served by the standby again');
+	});
+
+	test('read-your-writes: a write is read back through a node reading a paused standby', async () => {
+		await caughtUp(stack);
+		const writerCursor = (await readVia(stack, 1, writer.sk, { '#h': [h] })).cursor;
+		const readerCursor = (await readVia(stack, 1, reader.sk, { '#h': [h] })).cursor;
+		await stack.standby.pause();
+		const d = uuid();
+		// written through node 1 itself, the node that reads the standby
+		await accept({ ...stack, url: stack.urls[1] }, writer.sk, { d, h, op: 'create' });
+
+		const before = await routing(stack, 1);
+		const own = await readVia(stack, 1, writer.sk, { '#h': [h], cursor: writerCursor });
+		const m = await routing(stack, 1);
+		assert.deepEqual(upserts(own), [d], 'the writer sees its write');
+		assert.equal(m.fallbacks, before.fallbacks + 1, 'read on the primary');
+
+		// Another reader, whose position the paused standby has, is still
+		// served by it (and does not see the write yet: nothing promised it).
+		const other = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: readerCursor });
+		const m2 = await routing(stack, 1);
+		assert.equal(m2.standby, m.standby + 1, 'the other reader stays on the standby');
+		assert.deepEqual(other.changes, []);
+
+		// A first read (no cursor) by the writer also sees the write.
+		const fresh = await readVia(stack, 1, writer.sk, { '#h': [h] });
+		assert.ok(upserts(fresh).includes(d));
+
+		await stack.standby.resume();
+		await caughtUp(stack);
+		const caught = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: other.cursor });
+		assert.deepEqual(upserts(caught), [d], 'the other reader gets it once replayed');
+	});
+
+	test('/query and /count: served by the standby, and the writer reads its writes', async () => {
+		// more than a whole answer's worth (16), so the answer is streamed
+		// and its events' bytes are read after the connection went back
+		const ds = [];
+		for (let i = 0; i < 20; i++) {
+			ds.push(uuid());
+			await accept(stack, admin, { d: ds[i], h, op: 'create' });
+		}
+		await caughtUp(stack);
+		const node1 = { ...stack, url: stack.urls[1] };
+		const plain = { kinds: [45010], '#h': [h], limit: 500 };
+		const current = { artifact: 'current', '#h': [h], limit: 500 };
+
+		let before = await routing(stack, 1);
+		const viaStandby = await query(node1, reader.sk, plain);
+		const currentViaStandby = await query(node1, reader.sk, current);
+		const counted = await count(node1, reader.sk, plain);
+		let m = await routing(stack, 1);
+		// three reads, and the streamed answer's misses read on the standby too
+		assert.ok(m.standby >= before.standby + 3, 'the standby served all three');
+		assert.equal(m.primary, before.primary, 'the primary served nothing');
+		const viaPrimary = await query(stack, reader.sk, plain);
+		assert.equal(viaStandby.status, 200, viaStandby.raw);
+		assert.ok(viaStandby.body.length > 16);
+		assert.deepEqual(viaStandby.body.map((e) => e.id).sort(), viaPrimary.body.map((e) => e.id).sort());
+		assert.deepEqual((await query(stack, reader.sk, current)).body.map((e) => e.id).sort(),
+			currentViaStandby.body.map((e) => e.id).sort());
+		assert.equal(counted.body.count, viaPrimary.body.length);
+
+		await stack.standby.pause();
+		const d = uuid();
+		const written = await accept(node1, writer.sk, { d, h, op: 'create' });
+		before = await routing(stack, 1);
+		const own = await query(node1, writer.sk, plain);
+		const ownCount = await count(node1, writer.sk, plain);
+		const ownCurrent = await query(node1, writer.sk, current);
+		m = await routing(stack, 1);
+		assert.ok(own.body.some((e) => e.id === written.id), 'the writer reads its write');
+		assert.ok(ownCurrent.body.some((e) => e.id === written.id));
+		assert.equal(ownCount.body.count, counted.body.count + 1);
+		assert.ok(m.fallbacks >= before.fallbacks + 3, 'read on the primary');
+
+		// the reader, who wrote nothing, is still served by the paused standby
+		const theirs = await count(node1, reader.sk, plain);
+		const m2 = await routing(stack, 1);
+		assert.equal(m2.standby, m.standby + 1);
+		assert.equal(theirs.body.count, counted.body.count);
+		await stack.standby.resume();
+	});
+});
+
+
+describe('standby failures', () => {
+	test('a standby far behind leaves the rotation and returns once caught up', async () => {
+		const stack = await startRelay({ standby: true, capture: false, env: { COMB_READ_MAX_LAG_MS: '500' } });
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			await caughtUp(stack);
+			await until(() => routing(stack, 0), (m) => m.inRotation === 1, 'the standby in rotation');
+
+			await stack.standby.pause();
+			const d = uuid();
+			await accept(stack, admin, { d, h, op: 'create' });
+			await until(() => routing(stack, 0), (m) => m.inRotation === 0, 'the standby out of rotation');
+			// Out of rotation, reads go to the primary without waiting.
+			const before = await routing(stack, 0);
+			const body = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			let m = await routing(stack, 0);
+			assert.deepEqual(upserts(body), [d]);
+			assert.equal(m.waits, before.waits, 'no wait for a standby out of rotation');
+			assert.equal(m.primary, before.primary + 1);
+			assert.equal(m.standby, before.standby);
+
+			await stack.standby.resume();
+			await until(() => routing(stack, 0), (x) => x.inRotation === 1, 'the standby back in rotation');
+			const mid = await routing(stack, 0);
+			const again = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			m = await routing(stack, 0);
+			assert.deepEqual(upserts(again), [d]);
+			assert.equal(m.standby, mid.standby + 1, 'served by the standby again');
+		} finally {
+			await stack.standby.resume().catch(() => {});
+			await stack.stop();
+		}
+	});
+
+	test('a standby killed during reads: every read is answered, from the primary, nothing lost', async () => {
+		const stack = await startRelay({ standby: true, capture: false });
+		try {
+			const admin = stack.admins[0];
+			const h = await createChannel(stack, admin);
+			const readers = [newKey(), newKey(), newKey(), newKey()];
+			for (const r of readers)
+				await addMember(stack, admin, h, r.pk);
+			const ds = [];
+			for (let i = 0; i < 10; i++) {
+				ds.push(uuid());
+				await accept(stack, admin, { d: ds[i], h, op: 'create' });
+			}
+			await caughtUp(stack);
+			await until(() => routing(stack, 0), (m) => m.inRotation === 1, 'the standby in rotation');
+
+			// Each reader reads in a loop, a bounded number of times, its
+			// cursor chain and /query alternating, while the standby dies.
+			let killed = false;
+			const statuses = [];
+			const loop = async (r) => {
+				let cursor;
+				const seen = new Set();
+				for (let i = 0; i < 30; i++) {
+					const inc = await post(stack.url, '/query',
+						[{ artifact: 'incremental', '#h': [h], ...(cursor ? { cursor } : {}) }], r.sk, nonce());
+					statuses.push(inc.status);
+					if (inc.status === 200) {
+						const b = JSON.parse(inc.body);
+						upserts(b).forEach((d) => seen.add(d));
+						cursor = b.cursor;
+					}
+					const q = await query(stack, r.sk, { kinds: [45010], '#h': [h], limit: 100 });
+					statuses.push(q.status);
+					if (i === 5 && !killed) {
+						killed = true;
+						await stack.standby.kill();
+					}
+				}
+				return seen;
+			};
+			const seen = await Promise.all(readers.map(loop));
+			assert.deepEqual([...new Set(statuses)], [200], 'every read answered');
+			for (const s of seen)
+				assert.deepEqual([...s].sort(), [...ds].sort(), 'every reader has every artifact');
+			const m = await until(() => routing(stack, 0), (x) => x.reachable === 0, 'the standby unreachable');
+			assert.equal(m.inRotation, 0);
+			assert.ok(m.primary > 0, 'the primary served the reads after the kill');
+			// and after it: a write, then a read, both fine
+			const d = uuid();
+			await accept(stack, admin, { d, h, op: 'create' });
+			const body = await readVia(stack, 0, readers[0].sk, { '#h': [h] });
+			assert.ok(upserts(body).includes(d));
+		} finally {
+			await stack.stop();
+		}
+	});
+
+	test('a standby connection lost under a read: the read is answered from the primary', async () => {
+		const stack = await startRelay({ standby: true, capture: false });
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			const d = uuid();
+			await accept(stack, admin, { d, h, op: 'create' });
+			await caughtUp(stack);
+			await until(() => routing(stack, 0), (m) => m.inRotation === 1, 'the standby in rotation');
+			const node = { ...stack };
+			for (const [path, filter] of [
+				['incremental', { artifact: 'incremental', '#h': [h] }],
+				['plain', { kinds: [45010], '#h': [h] }],
+				['artifact', { artifact: 'current', '#h': [h] }],
+			]) {
+				// Every pooled connection of the relay to the standby ends;
+				// the standby itself stays up and in rotation.
+				await stack.standby.query('postgres', "SELECT count(pg_terminate_backend(pid)) " +
+					"FROM pg_stat_activity WHERE application_name = 'comb'");
+				const before = await routing(stack, 0);
+				const r = await query(node, reader.sk, filter);
+				const m = await routing(stack, 0);
+				assert.equal(r.status, 200, `${path}: ${r.raw}`);
+				const ids = (Array.isArray(r.body) ? r.body : r.body.changes.map((c) => c.event))
+					.map((e) => e.tags.find((t) => t[0] === 'd')[1]);
+				assert.deepEqual(ids, [d], path);
+				assert.equal(m.fallbacks, before.fallbacks + 1, `${path}: read again on the primary`);
+			}
+		} finally {
+			await stack.stop();
+		}
+	});
+
+	test('a standby promoted while clients hold cursors: every cursor stays valid, nothing lost or repeated', async () => {
+		const nodeEnv = [{}, {}];
+		const stack = await startRelay({ standby: true, capture: false, nodes: 2, nodeEnv });
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			const d1 = uuid();
+			await accept(stack, admin, { d: d1, h, op: 'create' });
+			await caughtUp(stack);
+			const first = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			assert.deepEqual(upserts(first), [d1]);
+			const d2 = uuid();
+			await accept(stack, admin, { d: d2, h, op: 'create' });
+			await caughtUp(stack);
+			const second = await readVia(stack, 0, reader.sk, { '#h': [h], cursor: first.cursor });
+			assert.deepEqual(upserts(second), [d2]);
+
+			// Writes stop, the standby has replayed them all and is
+			// promoted; node 1 comes back with it as its primary.
+			await stack.stopNode(1);
+			await stack.standby.promote();
+			Object.assign(nodeEnv[1], {
+				COMB_DATABASE_URL: stack.standby.urlFor(stack.dbName),
+				COMB_READ_DATABASE_URLS: null,
+			});
+			await stack.startNode(1);
+
+			// Both cursors continue on the promoted server.
+			const fromSecond = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: second.cursor });
+			assert.deepEqual(fromSecond.changes, []);
+			const fromFirst = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: first.cursor });
+			assert.deepEqual(upserts(fromFirst), [d2]);
+			// A write on the new primary arrives once.
+			const d3 = uuid();
+			await accept({ ...stack, url: stack.urls[1] }, admin, { d: d3, h, op: 'create' });
+			const third = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: fromSecond.cursor });
+			assert.deepEqual(upserts(third), [d3]);
+			const fourth = await readVia(stack, 1, reader.sk, { '#h': [h], cursor: third.cursor });
+			assert.deepEqual(fourth.changes, []);
+			const fresh = await readVia(stack, 1, reader.sk, { '#h': [h] });
+			assert.deepEqual(upserts(fresh), [d1, d2, d3].sort());
+		} finally {
+			await stack.stop();
+		}
+	});
+});
