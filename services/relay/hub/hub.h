@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "access.h"
+#include "comb/readroute.h"
 #include "comb/signal.h"
 #include "relay.h"
 
@@ -54,16 +55,18 @@ int hub_add_reader(struct reader_access *ra);
 void hub_remove_reader(struct reader_access *ra);
 
 /*
- * Loads whether ra's pubkey is a community admin from the database and
- * applies it, unless an admin signal arrived while it was loaded (the
- * signal is as new then). Call after hub_add_reader, from a thread that
- * may wait for the database: when the reader's status may have changed
- * without a signal reaching this node yet (at AUTH, when a subscription
- * opens: the operator's change may have committed a moment ago). Returns
- * 0 or COMB_EUNAVAIL.
+ * Loads whether ra's pubkey is a community admin of c from the primary
+ * and applies it, unless an admin signal arrived while it was loaded (the
+ * signal is as new then); with primary_at, also stores the primary's WAL
+ * position taken in the same statement: a read that must see everything
+ * committed before now asks a standby for at least that (comb/readroute.h).
+ * Call after hub_add_reader, from a thread that may wait for the database:
+ * when the reader's status may have changed without a signal reaching this
+ * node yet (at AUTH, when a subscription opens: the operator's change may
+ * have committed a moment ago). Returns 0 or COMB_EUNAVAIL.
  */
 int hub_load_admin(struct relay *relay, const struct community *c,
-		   struct reader_access *ra);
+		   struct reader_access *ra, comb_lsn *primary_at);
 
 /*
  * Registry (registry.c): the subscriptions of this node by community and

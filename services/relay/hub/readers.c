@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "access.h"
+#include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
 #include "hub.h"
@@ -93,23 +94,37 @@ void hub_remove_reader(struct reader_access *ra)
 }
 
 int hub_load_admin(struct relay *relay, const struct community *c,
-		   struct reader_access *ra)
+		   struct reader_access *ra, comb_lsn *primary_at)
 {
+	static struct comb_db_stmt stmt = COMB_DB_STMT(
+		"SELECT EXISTS (SELECT 1 FROM community_admins"
+		" WHERE community_id = $1 AND pubkey = $2),"
+		" pg_current_wal_insert_lsn()::text", 2);
 	unsigned before = atomic_load(&ra->generation);
-	bool failed = false, admin;
+	PGresult *res;
 	PGconn *db;
+	bool admin;
+	int rc = 0;
 
 	db = comb_db_acquire(relay->db, 2000);
 	if (!db)
 		return COMB_EUNAVAIL;
-	admin = community_is_admin(relay->db, db, c, ra->pubkey, &failed);
-	comb_db_release(relay->db, db, failed && comb_db_conn_lost(db));
-	if (failed)
+	res = comb_db_exec_stmt(relay->db, db, &stmt,
+				(const char *const[]){c->id_text, ra->pubkey});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		PQclear(res);
+		comb_db_release(relay->db, db, comb_db_conn_lost(db));
 		return COMB_EUNAVAIL;
+	}
+	admin = PQgetvalue(res, 0, 0)[0] == 't';
+	if (primary_at && comb_lsn_parse(PQgetvalue(res, 0, 1), primary_at))
+		rc = COMB_EUNAVAIL;
+	PQclear(res);
+	comb_db_release(relay->db, db, false);
 	/* A signal counted meanwhile is at least as new as what was read. */
 	pthread_mutex_lock(&readers.mu);
 	if (atomic_load(&ra->generation) == before)
 		atomic_store(&ra->admin, admin);
 	pthread_mutex_unlock(&readers.mu);
-	return 0;
+	return rc;
 }

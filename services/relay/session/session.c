@@ -375,7 +375,7 @@ int ws_session_set_reader(struct ws_session *s, const char *pubkey)
 	 * missed in between (hub_load_admin). */
 	rc = hub_add_reader(&s->access);
 	if (!rc)
-		rc = hub_load_admin(s->relay, &s->community, &s->access);
+		rc = hub_load_admin(s->relay, &s->community, &s->access, NULL);
 	if (rc) {
 		hub_remove_reader(&s->access);
 		return rc == COMB_ENOMEM ? COMB_EUNAVAIL : rc;
@@ -387,7 +387,7 @@ int ws_session_set_reader(struct ws_session *s, const char *pubkey)
 	return 0;
 }
 
-int ws_session_access_now(struct ws_session *s)
+int ws_session_access_now(struct ws_session *s, comb_lsn *primary_at)
 {
-	return hub_load_admin(s->relay, &s->community, &s->access);
+	return hub_load_admin(s->relay, &s->community, &s->access, primary_at);
 }

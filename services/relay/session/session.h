@@ -287,13 +287,18 @@ bool ws_session_authenticated(struct ws_session *s);
 int ws_session_set_reader(struct ws_session *s, const char *pubkey);
 
 /*
- * Makes s->access current before a subscription opens: loads the reader's
- * community admin status again, so that a change committed before the
- * REQ applies to it even when its signal has not reached this node yet
- * (and one lost with an interrupted feed is recovered). Connection
+ * Makes s->access current before a subscription reads what it starts
+ * with: loads the reader's community admin status again, so that a change
+ * committed before the REQ applies to it even when its signal has not
+ * reached this node yet (and one lost with an interrupted feed is
+ * recovered), and stores in *primary_at the primary's WAL position of that
+ * moment (hub_load_admin). A subscription registered for live changes
+ * before it calls this reads its start at that position or later, on a
+ * standby or the primary: whatever committed before the registration is
+ * then in what it reads, whatever after reaches it live. Connection
  * thread. Returns 0 or COMB_EUNAVAIL.
  */
-int ws_session_access_now(struct ws_session *s);
+int ws_session_access_now(struct ws_session *s, comb_lsn *primary_at);
 
 /*
  * The EVENT path's bound (pipelined EVENTs): waits, on the connection's

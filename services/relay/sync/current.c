@@ -36,6 +36,7 @@
 #include "metrics.h"
 #include "proto/proto.h"
 #include "read/read.h"
+#include "readpos.h"
 #include "sync_int.h"
 
 static struct {
@@ -478,15 +479,18 @@ static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
 }
 
 /*
- * Decides sub's set in one snapshot: its revisions into st (ordered by d).
- * Returns 0, or a negative COMB_E* with the CLOSED message in why.
+ * Decides sub's set in one snapshot, on a server at WAL position `at` or
+ * later (a standby or the primary, readpos_borrow): its revisions into st
+ * (ordered by d). Returns 0, or a negative COMB_E* with the CLOSED message
+ * in why.
  */
-static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
-		    size_t whylen)
+static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
+		    char *why, size_t whylen)
 {
 	struct ws_session *s = sub->session;
 	struct comb_buf channels, types, ds;
 	struct sync_probe *probes = NULL;
+	struct comb_read_lease lease;
 	const char *params[4];
 	PGresult *res = NULL;
 	PGconn *db;
@@ -511,12 +515,12 @@ static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 	params[2] = sub->types ? types.data : NULL;
 	params[3] = sub->has_dfilter ? ds.data : NULL;
 
-	db = comb_db_acquire(s->relay->db, 2000);
-	if (!db) {
+	if (readpos_borrow(s->relay, &s->community, s->pubkey, at, 2000, &lease)) {
 		snprintf(why, whylen, "error: database unavailable");
 		rc = COMB_EUNAVAIL;
 		goto out_nodb;
 	}
+	db = lease.conn;
 	res = run(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL,
 		  PGRES_COMMAND_OK, why, whylen);
 	if (!res) {
@@ -531,7 +535,7 @@ static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 			.reader = s->pubkey,
 			.access = &s->access,
 		};
-	rc = sync_probe_access(s->relay->db, db, probes, sub->nchannels, NULL,
+	rc = sync_probe_access(lease.pool, db, probes, sub->nchannels, NULL,
 			       &budget);
 	if (rc) {
 		snprintf(why, whylen, "%s", budget ? "error: query budget exceeded" :
@@ -557,7 +561,7 @@ static int snapshot(struct sync_sub *sub, struct stream *st, char *why,
 	PQclear(res);
 out:
 	broken = rc && comb_db_conn_lost(db);
-	comb_db_release(s->relay->db, db, broken);
+	comb_read_release(s->relay->reads, &lease, broken);
 out_nodb:
 	free(probes);
 	comb_buf_release(&channels);
@@ -593,6 +597,7 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	struct stream st = {0};
 	struct sync_sub *sub;
 	uint64_t generation;
+	comb_lsn at;
 	char why[300];
 	double t0 = ms_now(), t1, t2;
 	int rc;
@@ -620,10 +625,16 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	pthread_mutex_lock(&s->mu);
 	sub->started = true;
 	pthread_mutex_unlock(&s->mu);
+	/* the snapshot is read at the primary's position of this moment or
+	 * later: what committed before the registration is in it */
+	if (ws_session_access_now(s, &at)) {
+		sync_refuse(s, &sub->base, "error: database unavailable");
+		return;
+	}
 	t1 = ms_now();
 	ws_event_batch_init(&st.batch, s, sub->base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	st.sub = sub;
-	rc = snapshot(sub, &st, why, sizeof(why));
+	rc = snapshot(sub, &st, at, why, sizeof(why));
 	t2 = ms_now();
 	if (rc == 0)
 		rc = read_events_by_seq(s->relay, NULL, st.seqs, st.n, stream_emit, &st,

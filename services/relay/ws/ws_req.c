@@ -25,6 +25,7 @@
 #include "comb/uuid.h"
 #include "feed/feed.h"
 #include "protocol_limits.h"
+#include "readpos.h"
 #include "read/read.h"
 #include "session/session.h"
 #include "sync/sync.h"
@@ -66,6 +67,9 @@ struct plain_sub {
 	/* the events sent as stored ones: a live copy of one of them (its
 	 * signal may come after EOSE) is not sent again */
 	struct idset stored;
+	/* the primary's WAL position once registered: the stored events are
+	 * read at it or later (ws_session_access_now) */
+	comb_lsn read_at;
 };
 
 
@@ -395,24 +399,24 @@ static bool idset_has(const struct idset *set, const char *id)
 }
 
 /* Runs the stored query of filter f into *result (each event's id and
- * seq, in the filter's order), borrowing a database connection for the
- * statement only. Returns 0, or a negative COMB_E* with the CLOSED
- * message in why. */
+ * seq, in the filter's order) on a server at WAL position `at` or later
+ * (a standby or the primary, readpos_borrow), borrowing its connection
+ * for the statement only. Returns 0, or a negative COMB_E* with the
+ * CLOSED message in why. */
 static int query_stored(struct ws_session *s, const struct plain_filter *f,
-			PGresult **result, char *why, size_t whylen)
+			comb_lsn at, PGresult **result, char *why, size_t whylen)
 {
 	char keys[ACCESS_KEYS_LITERAL];
-	PGconn *db;
+	struct comb_read_lease lease;
 	int rc = 0;
 
-	db = comb_db_acquire(s->relay->db, 2000);
-	if (!db) {
+	if (readpos_borrow(s->relay, &s->community, s->pubkey, at, 2000, &lease)) {
 		*result = NULL;
 		snprintf(why, whylen, "error: database unavailable");
 		return COMB_EUNAVAIL;
 	}
 	reader_access_literal(&s->access, keys);
-	*result = query_plain_run(s->relay->db, db, f, QUERY_ID_SEQ,
+	*result = query_plain_run(lease.pool, lease.conn, f, QUERY_ID_SEQ,
 				  s->community.id_text, s->pubkey, keys);
 	if (!*result) {
 		snprintf(why, whylen, "error: out of memory");
@@ -427,7 +431,7 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 		}
 		rc = COMB_EUNAVAIL;
 	}
-	comb_db_release(s->relay->db, db, comb_db_conn_lost(db));
+	comb_read_release(s->relay->reads, &lease, comb_db_conn_lost(lease.conn));
 	return rc;
 }
 
@@ -499,7 +503,7 @@ static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
 	size_t n = 0;
 
 	head.limit = FIRST_EVENTS;
-	rc = query_stored(s, &head, &result, why, whylen);
+	rc = query_stored(s, &head, sub->read_at, &result, why, whylen);
 	for (row = 0; rc == 0 && row < PQntuples(result) && row < FIRST_EVENTS; row++) {
 		snprintf(first[(*nfirst)++], 65, "%s", PQgetvalue(result, row, 0));
 		added = idset_add(sub, sent, PQgetvalue(result, row, 0));
@@ -560,7 +564,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 			rc = send_first(sub, &out, f, sent, first, &nfirst, why, whylen);
 		taken = (size_t)nfirst;
 		if (rc == 0)
-			rc = query_stored(s, f, &result, why, whylen);
+			rc = query_stored(s, f, sub->read_at, &result, why, whylen);
 		seqs = rc ? NULL : malloc(((size_t)PQntuples(result) + 1) * sizeof(*seqs));
 		if (rc == 0 && !seqs)
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
@@ -643,9 +647,8 @@ static const char *sub_id(struct ws_session *s, const json_t *msg)
 	return id;
 }
 
-/* Checks the REQ's shape and limits and makes the reader's access current
- * (ws_session_access_now); sends CLOSED and returns false when it cannot
- * be opened. */
+/* Checks the REQ's shape and limits; sends CLOSED and returns false when
+ * it cannot be opened. */
 static bool admissible(struct ws_session *s, const char *id, const json_t *msg,
 		       int open)
 {
@@ -679,10 +682,6 @@ static bool admissible(struct ws_session *s, const char *id, const json_t *msg,
 			ws_send_closed(s, id, "invalid: a filter must be an object", WS_PUSH_WAIT);
 			return false;
 		}
-	}
-	if (ws_session_access_now(s)) {
-		ws_send_closed(s, id, "error: database unavailable", WS_PUSH_WAIT);
-		return false;
 	}
 	return true;
 }
@@ -826,7 +825,10 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 	if (!feed_still_trusted(s->community.id, generation))
 		kill_locked(sub, FEED_INTERRUPTED);
 	pthread_mutex_unlock(&s->mu);
-	if (send_stored(s, sub, &sent, why, sizeof(why))) {
+	if (ws_session_access_now(s, &sub->read_at)) {
+		ws_session_drop_sub(s, &sub->base);
+		ws_send_closed(s, id, "error: database unavailable", WS_PUSH_WAIT);
+	} else if (send_stored(s, sub, &sent, why, sizeof(why))) {
 		ws_session_drop_sub(s, &sub->base);
 		ws_send_closed(s, id, why, WS_PUSH_WAIT);
 	} else {

@@ -1,0 +1,115 @@
+// WebSocket reads served by a PostgreSQL streaming standby (docs/operations.md,
+// "Read standbys"): a plain REQ's stored events and a sync's snapshot are read
+// at the primary's WAL position of the moment they registered for live changes,
+// or later, on the standby when it has replayed that far, else (after the
+// bounded wait) on the primary; live re-reads stay on the primary. Node 0 reads
+// from the primary only; node 1 from the standby, whose replay is paused with
+// pg_wal_replay_pause() to make it lag on purpose.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { connectWs, get, newKey, startRelay } from './lib/harness.mjs';
+import { accept, addMember, chat, createChannel, tagValue, uuid } from './lib/artifacts.mjs';
+import { isFor, reqFrames } from './lib/subscriptions.mjs';
+
+/** Node `node`'s reads served by the standby and by the primary. */
+async function served(stack, node) {
+	const r = await get(stack.urls[node], '/metrics');
+	const value = (re) => Number((r.body.match(re) ?? [0, 0])[1]);
+	return {
+		standby: value(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m),
+		primary: value(/^comb_read_primary_total (\d+)$/m),
+	};
+}
+
+/** Waits until the standby has replayed everything written so far. */
+async function caughtUp(stack) {
+	const [[target]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+	const end = Date.now() + 30000;
+	for (;;) {
+		const rows = await stack.standby.query('postgres',
+			`SELECT pg_last_wal_replay_lsn() >= '${target}'::pg_lsn`);
+		if (rows[0][0] === 't')
+			return;
+		if (Date.now() > end)
+			throw new Error('the standby did not catch up');
+		await new Promise((r) => setTimeout(r, 50));
+	}
+}
+
+describe('WebSocket reads on a standby', () => {
+	let stack;
+	let admin;
+	let h;
+	const reader = newKey();
+
+	before(async () => {
+		stack = await startRelay({
+			standby: true,
+			nodes: 2,
+			// in rotation however long it is paused: positions, not lag
+			env: { COMB_READ_MAX_LAG_MS: '3600000' },
+			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
+		});
+		admin = stack.admins[0];
+		h = await createChannel(stack, admin, { visibility: 'private' });
+		await addMember(stack, admin, h, reader.pk);
+		await caughtUp(stack);
+	});
+
+	after(async () => {
+		await stack?.standby?.resume().catch(() => {});
+		await stack?.stop();
+	});
+
+	test('a plain REQ reads its stored events on the standby once it has replayed them', async () => {
+		const m = await chat(stack, admin, h, 'replayed');
+		await caughtUp(stack);
+		const c = await connectWs(stack.wsUrls[1], reader.sk);
+		const before = await served(stack, 1);
+		const frames = await reqFrames(c, 'chat', [{ kinds: [9], '#h': [h] }]);
+		const after = await served(stack, 1);
+		assert.ok(frames.some((f) => f[0] === 'EVENT' && f[2].id === m.id));
+		assert.ok(after.standby > before.standby, 'the standby served the stored events');
+		await c.close();
+	});
+
+	test('a plain REQ never misses what committed before it, on a standby behind', async () => {
+		const c = await connectWs(stack.wsUrls[1], reader.sk);
+		await stack.standby.pause();
+		try {
+			const m = await chat(stack, admin, h, 'not replayed yet');
+			const frames = await reqFrames(c, 'chat', [{ kinds: [9], '#h': [h], limit: 5 }]);
+			assert.ok(frames.some((f) => f[0] === 'EVENT' && f[2].id === m.id),
+				'a message committed before the REQ was missing from its stored events');
+			// and a later one arrives live, once
+			const live = await chat(stack, admin, h, 'live');
+			const got = await c.next((f) => isFor('chat')(f) && f[0] === 'EVENT', 10000);
+			assert.equal(got[2].id, live.id);
+		} finally {
+			await stack.standby.resume();
+		}
+		await c.close();
+	});
+
+	test('a sync snapshot holds what committed before it, and a live edit reaches it, on a standby behind', async () => {
+		const c = await connectWs(stack.wsUrls[1], reader.sk);
+		await stack.standby.pause();
+		try {
+			const rev = await accept(stack, admin, { d: uuid(), h, op: 'create' });
+			const frames = await reqFrames(c, 'sync', [{ artifact: 'current', '#h': [h] }]);
+			assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
+			assert.ok(frames.some((f) => f[0] === 'EVENT' && f[2].id === rev.id),
+				'an artifact created before the sync was missing from its snapshot');
+			const edited = await accept(stack, admin, {
+				d: tagValue(rev, 'd'), h, op: 'update', prev: rev.id, title: 'edited',
+			});
+			const got = await c.next((f) => isFor('sync')(f) && f[0] === 'EVENT', 10000);
+			assert.equal(got[2].id, edited.id);
+		} finally {
+			await stack.standby.resume();
+		}
+		await c.close();
+	});
+});
