@@ -93,23 +93,33 @@ describe('WebSocket reads on a standby', () => {
 		await c.close();
 	});
 
-	test('a sync snapshot holds what committed before it, and a live edit reaches it, on a standby behind', async () => {
-		const c = await connectWs(stack.wsUrls[1], reader.sk);
+	test('100 syncs hold what committed before them, and a live edit reaches each, on a standby behind', async () => {
+		const sockets = [];
+		for (let i = 0; i < 10; i++)
+			sockets.push(await connectWs(stack.wsUrls[1], reader.sk));
 		await stack.standby.pause();
 		try {
 			const rev = await accept(stack, admin, { d: uuid(), h, op: 'create' });
-			const frames = await reqFrames(c, 'sync', [{ artifact: 'current', '#h': [h] }]);
-			assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
-			assert.ok(frames.some((f) => f[0] === 'EVENT' && f[2].id === rev.id),
-				'an artifact created before the sync was missing from its snapshot');
+			for (const c of sockets) {
+				for (let j = 0; j < 10; j++) {
+					const frames = await reqFrames(c, `sync${j}`, [{ artifact: 'current', '#h': [h] }]);
+					assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
+					assert.ok(frames.some((f) => f[0] === 'EVENT' && f[2].id === rev.id),
+						'an artifact created before the sync was missing from its snapshot');
+				}
+			}
 			const edited = await accept(stack, admin, {
 				d: tagValue(rev, 'd'), h, op: 'update', prev: rev.id, title: 'edited',
 			});
-			const got = await c.next((f) => isFor('sync')(f) && f[0] === 'EVENT', 10000);
-			assert.equal(got[2].id, edited.id);
+			for (const c of sockets) {
+				for (let j = 0; j < 10; j++) {
+					const got = await c.next((f) => isFor(`sync${j}`)(f) && f[0] === 'EVENT', 10000);
+					assert.equal(got[2].id, edited.id);
+				}
+			}
 		} finally {
 			await stack.standby.resume();
 		}
-		await c.close();
+		await Promise.all(sockets.map((c) => c.close()));
 	});
 });
