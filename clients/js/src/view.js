@@ -44,7 +44,7 @@
 // store keeps its old cursor, so a restart in between starts over again.
 
 import { CombError } from './errors.js';
-import { IncrementalReader } from './reader.js';
+import { IncrementalReader, storeChange } from './reader.js';
 import { MemoryStore } from './stores.js';
 import { tagValue } from './tags.js';
 
@@ -109,6 +109,7 @@ export class ArtifactView {
 		this.stats = { reads: 0, fetched: 0, knownReads: 0, resets: 0, snapshots: 0,
 			syncEvents: 0, resyncs: 0, connects: 0, resumes: 0, frames: 0 };
 		this.closed = false;
+		this.storeChain = Promise.resolve();   // the last store call queued
 		this.sub = null;               // the socket: {ws, url, id, mode, state, snapshot, chain}
 		this.syncAttempt = 0;
 		this.timer = null;             // the one pending step (poll, reconnect)
@@ -134,7 +135,10 @@ export class ArtifactView {
 		return [...this.items.values()];
 	}
 
-	/** Adds a listener: 'change' ({upserts, removals}), 'status' (status), 'error' (CombError). */
+	/**
+	 * Adds a listener: 'change' ({changes, upserts, removals}: changes in
+	 * the order applied), 'status' (status), 'error' (CombError).
+	 */
 	on(event, fn) {
 		this.listeners[event].add(fn);
 		return this;
@@ -156,6 +160,7 @@ export class ArtifactView {
 			wake();
 		this.dropSocket();
 		this.rejectReady(new CombError('closed', { code: 'closed' }));
+		await this.storeChain;
 		await this.store.close();
 	}
 
@@ -254,7 +259,8 @@ export class ArtifactView {
 	// ------------------------------------------------------------------
 	// applying changes
 
-	// Replaces d's revision with ev unless ev is what we hold or older.
+	// Replaces d's revision with ev unless ev is what we hold or older;
+	// appends what it did to out ({op: 'upsert', event}).
 	upsert(ev, out) {
 		const d = tagValue(ev, 'd');
 		const cur = this.items.get(d);
@@ -262,11 +268,12 @@ export class ArtifactView {
 			return;
 		this.supersede(d, cur?.id, tagValue(ev, 'prev'));
 		this.items.set(d, ev);
-		out.push(ev);
+		out.push({ op: 'upsert', event: ev });
 	}
 
-	// Drops d. Deletions, moves and redactions make its revision old for
-	// good; access and ttl removals may bring the same revision back.
+	// Drops d; appends what it did to out ({op: 'remove', d, h, reason}).
+	// Deletions, moves and redactions make its revision old for good;
+	// access and ttl removals may bring the same revision back.
 	remove(d, h, reason, out) {
 		const cur = this.items.get(d);
 		if (!cur)
@@ -274,7 +281,7 @@ export class ArtifactView {
 		if (reason === 'deleted' || reason === 'moved' || reason === 'redacted')
 			this.supersede(d, cur.id);
 		this.items.delete(d);
-		out.push({ d, h: h ?? tagValue(cur, 'h'), reason });
+		out.push({ op: 'remove', d, h: h ?? tagValue(cur, 'h'), reason });
 	}
 
 	supersede(d, ...ids) {
@@ -289,29 +296,50 @@ export class ArtifactView {
 		}
 	}
 
-	// Tells listeners, then stores the items and the cursor after them.
-	async commit(upserts, removals, cursor) {
-		if (upserts.length || removals.length)
-			this.emit('change', { upserts, removals });
-		if (upserts.length || (cursor !== undefined && !removals.length))
-			await this.store.put(upserts, removals.length ? undefined : cursor);
-		if (removals.length)
-			await this.store.delete(removals.map((r) => r.d), cursor);
+	// Tells listeners of the changes applied (in order), then stores them
+	// in that order with the cursor after them, in one store write.
+	async commit(changes, cursor) {
+		if (changes.length)
+			this.emitChange(changes);
+		if (changes.length || cursor !== undefined)
+			await this.storeWrite(() => this.store.write(changes.map(storeChange), cursor));
 		if (cursor !== undefined)
 			this.cursor = cursor;
 	}
 
-	// Applies an incremental answer's changes (PROTOCOL.md section 8),
-	// those that keep to the protocol.
-	async apply(changes, cursor) {
+	// Runs fn (a store call) after every store call made before it, so
+	// the store sees changes in the order the view applied them, whatever
+	// the store; resolves or rejects as fn does.
+	storeWrite(fn) {
+		const p = this.storeChain.then(fn);
+		this.storeChain = p.catch(() => {});
+		return p;
+	}
+
+	// The 'change' event: changes in order, and for convenience the
+	// upserts (revisions) and removals ({d, h, reason}) among them.
+	emitChange(changes) {
 		const upserts = [], removals = [];
+		for (const c of changes) {
+			if (c.op === 'upsert')
+				upserts.push(c.event);
+			else if (c.op === 'remove')
+				removals.push({ d: c.d, h: c.h, reason: c.reason });
+		}
+		this.emit('change', { changes, upserts, removals });
+	}
+
+	// Applies an incremental answer's changes (PROTOCOL.md section 8),
+	// those that keep to the protocol, in order.
+	async apply(changes, cursor) {
+		const out = [];
 		for (const c of this.reader.validChanges(changes)) {
 			if (c.op === 'upsert')
-				this.upsert(c.event, upserts);
+				this.upsert(c.event, out);
 			else
-				this.remove(c.d, c.h, c.reason, removals);
+				this.remove(c.d, c.h, c.reason, out);
 		}
-		await this.commit(upserts, removals, cursor);
+		await this.commit(out, cursor);
 	}
 
 	// ------------------------------------------------------------------
@@ -383,7 +411,7 @@ export class ArtifactView {
 			if (!await this.lookUp(gone, { keepUpserts: false, sub }))
 				return;
 			this.fresh = null;
-			await this.store.put([], this.cursor);
+			await this.storeWrite(() => this.store.write([], this.cursor));
 		}
 		this.resolveReady(this);
 	}
@@ -433,12 +461,12 @@ export class ArtifactView {
 	async run() {
 		try {
 			const { events, cursor } = await this.store.load();
-			const upserts = [];
+			const loaded = [];
 			for (const ev of events)
-				this.upsert(ev, upserts);
+				this.upsert(ev, loaded);
 			this.cursor = cursor ?? undefined;
-			if (upserts.length)
-				this.emit('change', { upserts, removals: [] });
+			if (loaded.length)
+				this.emitChange(loaded);
 			const info = await this.retrying(() => this.client.info());
 			const modes = info.artifacts?.sync?.modes ?? [];
 			if (this.resumable && this.client.WebSocket && modes.includes('changes')) {
@@ -754,21 +782,21 @@ export class ArtifactView {
 		}
 		if (sub.state !== 'live' || !d)
 			return;
-		const upserts = [], removals = [];
+		const out = [];
 		const h = tagValue(ev, 'h');
 		if (ev.kind === REVISION_KIND) {
 			if (tagValue(ev, 'op') === 'delete') {
 				this.supersede(d, ev.id);
-				this.remove(d, h, 'deleted', removals);
+				this.remove(d, h, 'deleted', out);
 			} else {
-				this.upsert(ev, upserts);
+				this.upsert(ev, out);
 			}
 		} else if (ev.kind === REMOVAL_KIND) {
 			const reason = tagValue(ev, 'reason');
 			if (reason !== 'redacted' || this.items.get(d)?.id === tagValue(ev, 'e'))
-				this.remove(d, h, reason, removals);
+				this.remove(d, h, reason, out);
 		}
-		this.commit(upserts, removals).catch((err) => this.emit('error', err));
+		this.commit(out).catch((err) => this.emit('error', err));
 	}
 
 	// The snapshot replaces the copy of these channels; what we held and
@@ -781,11 +809,11 @@ export class ArtifactView {
 		sub.state = 'live';
 		this.stats.snapshots++;
 		this.syncAttempt = 0;
-		const upserts = [];
+		const out = [];
 		for (const ev of snapshot.values())
-			this.upsert(ev, upserts);
+			this.upsert(ev, out);
 		const gone = [...this.items.keys()].filter((d) => !snapshot.has(d));
-		await this.commit(upserts, []);
+		await this.commit(out);
 		if (gone.length) {
 			try {
 				await this.retrying(() => this.lookUp(gone, { keepUpserts: false }));
