@@ -110,9 +110,13 @@ export class CombClient {
 		return this.signer.getPublicKey();
 	}
 
-	/** Signs an event template (created_at defaults to now). */
+	/**
+	 * Signs an event template (created_at defaults to now). A signer that
+	 * declines or fails (a NIP-07 extension's "deny") rejects with a
+	 * CombError of code `unauthorized`.
+	 */
 	async sign(template) {
-		const ev = await this.signer.signEvent({ created_at: now(), tags: [], content: '', ...template });
+		const ev = await this.signWith({ created_at: now(), tags: [], content: '', ...template });
 		const { id, pubkey, created_at, kind, tags, content, sig } = ev;
 		return { id, pubkey, created_at, kind, tags, content, sig };
 	}
@@ -310,9 +314,21 @@ export class CombClient {
 	}
 
 	/** The NIP-42 answer to challenge, for a socket open to socketUrl
-	 * (default the node requests go to now). */
+	 * (default the node requests go to now); rejects with code
+	 * `unauthorized` when the signer declines. */
 	authEvent(challenge, socketUrl = this.wsUrl) {
-		return this.signer.signEvent(makeAuthEvent(socketUrl, challenge));
+		return this.signWith(makeAuthEvent(socketUrl, challenge));
+	}
+
+	// The signer's signature of template; its refusal or failure as a
+	// CombError of code `unauthorized`.
+	async signWith(template) {
+		try {
+			return await this.signer.signEvent(template);
+		} catch (err) {
+			throw new CombError(`unauthorized: the signer declined: ${err?.message ?? String(err)}`,
+				{ code: 'unauthorized', cause: err });
+		}
 	}
 }
 

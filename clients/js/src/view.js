@@ -115,6 +115,7 @@ export class ArtifactView {
 		this.timer = null;             // the one pending step (poll, reconnect)
 		this.timerFn = null;
 		this.naps = new Set();         // resolvers of retry waits
+		this.retryWaits = new Set();   // resolvers of waits for retry()
 		this.retrySyncAt = null;       // while polling: when to try the sync again
 		this.listenNetwork();
 		this.ready = new Promise((resolve, reject) => {
@@ -158,6 +159,7 @@ export class ArtifactView {
 		this.unlistenNetwork();
 		for (const wake of this.naps)
 			wake();
+		this.retry();
 		this.dropSocket();
 		this.rejectReady(new CombError('closed', { code: 'closed' }));
 		await this.storeChain;
@@ -445,6 +447,10 @@ export class ArtifactView {
 				if (err instanceof Closed || this.closed || fatal(err))
 					throw err;
 				this.emit('error', err);
+				if (err.code === 'unauthorized') {
+					await this.untilRetry();
+					continue;
+				}
 				if (err.code === 'network')
 					this.setStatus('offline');
 				const wait = err.retryAfter ? err.retryAfter * 1000 * (1 + Math.random() / 2) : backoffMs(attempt, 500);
@@ -453,6 +459,29 @@ export class ArtifactView {
 					throw new Closed();
 			}
 		}
+	}
+
+	// The signer declined: status `unauthorized` until retry() (asking
+	// again on a timer would prompt the user again and again). Rejects
+	// with Closed when the view closes meanwhile.
+	async untilRetry() {
+		this.setStatus('unauthorized');
+		await new Promise((resolve) => {
+			this.retryWaits.add(resolve);
+		});
+		if (this.closed)
+			throw new Closed();
+	}
+
+	/**
+	 * After status `unauthorized` (the signer declined): asks the signer
+	 * again and carries on. A no-op otherwise.
+	 */
+	retry() {
+		const waits = [...this.retryWaits];
+		this.retryWaits.clear();
+		for (const wake of waits)
+			wake();
 	}
 
 	// ------------------------------------------------------------------
@@ -546,7 +575,10 @@ export class ArtifactView {
 		const sub = { ws, url, id: `view${++subCounter}`, mode: this.mode, state: 'auth', snapshot: null,
 			authId: null, chain: Promise.resolve() };
 		this.sub = sub;
-		ws.onmessage = (e) => this.onFrame(sub, e.data);
+		ws.onmessage = (e) => this.onFrame(sub, e.data).catch((err) => {
+			if (!(err instanceof Closed) && !this.closed)
+				this.emit('error', err);
+		});
 		ws.onclose = () => this.onSocketClosed(sub);
 		ws.onerror = () => {};
 	}
@@ -612,7 +644,19 @@ export class ArtifactView {
 			return;
 		switch (msg[0]) {
 		case 'AUTH': {
-			const ev = await this.client.authEvent(msg[1], sub.url);
+			let ev;
+			try {
+				ev = await this.client.authEvent(msg[1], sub.url);
+			} catch (err) {
+				// declined: no socket until retry()
+				this.dropSocket();
+				this.emit('error', err);
+				await this.untilRetry();
+				this.connect();
+				return;
+			}
+			if (sub !== this.sub)
+				return;
 			sub.authId = ev.id;
 			this.send(sub, ['AUTH', ev]);
 			return;
