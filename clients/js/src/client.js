@@ -9,12 +9,11 @@ import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
 
 import { CombError, errorFromAnswer } from './errors.js';
 import { IncrementalReader } from './reader.js';
-import { ENVELOPE, clientTags, tagValue } from './tags.js';
+import { REVISION_KIND, fieldsOf, revision } from './revisions.js';
+import { tagValue } from './tags.js';
 import { ArtifactView } from './view.js';
 
 export { CombError };
-
-export const REVISION_KIND = 45010;
 
 function hexToBytes(hex) {
 	if (typeof hex !== 'string' || !/^[0-9a-fA-F]{64}$/.test(hex))
@@ -213,7 +212,17 @@ export class CombClient {
 
 	/** Signs and publishes an event; resolves to it once accepted. */
 	async publish(template) {
-		const event = await this.sign(template);
+		return this.submit(await this.sign(template));
+	}
+
+	/**
+	 * Publishes an event signed already; resolves to it once accepted.
+	 * Sending an accepted event again is accepted again, so a lost answer
+	 * is harmless. Rejects with a CombError with the relay's message and
+	 * the event; for `conflict: artifact head changed` its head is the
+	 * current revision (null when unknown).
+	 */
+	async submit(event) {
 		const r = await this.post('/events', event);
 		if (r.status === 200 && r.body?.accepted === true)
 			return event;
@@ -330,45 +339,4 @@ export class CombClient {
 				{ code: 'unauthorized', cause: err });
 		}
 	}
-}
-
-// The fields a new revision inherits from current, with changes applied.
-function fieldsOf(current, changes) {
-	let tags = clientTags(current);
-	if (Array.isArray(changes.tags)) {
-		tags = changes.tags;
-	} else if (changes.tags) {
-		for (const [name, value] of Object.entries(changes.tags)) {
-			const i = tags.findIndex((t) => t[0] === name);
-			if (value === null || value === undefined)
-				tags = tags.filter((t) => t[0] !== name);
-			else if (i >= 0)
-				tags = tags.map((t, j) => (j === i ? [name, String(value)] : t));
-			else
-				tags = [...tags, [name, String(value)]];
-		}
-	}
-	return {
-		d: tagValue(current, 'd'), h: tagValue(current, 'h'), type: tagValue(current, 'type'),
-		root: 'root' in changes ? changes.root : tagValue(current, 'root'),
-		title: changes.title ?? tagValue(current, 'title'),
-		content: changes.content ?? current.content,
-		tags,
-	};
-}
-
-// The event template of a revision (PROTOCOL.md section 5).
-function revision({ d, h, type, op, prev, root, title, content, tags }) {
-	for (const t of tags) {
-		if (ENVELOPE.has(t[0]))
-			throw new TypeError(`tag ${t[0]} is an envelope tag`);
-	}
-	const out = [['ar', '1'], ['d', d], ['h', h], ['type', type], ['op', op]];
-	if (prev)
-		out.push(['prev', prev]);
-	if (root && op !== 'delete')
-		out.push(['root', root]);
-	if (op !== 'delete')
-		out.push(['title', title]);
-	return { kind: REVISION_KIND, tags: [...out, ...tags], content: op === 'delete' ? '' : content };
 }

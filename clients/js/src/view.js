@@ -45,6 +45,7 @@
 
 import { CombError } from './errors.js';
 import { IncrementalReader, storeChange } from './reader.js';
+import { Outbox } from './outbox.js';
 import { MemoryStore } from './stores.js';
 import { tagValue } from './tags.js';
 
@@ -81,7 +82,9 @@ export class ArtifactView {
 	 * relay's resumable sync when it offers one; false keeps to the sync
 	 * and incremental reads), onViolation(message) (told of every answer,
 	 * frame or change that breaks the protocol; the view skips them either
-	 * way).
+	 * way), merge(entry, head) (after a conflict: the changes to make on
+	 * head in place of entry.changes, or null to give the write up;
+	 * default the same changes; see src/outbox.js).
 	 */
 	constructor(client, options = {}) {
 		this.client = client;
@@ -105,7 +108,8 @@ export class ArtifactView {
 		this.cursor = undefined;
 		this.fresh = null;             // while starting over: the ds the new read holds
 		this.status = 'connecting';
-		this.listeners = { change: new Set(), status: new Set(), error: new Set() };
+		this.listeners = { change: new Set(), status: new Set(), error: new Set(), pending: new Set() };
+		this.outbox = new Outbox(this, options.merge);
 		this.stats = { reads: 0, fetched: 0, knownReads: 0, resets: 0, snapshots: 0,
 			syncEvents: 0, resyncs: 0, connects: 0, resumes: 0, frames: 0 };
 		this.closed = false;
@@ -126,19 +130,90 @@ export class ArtifactView {
 		this.run();
 	}
 
-	/** The current revision of artifact d, or undefined. */
+	/**
+	 * The current revision of artifact d as this view shows it, or
+	 * undefined: the last write of d not yet accepted (marked `pending:
+	 * true`; undefined for a delete or a move out of the view), else one
+	 * accepted but not read back yet, else the one read.
+	 */
 	get(d) {
+		const entry = this.outbox.last(d);
+		if (entry)
+			return entry.op === 'delete' || !this.inScope(entry.event) ? undefined : { ...entry.event, pending: true };
+		const acked = this.outbox.acked.get(d);
+		if (acked)
+			return tagValue(acked, 'op') === 'delete' || !this.inScope(acked) ? undefined : acked;
 		return this.items.get(d);
 	}
 
-	/** Every current revision. */
+	/** Every current revision as shown (see get). */
 	all() {
-		return [...this.items.values()];
+		const ds = new Set([...this.items.keys(), ...this.outbox.entries.map((e) => e.d), ...this.outbox.acked.keys()]);
+		const out = [];
+		for (const d of ds) {
+			const ev = this.get(d);
+			if (ev)
+				out.push(ev);
+		}
+		return out;
+	}
+
+	/** Whether d has a write not yet accepted. */
+	isPending(d) {
+		return this.outbox.last(d) !== undefined;
+	}
+
+	/** How many writes are not accepted yet. */
+	get pending() {
+		return this.outbox.size;
+	}
+
+	// Whether revision ev belongs in this view (its channels and types).
+	inScope(ev) {
+		return (!this.channels || this.channels.includes(tagValue(ev, 'h'))) &&
+			(!this.types || this.types.includes(tagValue(ev, 'type')));
+	}
+
+	// ------------------------------------------------------------------
+	// writes, through the outbox: each resolves to the signed event once
+	// it is stored (shown at once as pending), and is sent in order
+
+	/** Creates an artifact: spec h, type, title, content, tags, d (generated when absent), root. */
+	create(spec) {
+		const d = spec.d ?? crypto.randomUUID();
+		return this.outbox.add({ op: 'create', d, changes: { ...spec, d } }, null);
+	}
+
+	/** A new revision of d as shown now; changes as CombClient.updateArtifact's. */
+	update(d, changes = {}) {
+		return this.outbox.add({ op: 'update', d, changes }, this.get(d));
+	}
+
+	/** Moves d to channel toH (changes as update's). */
+	move(d, toH, changes = {}) {
+		return this.outbox.add({ op: 'move', d, toH, changes }, this.get(d));
+	}
+
+	/** Deletes d. */
+	delete(d) {
+		return this.outbox.add({ op: 'delete', d, changes: {} }, this.get(d));
+	}
+
+	// The outbox changed: listeners of 'pending' get the count.
+	outboxChanged() {
+		this.emit('pending', this.outbox.size);
+	}
+
+	// A retry delay for the outbox (ms).
+	backoff(attempt) {
+		return backoffMs(attempt, 500);
 	}
 
 	/**
 	 * Adds a listener: 'change' ({changes, upserts, removals}: changes in
-	 * the order applied), 'status' (status), 'error' (CombError).
+	 * the order read and applied), 'pending' (the count of writes not yet
+	 * accepted, after every change of the outbox), 'status' (status),
+	 * 'error' (CombError).
 	 */
 	on(event, fn) {
 		this.listeners[event].add(fn);
@@ -160,6 +235,7 @@ export class ArtifactView {
 		for (const wake of this.naps)
 			wake();
 		this.retry();
+		this.outbox.stop();
 		this.dropSocket();
 		this.rejectReady(new CombError('closed', { code: 'closed' }));
 		await this.storeChain;
@@ -182,6 +258,8 @@ export class ArtifactView {
 		if (this.closed || this.status === status)
 			return;
 		this.status = status;
+		if (status === 'live')
+			this.outbox.wake();
 		this.emit('status', status);
 	}
 
@@ -241,6 +319,7 @@ export class ArtifactView {
 				this.retrySyncAt = 0;
 			for (const wake of this.naps)
 				wake();
+			this.outbox.wake();
 			const fn = this.timerFn;
 			if (fn) {
 				this.cancelLater();
@@ -270,6 +349,7 @@ export class ArtifactView {
 			return;
 		this.supersede(d, cur?.id, tagValue(ev, 'prev'));
 		this.items.set(d, ev);
+		this.outbox.seen(d, false);
 		out.push({ op: 'upsert', event: ev });
 	}
 
@@ -283,6 +363,7 @@ export class ArtifactView {
 		if (reason === 'deleted' || reason === 'moved' || reason === 'redacted')
 			this.supersede(d, cur.id);
 		this.items.delete(d);
+		this.outbox.seen(d, true);
 		out.push({ op: 'remove', d, h: h ?? tagValue(cur, 'h'), reason });
 	}
 
@@ -489,7 +570,12 @@ export class ArtifactView {
 
 	async run() {
 		try {
-			const { events, cursor } = await this.store.load();
+			const { events, cursor, outbox } = await this.store.load();
+			this.outbox.restore(outbox);
+			if (this.outbox.size) {
+				this.outboxChanged();
+				this.outbox.send();
+			}
 			const loaded = [];
 			for (const ev of events)
 				this.upsert(ev, loaded);
