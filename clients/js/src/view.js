@@ -78,7 +78,8 @@ export class ArtifactView {
 	/**
 	 * options: channels (channel ids; without them the view reads every
 	 * readable channel), types, store (default a MemoryStore),
-	 * pollInterval (ms, default 5000), resumable (default true: use the
+	 * pollInterval (ms, default 5000), pageSize (the limit of each
+	 * incremental read over HTTP; default the relay's), resumable (default true: use the
 	 * relay's resumable sync when it offers one; false keeps to the sync
 	 * and incremental reads), onViolation(message) (told of every answer,
 	 * frame or change that breaks the protocol; the view skips them either
@@ -92,6 +93,7 @@ export class ArtifactView {
 		this.types = options.types ? [...options.types] : null;
 		this.store = options.store ?? new MemoryStore();
 		this.pollInterval = options.pollInterval ?? 5000;
+		this.pageSize = options.pageSize;   // incremental reads' limit (default the relay's)
 		this.resumable = options.resumable ?? true;
 		this.mode = null;              // 'changes' or 'current', once known
 		this.scope = {};
@@ -447,7 +449,7 @@ export class ArtifactView {
 			this.reader.cursor = this.cursor;
 			let body;
 			try {
-				body = await this.read(() => this.reader.fetchPage());
+				body = await this.read(() => this.reader.fetchPage(this.pageSize));
 			} catch (err) {
 				if (!startsOver(err))
 					throw err;
