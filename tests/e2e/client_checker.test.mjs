@@ -145,8 +145,15 @@ async function converges(fn, want, what, timeoutMs = 30000) {
 		diff = diffStores(await fn(), want);
 		if (!diff)
 			return;
-		if (Date.now() > deadline)
-			throw new Error(`seed ${SEED}: ${what} differs from a fresh read: ${JSON.stringify(diff)}`);
+		if (Date.now() > deadline) {
+			// what the writer did last to each d that differs
+			const evidence = [...diff.missing, ...diff.extra, ...diff.stale.map((x) => x.split(' ')[0])].map((d) => {
+				const ev = model.get(d);
+				return `${d}: ${ev ? `${tagValue(ev, 'op')} in c${channels.indexOf(tagValue(ev, 'h'))}` : 'deleted'}`;
+			});
+			throw new Error(`seed ${SEED}: ${what} differs from a fresh read: ${JSON.stringify(diff)}; ` +
+				`${evidence.join(', ')}; reader ${member ? 'is' : 'is not'} a member of c2`);
+		}
 		await sleep(100);
 	}
 }

@@ -11,6 +11,8 @@ import { CombError, errorFromAnswer } from './errors.js';
 import { IncrementalReader } from './reader.js';
 import { REVISION_KIND, fieldsOf, revision } from './revisions.js';
 import { tagValue } from './tags.js';
+import { IndexedDBStore } from './stores.js';
+import { TabView, tabsSupported } from './tabs.js';
 import { ArtifactView } from './view.js';
 
 export { CombError };
@@ -299,9 +301,20 @@ export class CombClient {
 
 	/**
 	 * A live, exact local copy of the current artifacts of some channels
-	 * (see ArtifactView): options channels, types, store, pollInterval.
+	 * (see ArtifactView): options channels, types, store, pollInterval,
+	 * pageSize, resumable, merge, onViolation, and tabs: a name; in a
+	 * browser with Web Locks and BroadcastChannel the tabs that open a
+	 * view of that name share one connection and the IndexedDB store of
+	 * that name (see TabView); elsewhere the view keeps to that store
+	 * when IndexedDB exists.
 	 */
 	artifacts(options = {}) {
+		if (options.tabs) {
+			if (tabsSupported())
+				return new TabView(this, { ...options, name: options.tabs });
+			if (globalThis.indexedDB)
+				return new ArtifactView(this, { ...options, store: new IndexedDBStore(options.tabs) });
+		}
 		return new ArtifactView(this, options);
 	}
 

@@ -66,6 +66,42 @@ function createFields(spec) {
 	};
 }
 
+/** Whether revision ev belongs to channels and types (null: any). */
+export function inScope(ev, channels, types) {
+	return (!channels || channels.includes(tagValue(ev, 'h'))) && (!types || types.includes(tagValue(ev, 'type')));
+}
+
+/**
+ * The revision of d shown with writes pending: the last entry of d among
+ * entries (marked `pending: true`; undefined for a delete or a revision
+ * outside the view), else the accepted event of d in acked (a Map) not
+ * read back yet, else items.get(d). inScope(ev) says whether a revision
+ * belongs in the view.
+ */
+export function shownRevision(d, items, entries, acked, inScope) {
+	for (let i = entries.length - 1; i >= 0; i--) {
+		const entry = entries[i];
+		if (entry.d === d)
+			return entry.op === 'delete' || !inScope(entry.event) ? undefined : { ...entry.event, pending: true };
+	}
+	const ack = acked.get(d);
+	if (ack)
+		return tagValue(ack, 'op') === 'delete' || !inScope(ack) ? undefined : ack;
+	return items.get(d);
+}
+
+/** Every revision shown (see shownRevision). */
+export function shownRevisions(items, entries, acked, inScope) {
+	const ds = new Set([...items.keys(), ...entries.map((e) => e.d), ...acked.keys()]);
+	const out = [];
+	for (const d of ds) {
+		const ev = shownRevision(d, items, entries, acked, inScope);
+		if (ev)
+			out.push(ev);
+	}
+	return out;
+}
+
 export class Outbox {
 	/**
 	 * view: the ArtifactView whose writes these are (its client signs and

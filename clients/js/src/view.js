@@ -45,7 +45,7 @@
 
 import { CombError } from './errors.js';
 import { IncrementalReader, storeChange } from './reader.js';
-import { Outbox } from './outbox.js';
+import { Outbox, inScope, shownRevision, shownRevisions } from './outbox.js';
 import { MemoryStore } from './stores.js';
 import { tagValue } from './tags.js';
 
@@ -139,25 +139,12 @@ export class ArtifactView {
 	 * accepted but not read back yet, else the one read.
 	 */
 	get(d) {
-		const entry = this.outbox.last(d);
-		if (entry)
-			return entry.op === 'delete' || !this.inScope(entry.event) ? undefined : { ...entry.event, pending: true };
-		const acked = this.outbox.acked.get(d);
-		if (acked)
-			return tagValue(acked, 'op') === 'delete' || !this.inScope(acked) ? undefined : acked;
-		return this.items.get(d);
+		return shownRevision(d, this.items, this.outbox.entries, this.outbox.acked, (ev) => this.inScope(ev));
 	}
 
 	/** Every current revision as shown (see get). */
 	all() {
-		const ds = new Set([...this.items.keys(), ...this.outbox.entries.map((e) => e.d), ...this.outbox.acked.keys()]);
-		const out = [];
-		for (const d of ds) {
-			const ev = this.get(d);
-			if (ev)
-				out.push(ev);
-		}
-		return out;
+		return shownRevisions(this.items, this.outbox.entries, this.outbox.acked, (ev) => this.inScope(ev));
 	}
 
 	/** Whether d has a write not yet accepted. */
@@ -172,8 +159,7 @@ export class ArtifactView {
 
 	// Whether revision ev belongs in this view (its channels and types).
 	inScope(ev) {
-		return (!this.channels || this.channels.includes(tagValue(ev, 'h'))) &&
-			(!this.types || this.types.includes(tagValue(ev, 'type')));
+		return inScope(ev, this.channels, this.types);
 	}
 
 	// ------------------------------------------------------------------
@@ -493,7 +479,7 @@ export class ArtifactView {
 		const fresh = this.fresh;
 		if (fresh) {
 			const gone = [...this.items.keys()].filter((d) => !fresh.has(d));
-			if (!await this.lookUp(gone, { keepUpserts: false, sub }))
+			if (!await this.lookUp(gone, { sub }))
 				return;
 			this.fresh = null;
 			await this.storeWrite(() => this.store.write([], this.cursor));
@@ -501,13 +487,17 @@ export class ArtifactView {
 		this.resolveReady(this);
 	}
 
-	// Known-ID reads: the current revision of each d, or its removal with
-	// the reason (`access` covers unknown and unreadable ids alike).
-	// With sub, answers that arrive after sub was replaced are dropped
-	// (they might undo what the new socket applied): resolves false then.
-	async lookUp(ds, { keepUpserts = true, sub = null } = {}) {
+	// Known-ID reads of ds, held but missing from a complete read: the
+	// removal of each with its reason (`access` covers unknown and
+	// unreadable ids alike) is applied while the view still holds the
+	// revision it held when the look-up began; an upsert there, or a
+	// newer revision held meanwhile, came back after that read, and the
+	// next read or frame brings it. With sub, answers that arrive after
+	// sub was replaced are dropped: resolves false then.
+	async lookUp(ds, { sub = null } = {}) {
 		if (!ds.length)
 			return true;
+		const held = new Map(ds.map((d) => [d, this.items.get(d)?.id]));
 		const max = (await this.client.info()).artifacts?.incremental?.max_ids ?? 1000;
 		for (let i = 0; i < ds.length; i += max) {
 			const filter = { artifact: 'incremental', '#d': ds.slice(i, i + max), ...this.scope };
@@ -515,7 +505,7 @@ export class ArtifactView {
 			this.stats.knownReads++;
 			if (sub && sub !== this.sub)
 				return false;
-			await this.apply(keepUpserts ? body.changes : body.changes.filter((c) => c.op !== 'upsert'));
+			await this.apply(body.changes.filter((c) => c.op === 'remove' && this.items.get(c.d)?.id === held.get(c.d)));
 		}
 		return true;
 	}
@@ -924,8 +914,13 @@ export class ArtifactView {
 				this.upsert(ev, out);
 			}
 		} else if (ev.kind === REMOVAL_KIND) {
+			// a marker is about d in its channel h: the view may hold a
+			// newer revision elsewhere already (moved into another of
+			// these channels); a redaction is about the revision it names
 			const reason = tagValue(ev, 'reason');
-			if (reason !== 'redacted' || this.items.get(d)?.id === tagValue(ev, 'e'))
+			const cur = this.items.get(d);
+			const sameChannel = cur && tagValue(cur, 'h') === h;
+			if (sameChannel && (reason !== 'redacted' || cur.id === tagValue(ev, 'e')))
 				this.remove(d, h, reason, out);
 		}
 		this.commit(out).catch((err) => this.emit('error', err));
@@ -948,7 +943,7 @@ export class ArtifactView {
 		await this.commit(out);
 		if (gone.length) {
 			try {
-				await this.retrying(() => this.lookUp(gone, { keepUpserts: false }));
+				await this.retrying(() => this.lookUp(gone));
 			} catch (err) {
 				if (err instanceof Closed || this.closed)
 					return;
