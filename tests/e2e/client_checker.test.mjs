@@ -151,8 +151,10 @@ async function converges(fn, want, what, timeoutMs = 30000) {
 				const ev = model.get(d);
 				return `${d}: ${ev ? `${tagValue(ev, 'op')} in c${channels.indexOf(tagValue(ev, 'h'))}` : 'deleted'}`;
 			});
-			throw new Error(`seed ${SEED}: ${what} differs from a fresh read: ${JSON.stringify(diff)}; ` +
+			const err = new Error(`seed ${SEED}: ${what} differs from a fresh read: ${JSON.stringify(diff)}; ` +
 				`${evidence.join(', ')}; reader ${member ? 'is' : 'is not'} a member of c2`);
+			err.ds = [...diff.missing, ...diff.extra, ...diff.stale.map((x) => x.split(' ')[0])];
+			throw err;
 		}
 		await sleep(100);
 	}
@@ -167,16 +169,27 @@ async function converges(fn, want, what, timeoutMs = 30000) {
 function nodeReader(name, viewOptions) {
 	const file = path.join(tmp, `${name}.json`);
 	const net = { online: true, sockets: new Set() };
+	// what the reader received, to say what it saw of a d that differs
+	const heard = [];
+	const hear = (what, text) => {
+		heard.push(`${new Date().toISOString().slice(11, 23)} ${what} ${text}`);
+		if (heard.length > 5000)
+			heard.shift();
+	};
 	const fetch = async (url, init) => {
 		if (!net.online)
 			throw new TypeError('fetch failed: offline');
-		return globalThis.fetch(url, init);
+		const res = await globalThis.fetch(url, init);
+		const text = await res.text();
+		hear(`${init?.body ?? ''} ->`, text);
+		return new Response(text, { status: res.status, headers: res.headers });
 	};
 	class Socket extends WebSocket {
 		constructor(url) {
 			super(net.online ? url : 'ws://127.0.0.1:9');
 			net.sockets.add(this);
 			this.on('close', () => net.sockets.delete(this));
+			this.on('message', (data) => hear('frame', data.toString()));
 		}
 	}
 	const client = new CombClient({ url: stack.url, secretKey: reader.sk, fetch, WebSocket: Socket });
@@ -184,7 +197,10 @@ function nodeReader(name, viewOptions) {
 		name, view: null, reloads: 0,
 		open() {
 			r.view = client.artifacts({ channels: scopeChannels, types: [TYPE], store: new JsonFileStore(file), ...viewOptions });
-			r.view.on('error', () => {});
+			r.view.on('error', (err) => hear('error', err.message));
+			r.view.on('status', (status) => hear('status', status));
+			r.view.on('change', ({ changes }) => hear('applied', JSON.stringify(changes.map((c) =>
+				(c.op === 'upsert' ? `+${tagValue(c.event, 'd')} ${c.event.id.slice(0, 8)}` : `-${c.d} ${c.reason}`)))));
 		},
 		async close() {
 			await r.view?.close();
@@ -214,9 +230,11 @@ function nodeReader(name, viewOptions) {
 		async shown() {
 			return idsOf(r.view.all());
 		},
-		// what to say when it differs
-		state() {
-			return { status: r.view.status, stats: r.view.stats };
+		// what to say when it differs: its state, and what it heard of ds
+		state(ds = []) {
+			return { status: r.view.status, stats: r.view.stats,
+				heard: heard.filter((line) => ds.some((d) => line.includes(d)) || / (status|error) /.test(line))
+					.map((line) => line.slice(0, 4000)) };
 		},
 		// what a fresh handle on the file holds, once the view's writes are in
 		async persisted() {
@@ -347,7 +365,7 @@ async function rounds(t, readers, random) {
 			try {
 				await converges(() => r.shown(), want, `round ${round}: ${r.name}`);
 			} catch (err) {
-				err.message += `\n${r.name}: ${JSON.stringify(await r.state())}`;
+				err.message += `\n${r.name}: ${JSON.stringify(await r.state(err.ds), null, 1)}`;
 				throw err;
 			}
 			await converges(() => r.persisted(), want, `round ${round}: ${r.name}'s store`, 5000);

@@ -342,14 +342,19 @@ export class ArtifactView {
 	}
 
 	// Drops d; appends what it did to out ({op: 'remove', d, h, reason}).
-	// Deletions, moves and redactions make its revision old for good;
-	// access and ttl removals may bring the same revision back.
-	remove(d, h, reason, out) {
+	// removed: the id of the revision the removal is about, when it names
+	// one (a sync's markers do): the removal changes nothing unless the
+	// view holds that revision, and makes it old for good. An incremental
+	// removal names none: it drops whatever the view holds and makes
+	// nothing old, because a catch-up that replays changes from an older
+	// cursor sends the removal of d from a channel it left and then its
+	// newer revision elsewhere, which must come back.
+	remove(d, h, reason, out, removed) {
 		const cur = this.items.get(d);
-		if (!cur)
+		if (!cur || (removed && cur.id !== removed))
 			return;
-		if (reason === 'deleted' || reason === 'moved' || reason === 'redacted')
-			this.supersede(d, cur.id);
+		if (removed)
+			this.supersede(d, removed);
 		this.items.delete(d);
 		this.outbox.seen(d, true);
 		out.push({ op: 'remove', d, h: h ?? tagValue(cur, 'h'), reason });
@@ -908,20 +913,16 @@ export class ArtifactView {
 		const h = tagValue(ev, 'h');
 		if (ev.kind === REVISION_KIND) {
 			if (tagValue(ev, 'op') === 'delete') {
-				this.supersede(d, ev.id);
+				this.supersede(d, ev.id, tagValue(ev, 'prev'));
 				this.remove(d, h, 'deleted', out);
 			} else {
 				this.upsert(ev, out);
 			}
 		} else if (ev.kind === REMOVAL_KIND) {
-			// a marker is about d in its channel h: the view may hold a
-			// newer revision elsewhere already (moved into another of
-			// these channels); a redaction is about the revision it names
+			// a marker is about the revision it names: a redaction's e, a
+			// move's prev
 			const reason = tagValue(ev, 'reason');
-			const cur = this.items.get(d);
-			const sameChannel = cur && tagValue(cur, 'h') === h;
-			if (sameChannel && (reason !== 'redacted' || cur.id === tagValue(ev, 'e')))
-				this.remove(d, h, reason, out);
+			this.remove(d, h, reason, out, tagValue(ev, reason === 'redacted' ? 'e' : 'prev'));
 		}
 		this.commit(out).catch((err) => this.emit('error', err));
 	}
