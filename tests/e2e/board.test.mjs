@@ -208,6 +208,7 @@ describe('task board in Chromium', { skip }, () => {
 		assert.equal(await b.page.locator('#status').textContent(), 'offline');
 
 		await b.context.setOffline(false);
+		await eventually(() => a.page.evaluate(() => window.board.view.pending), 0, 'a sent its writes');
 		const want = await snapshot(a.page);
 		await eventually(() => snapshot(b.page), want, 'b holds what a holds');
 		await waitLive(b.page);
