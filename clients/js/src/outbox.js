@@ -24,10 +24,11 @@ import { tagValue } from './tags.js';
 /** How often one write may be rebased before it is given up. */
 export const MAX_REBASES = 5;
 
-// Answers after which the same event is sent again later.
+// Answers after which the same event is sent again later (a signer that
+// declined the request's NIP-98 token is asked again then).
 function transient(err) {
 	return err.code === 'network' || err.code === 'rate-limited' || err.code === 'error' ||
-		err.code === 'auth-required' || err.status >= 500 || err.status === 429 ||
+		err.code === 'auth-required' || err.code === 'unauthorized' || err.status >= 500 || err.status === 429 ||
 		err.message === 'conflict: artifact head unavailable';
 }
 
