@@ -3,14 +3,21 @@
 //
 // The relay is the page's own origin, or ?relay=URL. ?channel=UUID selects
 // a channel (an unlisted one too); otherwise the page lists the channels
-// it can read. The secret key stays in localStorage; the view persists in
-// IndexedDB, so a reload starts from it and reads only what changed.
+// it can read. It signs with a NIP-07 browser extension's key
+// (window.nostr) when one is present, unless the user picks this browser's
+// own key, whose secret stays in localStorage. The view persists in
+// IndexedDB, so a reload starts from it and reads only what changed; the
+// tabs of one browser share it (one leads and holds the connection), and
+// writes go through its outbox: shown at once as pending, kept while
+// offline, sent when the network is back.
 
-import { CombClient, IndexedDBStore, tagValue } from 'comb-client';
+import { CombClient, tagValue } from 'comb-client';
 
 const TYPE = 'demo.task';
 const STATUSES = ['open', 'doing', 'done'];
 const KEY_ITEM = 'comb-board-key';
+const SIGNER_ITEM = 'comb-board-signer';   // 'extension' or 'local'
+
 
 const params = new URLSearchParams(location.search);
 const relay = new URL(params.get('relay') ?? location.origin).origin;
@@ -82,7 +89,6 @@ function byTitle(a, b) {
 
 class Board {
 	constructor(client, pubkey, channels) {
-		this.client = client;
 		this.pubkey = pubkey;
 		this.channels = channels;
 		const stored = localStorage.getItem('comb-board-channel');
@@ -91,11 +97,22 @@ class Board {
 		this.cards = new Map(); // d -> <li>
 		this.editing = null;    // d whose title is being edited
 		const ids = channels.map((c) => c.h);
-		const store = new IndexedDBStore(`comb-board ${relay} ${pubkey} ${[...ids].sort().join(',')}`);
-		this.view = client.artifacts({ channels: ids, types: [TYPE], store });
+		// the tabs of this browser share one view: one connection, one store
+		const name = `comb-board ${relay} ${pubkey} ${[...ids].sort().join(',')}`;
+		this.view = client.artifacts({ channels: ids, types: [TYPE], tabs: name });
 		this.view.on('change', () => this.render());
+		this.view.on('pending', () => {
+			this.render();
+			this.showStatus(this.view.status);
+		});
 		this.view.on('status', (s) => this.showStatus(s));
-		this.view.on('error', (err) => console.debug('view:', err.message));
+		this.view.on('error', (err) => {
+			// a write refused for good was rolled back: say so
+			if (err.entry)
+				showMessage(err.message);
+			else
+				console.debug('view:', err.message);
+		});
 		this.view.ready.catch((err) => showMessage(err.message));
 		this.showStatus(this.view.status);
 		this.bind();
@@ -105,11 +122,21 @@ class Board {
 		const el = $('#status');
 		el.textContent = status;
 		el.dataset.status = status;
+		el.title = status === 'unauthorized' ? 'The signer declined: click to ask again' : '';
+		const pending = $('#pending');
+		pending.textContent = this.view.pending ? `${this.view.pending} pending` : '';
+		pending.hidden = !this.view.pending;
+	}
+
+	// Runs a write of the view's outbox; shows why when it cannot be made.
+	write(promise) {
+		promise.catch((err) => showMessage(err.message));
 	}
 
 	bind() {
 		const select = $('#channel');
 		select.replaceChildren(...this.channels.map((c) => new Option(c.name, c.h, false, c.h === this.selected)));
+		$('#status').addEventListener('click', () => this.view.retry());
 		select.addEventListener('change', () => {
 			this.selected = select.value;
 			localStorage.setItem('comb-board-channel', this.selected);
@@ -122,7 +149,7 @@ class Board {
 			if (!title)
 				return;
 			input.value = '';
-			this.client.createArtifact({ h: this.selected, type: TYPE, title, tags: [['status', 'open']] })
+			this.view.create({ h: this.selected, type: TYPE, title, tags: [['status', 'open']] })
 				.catch((err) => {
 					input.value = title;
 					showMessage(err.message);
@@ -148,29 +175,12 @@ class Board {
 		}
 	}
 
-	// Writes a new revision made by fn from the current one. When another
-	// writer got there first, the same change is made on their revision.
-	async write(d, fn) {
-		let current = this.view.get(d);
-		for (let attempt = 0; current && attempt < 3; attempt++) {
-			try {
-				return await fn(current);
-			} catch (err) {
-				if (err.code === 'conflict' && err.head && tagValue(err.head, 'op') !== 'delete') {
-					current = err.head;
-					continue;
-				}
-				showMessage(err.message);
-				return null;
-			}
-		}
-		return null;
-	}
-
+	// Writes go through the view's outbox: when another writer got there
+	// first, the outbox makes the same change on their revision.
 	setStatus(d, status) {
 		const ev = this.view.get(d);
 		if (ev && statusOf(ev) !== status)
-			this.write(d, (cur) => this.client.updateArtifact(cur, { tags: { status } }));
+			this.write(this.view.update(d, { tags: { status } }));
 	}
 
 	card(ev) {
@@ -192,14 +202,14 @@ class Board {
 			move.addEventListener('change', () => {
 				const to = move.value;
 				move.value = '';
-				this.write(d, (cur) => this.client.moveArtifact(cur, to));
+				this.write(this.view.move(d, to));
 			});
 			const del = document.createElement('button');
 			del.className = 'delete';
 			del.type = 'button';
 			del.title = 'Delete';
 			del.textContent = '×';
-			del.addEventListener('click', () => this.write(d, (cur) => this.client.deleteArtifact(cur)));
+			del.addEventListener('click', () => this.write(this.view.delete(d)));
 			const actions = document.createElement('div');
 			actions.className = 'actions';
 			actions.append(move, del);
@@ -222,6 +232,7 @@ class Board {
 		}
 		li.dataset.id = ev.id;
 		li.dataset.author = ev.pubkey;
+		li.classList.toggle('pending', ev.pending === true);
 		if (this.editing !== d)
 			$('.title', li).textContent = tagValue(ev, 'title');
 		const move = $('.move', li);
@@ -258,7 +269,7 @@ class Board {
 				span.textContent = tagValue(cur, 'title');
 			if (save && title && cur && title !== tagValue(cur, 'title')) {
 				span.textContent = title;
-				this.write(d, (c) => this.client.updateArtifact(c, { title }));
+				this.write(this.view.update(d, { title }));
 			}
 		};
 		input.addEventListener('keydown', (e) => {
@@ -305,14 +316,40 @@ class Board {
 	snapshot() {
 		return this.view.all().map((ev) => ({
 			d: tagValue(ev, 'd'), h: tagValue(ev, 'h'), id: ev.id,
-			title: tagValue(ev, 'title'), status: statusOf(ev),
+			title: tagValue(ev, 'title'), status: statusOf(ev), pending: ev.pending === true,
 		})).sort((a, b) => a.d.localeCompare(b.d));
+	}
+}
+
+// The signer: a NIP-07 extension's (window.nostr) unless the user chose
+// this browser's own key, or the extension gives no key. Fills the key
+// picker, shown only when there is a choice.
+async function signer() {
+	const picker = $('#signer');
+	const ext = globalThis.nostr;
+	if (!ext || typeof ext.signEvent !== 'function')
+		return { secretKey: secretKey() };
+	picker.hidden = false;
+	picker.value = localStorage.getItem(SIGNER_ITEM) === 'local' ? 'local' : 'extension';
+	picker.addEventListener('change', () => {
+		localStorage.setItem(SIGNER_ITEM, picker.value);
+		location.reload();
+	});
+	if (picker.value === 'local')
+		return { secretKey: secretKey() };
+	try {
+		await ext.getPublicKey();
+		return { signer: ext };
+	} catch (err) {
+		showMessage(`the extension gives no key (${err?.message ?? err}): using this browser's own`);
+		picker.value = 'local';
+		return { secretKey: secretKey() };
 	}
 }
 
 async function main() {
 	$('#relay').textContent = relay;
-	const client = new CombClient({ url: relay, secretKey: secretKey() });
+	const client = new CombClient({ url: relay, ...await signer() });
 	const pubkey = await client.getPublicKey();
 	const key = $('#pubkey');
 	key.textContent = `${pubkey.slice(0, 8)}…${pubkey.slice(-4)}`;

@@ -1,12 +1,12 @@
-import type { NostrEvent, Store } from './index.js';
+import type { NostrEvent, OutboxEntry, Store, StoreChange, StoreContents } from './index.js';
 
 /** A store in one JSON file (Node only). */
 export class JsonFileStore implements Store {
   constructor(path: string);
-  load(): Promise<{ events: NostrEvent[]; cursor?: string }>;
+  load(): Promise<StoreContents>;
   get(d: string): Promise<NostrEvent | undefined>;
-  put(events: NostrEvent[], cursor?: string): Promise<void>;
-  delete(ds: string[], cursor?: string): Promise<void>;
+  write(changes: StoreChange[], cursor?: string): Promise<void>;
+  saveOutbox(entries: OutboxEntry[]): Promise<void>;
   cursor(): Promise<string | undefined>;
   close(): Promise<void>;
 }

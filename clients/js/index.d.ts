@@ -45,7 +45,8 @@ export interface ClientOptions {
 /** A refusal or failure; `message` is the relay's exact message. */
 export class CombError extends Error {
   /** The message's prefix (`conflict`, `invalid`, `restricted`, `auth-required`,
-   * `rate-limited`, `error`, `incremental_busy`, ...), `resync`, or `network`. */
+   * `rate-limited`, `error`, `incremental_busy`, ...), `resync`, `network`, or
+   * `unauthorized` (the signer declined). */
   code: string;
   /** HTTP status, 0 when there was no HTTP answer. */
   status: number;
@@ -84,38 +85,74 @@ export interface Removal {
   reason: 'deleted' | 'moved' | 'access' | 'redacted' | 'ttl';
 }
 
+/** A change as the view applied it, in order. */
+export type AppliedChange =
+  | { op: 'upsert'; event: NostrEvent }
+  | { op: 'remove'; d: string; h?: string; reason: Removal['reason'] };
+
+/** The 'change' event: changes in the order read and applied, and for
+ * convenience the upserts and removals among them. */
 export interface Change {
+  changes: AppliedChange[];
   upserts: NostrEvent[];
   removals: Removal[];
 }
 
-export type ViewStatus = 'connecting' | 'live' | 'catching-up' | 'offline';
+export type ViewStatus = 'connecting' | 'live' | 'catching-up' | 'offline' | 'unauthorized';
+
+/** A change as a store applies it. */
+export type StoreChange = { op: 'upsert'; event: NostrEvent } | { op: 'remove'; d: string };
+
+/** A write kept in the outbox until the relay accepts it (plain JSON). */
+export interface OutboxEntry {
+  op: 'create' | 'update' | 'move' | 'delete';
+  d: string;
+  /** The signed revision to send. */
+  event: NostrEvent;
+  /** What the app asked for (a create: its whole spec). */
+  changes: Changes & Partial<CreateSpec>;
+  /** A move's destination channel. */
+  toH?: string;
+  /** How often it was rebased after a conflict. */
+  rebases: number;
+}
+
+/** A revision as a view shows it: `pending` while its write is not accepted. */
+export type ShownEvent = NostrEvent & { pending?: true };
+
+export interface StoreContents {
+  events: NostrEvent[];
+  cursor?: string;
+  outbox: OutboxEntry[];
+}
 
 export interface Store {
-  load(): Promise<{ events: NostrEvent[]; cursor?: string }>;
+  load(): Promise<StoreContents>;
   get(d: string): Promise<NostrEvent | undefined>;
-  put(events: NostrEvent[], cursor?: string): Promise<void>;
-  delete(ds: string[], cursor?: string): Promise<void>;
+  /** Applies changes in order, then the cursor, as one transaction. */
+  write(changes: StoreChange[], cursor?: string): Promise<void>;
+  /** Replaces the stored outbox. */
+  saveOutbox(entries: OutboxEntry[]): Promise<void>;
   cursor(): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
 export class MemoryStore implements Store {
   constructor();
-  load(): Promise<{ events: NostrEvent[]; cursor?: string }>;
+  load(): Promise<StoreContents>;
   get(d: string): Promise<NostrEvent | undefined>;
-  put(events: NostrEvent[], cursor?: string): Promise<void>;
-  delete(ds: string[], cursor?: string): Promise<void>;
+  write(changes: StoreChange[], cursor?: string): Promise<void>;
+  saveOutbox(entries: OutboxEntry[]): Promise<void>;
   cursor(): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
 export class IndexedDBStore implements Store {
-  constructor(name: string, indexedDB?: unknown);
-  load(): Promise<{ events: NostrEvent[]; cursor?: string }>;
+  constructor(name: string, indexedDB?: IDBFactory);
+  load(): Promise<StoreContents>;
   get(d: string): Promise<NostrEvent | undefined>;
-  put(events: NostrEvent[], cursor?: string): Promise<void>;
-  delete(ds: string[], cursor?: string): Promise<void>;
+  write(changes: StoreChange[], cursor?: string): Promise<void>;
+  saveOutbox(entries: OutboxEntry[]): Promise<void>;
   cursor(): Promise<string | undefined>;
   close(): Promise<void>;
 }
@@ -131,9 +168,20 @@ export interface ViewOptions {
   /** Use the relay's resumable sync when NIP-11 lists it (default true);
    * false keeps to the sync and incremental reads. */
   resumable?: boolean;
+  /** The limit of each incremental read over HTTP (default the relay's). */
+  pageSize?: number;
   /** Told of every answer, frame or change that breaks the protocol; the
    * view skips them either way. */
   onViolation?: (message: string) => void;
+  /** After `conflict: artifact head changed`: the changes to make on head
+   * instead of entry.changes, or null to give the write up (default: the
+   * same changes). */
+  merge?: (entry: OutboxEntry, head: NostrEvent | null) => Changes | null;
+  /** A name: in a browser with Web Locks and BroadcastChannel the tabs that
+   * open a view of that name share one connection and the IndexedDB store
+   * of that name (the view is a TabView); elsewhere the view keeps to that
+   * IndexedDB store when there is one. */
+  tabs?: string;
 }
 
 /** One change of an incremental answer or CHANGES frame. */
@@ -178,8 +226,9 @@ export class IncrementalReader {
    * relay's CombError (`incremental_reset`, `incremental_bad_cursor`: call
    * startOver) or `invalid_answer`. */
   fetchPage(limit?: number): Promise<IncrementalAnswer>;
-  /** Stores the valid ones of changes, then moves the cursor to cursor
-   * (when given); resolves to the changes applied. */
+  /** Stores the valid ones of changes in order with the cursor (when
+   * given) in one store write, then moves the cursor there; resolves to
+   * the changes applied. */
   apply(changes: IncrementalChange[], cursor?: string): Promise<IncrementalChange[]>;
   /** Reads and applies one page. */
   read(limit?: number): Promise<IncrementalAnswer>;
@@ -213,18 +262,108 @@ export interface ViewStats {
   frames: number;
 }
 
-export class ArtifactView {
+/** A write refused for good and rolled back (an 'error' event). */
+export interface RolledBack extends CombError {
+  entry: OutboxEntry;
+}
+
+/** What ArtifactView and TabView have in common. */
+export interface View {
   /** Resolves after the first complete read; rejects when the view cannot work. */
-  readonly ready: Promise<ArtifactView>;
+  readonly ready: Promise<View>;
   readonly status: ViewStatus;
-  readonly stats: ViewStats;
-  get(d: string): NostrEvent | undefined;
-  all(): NostrEvent[];
+  /** How many writes are not accepted yet. */
+  readonly pending: number;
+  /** The revision of d as shown: a pending write's (marked), else the one read. */
+  get(d: string): ShownEvent | undefined;
+  all(): ShownEvent[];
+  isPending(d: string): boolean;
   on(event: 'change', fn: (change: Change) => void): this;
   on(event: 'status', fn: (status: ViewStatus) => void): this;
-  on(event: 'error', fn: (error: CombError) => void): this;
-  off(event: 'change' | 'status' | 'error', fn: (...args: any[]) => void): this;
+  on(event: 'pending', fn: (count: number) => void): this;
+  on(event: 'error', fn: (error: CombError | RolledBack) => void): this;
+  off(event: 'change', fn: (change: Change) => void): this;
+  off(event: 'status', fn: (status: ViewStatus) => void): this;
+  off(event: 'pending', fn: (count: number) => void): this;
+  off(event: 'error', fn: (error: CombError | RolledBack) => void): this;
+  /** Writes through the outbox: each resolves to the signed event once it
+   * is stored (shown at once as pending); rejects when it cannot be made. */
+  create(spec: CreateSpec): Promise<NostrEvent>;
+  update(d: string, changes?: Changes): Promise<NostrEvent>;
+  move(d: string, toH: string, changes?: Changes): Promise<NostrEvent>;
+  delete(d: string): Promise<NostrEvent>;
+  /** After status `unauthorized`: asks the signer again. */
+  retry(): void;
   close(): Promise<void>;
+}
+
+export class ArtifactView implements View {
+  constructor(client: CombClient, options?: ViewOptions);
+  readonly ready: Promise<ArtifactView>;
+  readonly status: ViewStatus;
+  readonly pending: number;
+  readonly stats: ViewStats;
+  get(d: string): ShownEvent | undefined;
+  all(): ShownEvent[];
+  isPending(d: string): boolean;
+  on(event: 'change', fn: (change: Change) => void): this;
+  on(event: 'status', fn: (status: ViewStatus) => void): this;
+  on(event: 'pending', fn: (count: number) => void): this;
+  on(event: 'error', fn: (error: CombError | RolledBack) => void): this;
+  off(event: 'change', fn: (change: Change) => void): this;
+  off(event: 'status', fn: (status: ViewStatus) => void): this;
+  off(event: 'pending', fn: (count: number) => void): this;
+  off(event: 'error', fn: (error: CombError | RolledBack) => void): this;
+  create(spec: CreateSpec): Promise<NostrEvent>;
+  update(d: string, changes?: Changes): Promise<NostrEvent>;
+  move(d: string, toH: string, changes?: Changes): Promise<NostrEvent>;
+  delete(d: string): Promise<NostrEvent>;
+  retry(): void;
+  close(): Promise<void>;
+}
+
+/** A view shared by the tabs of one browser (see ViewOptions.tabs). */
+export class TabView implements View {
+  constructor(client: CombClient, options: ViewOptions & { name: string });
+  /** 'leader': this tab holds the connection and writes the store. */
+  readonly role: 'leader' | 'follower';
+  readonly ready: Promise<TabView>;
+  readonly status: ViewStatus;
+  readonly pending: number;
+  /** The leading tab's view's stats; null in a follower. */
+  readonly stats: ViewStats | null;
+  get(d: string): ShownEvent | undefined;
+  all(): ShownEvent[];
+  isPending(d: string): boolean;
+  on(event: 'change', fn: (change: Change) => void): this;
+  on(event: 'status', fn: (status: ViewStatus) => void): this;
+  on(event: 'pending', fn: (count: number) => void): this;
+  on(event: 'error', fn: (error: CombError | RolledBack) => void): this;
+  off(event: 'change', fn: (change: Change) => void): this;
+  off(event: 'status', fn: (status: ViewStatus) => void): this;
+  off(event: 'pending', fn: (count: number) => void): this;
+  off(event: 'error', fn: (error: CombError | RolledBack) => void): this;
+  create(spec: CreateSpec): Promise<NostrEvent>;
+  update(d: string, changes?: Changes): Promise<NostrEvent>;
+  move(d: string, toH: string, changes?: Changes): Promise<NostrEvent>;
+  delete(d: string): Promise<NostrEvent>;
+  retry(): void;
+  close(): Promise<void>;
+}
+
+/** Whether this platform can share a view between tabs. */
+export function tabsSupported(): boolean;
+
+/** The relay's NIP-11 document, the parts comb-client reads. */
+export interface RelayInfo {
+  name?: string;
+  supported_nips?: number[];
+  artifacts?: {
+    sync?: { modes?: string[]; max_events?: number };
+    incremental?: { max_ids?: number };
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
 }
 
 export class CombClient {
@@ -240,28 +379,32 @@ export class CombClient {
   /** Moves to the next of `urls` (a no-op with one); returns the new url. */
   failOver(): string;
   getPublicKey(): Promise<string>;
+  /** Rejects with code `unauthorized` when the signer declines. */
   sign(template: EventTemplate): Promise<NostrEvent>;
   /** The relay's NIP-11 document. */
-  info(): Promise<any>;
+  info(): Promise<RelayInfo>;
   /** POST /query with one filter: an array of events, or an incremental answer. */
-  query(filter: Record<string, unknown>): Promise<any>;
+  query(filter: Record<string, unknown>): Promise<NostrEvent[] | IncrementalAnswer>;
   /** The current revision of d (its delete revision when deleted), or null. */
   head(d: string): Promise<NostrEvent | null>;
   /** Signs and publishes any event; resolves once accepted. */
   publish(template: EventTemplate): Promise<NostrEvent>;
+  /** Publishes an event signed already (again, after a lost answer, is fine). */
+  submit(event: NostrEvent): Promise<NostrEvent>;
   createArtifact(spec: CreateSpec): Promise<NostrEvent>;
   updateArtifact(current: NostrEvent, changes?: Changes): Promise<NostrEvent>;
   moveArtifact(current: NostrEvent, toH: string, changes?: Changes): Promise<NostrEvent>;
   deleteArtifact(current: NostrEvent): Promise<NostrEvent>;
   restoreArtifact(current: NostrEvent, changes?: Changes): Promise<NostrEvent>;
-  artifacts(options?: ViewOptions): ArtifactView;
+  /** A view; a TabView when options.tabs is set and the browser can share it. */
+  artifacts(options?: ViewOptions): ArtifactView | TabView;
   /** Incremental reads of one scope (see IncrementalReader). */
   incremental(options?: ReaderOptions): IncrementalReader;
   /** A WebSocket to `wsUrl`; answer its AUTH challenge with authEvent. */
   openSocket(): WebSocket;
   /** The signed NIP-42 answer to challenge for a socket open to socketUrl
    * (default `wsUrl`). */
-  authEvent(challenge: string, socketUrl?: string): NostrEvent | Promise<NostrEvent>;
+  authEvent(challenge: string, socketUrl?: string): Promise<NostrEvent>;
 }
 
 export function tagValue(event: NostrEvent, name: string): string | undefined;

@@ -3,7 +3,10 @@
 // one board; a task created in one shows in the other within a second; a
 // drag moves it in the other; a page that was offline while the other
 // edited, deleted, moved and created comes back to exactly the same board;
-// a reload starts from IndexedDB and fetches only what changed.
+// a page that creates, edits, drags and deletes while offline shows them at
+// once as pending and both pages converge when it is back; a reload starts
+// from IndexedDB and fetches only what changed; a NIP-07 extension's key
+// is used when present, and its refusal leaves the page `unauthorized`.
 //
 // Needs Debian's chromium at /usr/bin/chromium (scripts/install-deps.sh
 // installs it); skipped without it. COMB_BOARD_SCREENSHOT=path saves a
@@ -13,11 +16,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
+import { finalizeEvent } from 'nostr-tools/pure';
+
 import { CombClient } from '../../clients/js/index.js';
 import { ensureOpenChannel } from '../../clients/board/channel.mjs';
 import { startBoardServer } from '../../clients/board/serve.mjs';
 import { createChannel } from './lib/artifacts.mjs';
-import { newKey, startRelay } from './lib/harness.mjs';
+import { get, newKey, startRelay } from './lib/harness.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
 const skip = fs.existsSync(CHROMIUM) ? false :
@@ -171,7 +176,10 @@ describe('task board in Chromium', { skip }, () => {
 		await a.page.locator('#message', {
 			hasText: 'restricted: only the creator or a channel admin may delete or restore',
 		}).waitFor();
+		// the outbox rolled the delete back
+		await card(a.page, 'Update the dashboard').waitFor();
 		assert.equal(await card(a.page, 'Update the dashboard').count(), 1);
+		assert.equal(await a.page.evaluate(() => window.board.view.pending), 0);
 	});
 
 	test('a page that was offline converges to exactly the other page\'s board', async () => {
@@ -200,6 +208,7 @@ describe('task board in Chromium', { skip }, () => {
 		assert.equal(await b.page.locator('#status').textContent(), 'offline');
 
 		await b.context.setOffline(false);
+		await eventually(() => a.page.evaluate(() => window.board.view.pending), 0, 'a sent its writes');
 		const want = await snapshot(a.page);
 		await eventually(() => snapshot(b.page), want, 'b holds what a holds');
 		await waitLive(b.page);
@@ -224,6 +233,48 @@ describe('task board in Chromium', { skip }, () => {
 		assert.deepEqual(await drawn(a.page), await drawn(b.page));
 		for (const p of [a.page, b.page])
 			await p.locator('#channel').selectOption(alpha);
+	});
+
+	test('writes made offline show at once as pending and reach the other page when back', async () => {
+		// b's own task, made online, to delete offline (only its creator may)
+		await b.page.fill('#new-title', 'Temporary note');
+		await b.page.press('#new-title', 'Enter');
+		await card(a.page, 'Temporary note').waitFor();
+		await eventually(() => b.page.evaluate(() => window.board.view.pending), 0, 'b sent its create');
+
+		await b.context.setOffline(true);
+		await b.page.waitForFunction(() => window.board.view.status === 'offline', null, { timeout: 5000 });
+		const before = await snapshot(a.page);
+		await b.page.fill('#new-title', 'Written offline');
+		await b.page.press('#new-title', 'Enter');
+		await card(b.page, 'Fix the payment timeout').locator('.title').click();
+		await b.page.locator('.card .edit').fill('Fix the payment timeout today');
+		await b.page.press('.card .edit', 'Enter');
+		await card(b.page, 'Draft the onboarding guide').dragTo(column(b.page, 'doing'));
+		await card(b.page, 'Temporary note').locator('.delete').click();
+
+		// shown at once, marked pending; nothing reached a
+		await card(b.page, 'Written offline').and(b.page.locator('.card.pending')).waitFor();
+		await card(b.page, 'Fix the payment timeout today').and(b.page.locator('.card.pending')).waitFor();
+		await column(b.page, 'doing').locator('.card.pending', { hasText: 'Draft the onboarding guide' }).waitFor();
+		await card(b.page, 'Temporary note').waitFor({ state: 'detached' });
+		assert.equal(await b.page.evaluate(() => window.board.view.pending), 4);
+		assert.equal(await b.page.locator('#pending').textContent(), '4 pending');
+		assert.deepEqual(await snapshot(a.page), before);
+
+		await b.context.setOffline(false);
+		await eventually(() => b.page.evaluate(() => window.board.view.pending), 0, 'b sent its outbox');
+		const want = await snapshot(b.page);
+		await eventually(() => snapshot(a.page), want, 'a holds what b holds');
+		assert.ok(want.every((x) => !x.pending));
+		const titles = want.filter((x) => x.h === alpha).map((x) => x.title).sort();
+		assert.deepEqual(titles, ['Draft the onboarding guide', 'Fix the payment timeout today', 'Plan the team offsite',
+			'Review the sync design', 'Update the dashboard', 'Write the release notes', 'Written offline']);
+		assert.equal(want.find((x) => x.title === 'Draft the onboarding guide').status, 'doing');
+		const fresh = await seeder.query({ artifact: 'current', '#h': [alpha, beta], '#type': ['demo.task'] });
+		assert.deepEqual(want.map((x) => x.id).sort(), fresh.map((e) => e.id).sort());
+		assert.deepEqual(await drawn(b.page), await drawn(a.page));
+		assert.equal(await b.page.locator('.card.pending').count(), 0);
 	});
 
 	test('a reload starts from IndexedDB and fetches only what changed', async (t) => {
@@ -272,6 +323,102 @@ describe('task board in Chromium', { skip }, () => {
 		if (process.env.COMB_BOARD_SCREENSHOT) {
 			const height = await b.page.evaluate(() => Math.ceil(document.querySelector('footer').getBoundingClientRect().bottom) + 16);
 			await b.page.screenshot({ path: process.env.COMB_BOARD_SCREENSHOT, clip: { x: 0, y: 0, width: 1100, height } });
+		}
+	});
+
+	test('two tabs of one browser share one connection; closing the leading tab keeps the other live', async (t) => {
+		const sockets = async () => {
+			const r = await get(stack.url, '/metrics');
+			return Number(r.body.match(/^comb_ws_connections (\d+)$/m)[1]);
+		};
+		const base = await sockets();
+		const context = await browser.newContext({ viewport: { width: 1100, height: 600 } });
+		context.setDefaultTimeout(5000);
+		const errors = [];
+		const open = async () => {
+			const page = await context.newPage();
+			page.on('pageerror', (err) => errors.push(err.message));
+			await page.goto(`${board.url}?relay=${stack.url}&channel=${alpha}`);
+			await waitLive(page);
+			return page;
+		};
+		try {
+			const first = await open();
+			const second = await open();
+			const roles = await Promise.all([first, second].map((p) => p.evaluate(() => window.board.view.role)));
+			assert.deepEqual(roles, ['leader', 'follower']);
+			await eventually(sockets, base + 1, 'one WebSocket for the two tabs');
+			assert.deepEqual(await snapshot(second), await snapshot(first));
+
+			// the follower writes through the leader; the other browser sees it
+			await second.fill('#new-title', 'Written in the second tab');
+			await second.press('#new-title', 'Enter');
+			await card(second, 'Written in the second tab').waitFor();
+			await card(a.page, 'Written in the second tab').waitFor();
+			await card(first, 'Written in the second tab').waitFor();
+			await eventually(() => second.evaluate(() => window.board.view.pending), 0, 'sent by the leader');
+
+			// the leading tab closes: the other takes over from the store
+			const held = (await snapshot(second)).length;
+			await first.close();
+			await second.waitForFunction(() => window.board.view.role === 'leader', null, { timeout: 10000 });
+			await waitLive(second);
+			const stats = await second.evaluate(() => window.board.view.stats);
+			t.diagnostic(`after the takeover: ${JSON.stringify(stats)} (${held} tasks held)`);
+			assert.equal(stats.resets, 0);
+			assert.ok(stats.fetched < held, `the new leader fetched ${stats.fetched} of ${held}: no full re-read`);
+			await card(a.page, 'Fix the payment timeout today').dragTo(column(a.page, 'done'));
+			await column(second, 'done').locator('.card', { hasText: 'Fix the payment timeout today' }).waitFor();
+			assert.deepEqual(await snapshot(second), await snapshot(a.page));
+			await eventually(sockets, base + 1, 'still one WebSocket for the tab left');
+			assert.deepEqual(errors, []);
+		} finally {
+			await context.close();
+		}
+	});
+
+	test('a NIP-07 extension\'s key signs when present; its refusal is status unauthorized, not an error', async () => {
+		const ext = newKey();
+		const context = await browser.newContext({ viewport: { width: 1100, height: 600 } });
+		context.setDefaultTimeout(5000);
+		let allow = true;
+		// the extension: window.nostr, signing in this process
+		await context.exposeFunction('testExtensionSign', (template) => {
+			if (!allow)
+				throw new Error('the user denied it');
+			return finalizeEvent(template, ext.sk);
+		});
+		await context.addInitScript((pk) => {
+			window.nostr = { getPublicKey: async () => pk, signEvent: (t) => window.testExtensionSign(t) };
+		}, ext.pk);
+		const page = await context.newPage();
+		const errors = [];
+		page.on('pageerror', (err) => errors.push(err.message));
+		try {
+			await page.goto(`${board.url}?relay=${stack.url}&channel=${alpha}`);
+			await waitLive(page);
+			assert.equal(await page.locator('#pubkey').getAttribute('data-pubkey'), ext.pk);
+			assert.equal(await page.locator('#signer').isVisible(), true);
+			assert.equal(await page.locator('#signer').inputValue(), 'extension');
+			await page.fill('#new-title', 'Signed by the extension');
+			await page.press('#new-title', 'Enter');
+			await card(a.page, 'Signed by the extension').waitFor();
+			assert.equal(await card(a.page, 'Signed by the extension').getAttribute('data-author'), ext.pk);
+
+			// the user denies: the next connection's challenge is refused
+			allow = false;
+			await context.setOffline(true);
+			await page.waitForFunction(() => window.board.view.status === 'offline');
+			await context.setOffline(false);
+			await page.waitForFunction(() => window.board.view.status === 'unauthorized', null, { timeout: 10000 });
+			assert.equal(await page.locator('#status').textContent(), 'unauthorized');
+			// the user allows it and clicks the status: live again
+			allow = true;
+			await page.locator('#status').click();
+			await waitLive(page);
+			assert.deepEqual(errors, []);
+		} finally {
+			await context.close();
 		}
 	});
 });

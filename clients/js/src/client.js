@@ -9,12 +9,13 @@ import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
 
 import { CombError, errorFromAnswer } from './errors.js';
 import { IncrementalReader } from './reader.js';
-import { ENVELOPE, clientTags, tagValue } from './tags.js';
+import { REVISION_KIND, fieldsOf, revision } from './revisions.js';
+import { tagValue } from './tags.js';
+import { IndexedDBStore } from './stores.js';
+import { TabView, tabsSupported } from './tabs.js';
 import { ArtifactView } from './view.js';
 
 export { CombError };
-
-export const REVISION_KIND = 45010;
 
 function hexToBytes(hex) {
 	if (typeof hex !== 'string' || !/^[0-9a-fA-F]{64}$/.test(hex))
@@ -110,9 +111,13 @@ export class CombClient {
 		return this.signer.getPublicKey();
 	}
 
-	/** Signs an event template (created_at defaults to now). */
+	/**
+	 * Signs an event template (created_at defaults to now). A signer that
+	 * declines or fails (a NIP-07 extension's "deny") rejects with a
+	 * CombError of code `unauthorized`.
+	 */
 	async sign(template) {
-		const ev = await this.signer.signEvent({ created_at: now(), tags: [], content: '', ...template });
+		const ev = await this.signWith({ created_at: now(), tags: [], content: '', ...template });
 		const { id, pubkey, created_at, kind, tags, content, sig } = ev;
 		return { id, pubkey, created_at, kind, tags, content, sig };
 	}
@@ -209,7 +214,17 @@ export class CombClient {
 
 	/** Signs and publishes an event; resolves to it once accepted. */
 	async publish(template) {
-		const event = await this.sign(template);
+		return this.submit(await this.sign(template));
+	}
+
+	/**
+	 * Publishes an event signed already; resolves to it once accepted.
+	 * Sending an accepted event again is accepted again, so a lost answer
+	 * is harmless. Rejects with a CombError with the relay's message and
+	 * the event; for `conflict: artifact head changed` its head is the
+	 * current revision (null when unknown).
+	 */
+	async submit(event) {
 		const r = await this.post('/events', event);
 		if (r.status === 200 && r.body?.accepted === true)
 			return event;
@@ -286,9 +301,20 @@ export class CombClient {
 
 	/**
 	 * A live, exact local copy of the current artifacts of some channels
-	 * (see ArtifactView): options channels, types, store, pollInterval.
+	 * (see ArtifactView): options channels, types, store, pollInterval,
+	 * pageSize, resumable, merge, onViolation, and tabs: a name; in a
+	 * browser with Web Locks and BroadcastChannel the tabs that open a
+	 * view of that name share one connection and the IndexedDB store of
+	 * that name (see TabView); elsewhere the view keeps to that store
+	 * when IndexedDB exists.
 	 */
 	artifacts(options = {}) {
+		if (options.tabs) {
+			if (tabsSupported())
+				return new TabView(this, { ...options, name: options.tabs });
+			if (globalThis.indexedDB)
+				return new ArtifactView(this, { ...options, store: new IndexedDBStore(options.tabs) });
+		}
 		return new ArtifactView(this, options);
 	}
 
@@ -310,49 +336,20 @@ export class CombClient {
 	}
 
 	/** The NIP-42 answer to challenge, for a socket open to socketUrl
-	 * (default the node requests go to now). */
+	 * (default the node requests go to now); rejects with code
+	 * `unauthorized` when the signer declines. */
 	authEvent(challenge, socketUrl = this.wsUrl) {
-		return this.signer.signEvent(makeAuthEvent(socketUrl, challenge));
+		return this.signWith(makeAuthEvent(socketUrl, challenge));
 	}
-}
 
-// The fields a new revision inherits from current, with changes applied.
-function fieldsOf(current, changes) {
-	let tags = clientTags(current);
-	if (Array.isArray(changes.tags)) {
-		tags = changes.tags;
-	} else if (changes.tags) {
-		for (const [name, value] of Object.entries(changes.tags)) {
-			const i = tags.findIndex((t) => t[0] === name);
-			if (value === null || value === undefined)
-				tags = tags.filter((t) => t[0] !== name);
-			else if (i >= 0)
-				tags = tags.map((t, j) => (j === i ? [name, String(value)] : t));
-			else
-				tags = [...tags, [name, String(value)]];
+	// The signer's signature of template; its refusal or failure as a
+	// CombError of code `unauthorized`.
+	async signWith(template) {
+		try {
+			return await this.signer.signEvent(template);
+		} catch (err) {
+			throw new CombError(`unauthorized: the signer declined: ${err?.message ?? String(err)}`,
+				{ code: 'unauthorized', cause: err });
 		}
 	}
-	return {
-		d: tagValue(current, 'd'), h: tagValue(current, 'h'), type: tagValue(current, 'type'),
-		root: 'root' in changes ? changes.root : tagValue(current, 'root'),
-		title: changes.title ?? tagValue(current, 'title'),
-		content: changes.content ?? current.content,
-		tags,
-	};
-}
-
-// The event template of a revision (PROTOCOL.md section 5).
-function revision({ d, h, type, op, prev, root, title, content, tags }) {
-	for (const t of tags) {
-		if (ENVELOPE.has(t[0]))
-			throw new TypeError(`tag ${t[0]} is an envelope tag`);
-	}
-	const out = [['ar', '1'], ['d', d], ['h', h], ['type', type], ['op', op]];
-	if (prev)
-		out.push(['prev', prev]);
-	if (root && op !== 'delete')
-		out.push(['root', root]);
-	if (op !== 'delete')
-		out.push(['title', title]);
-	return { kind: REVISION_KIND, tags: [...out, ...tags], content: op === 'delete' ? '' : content };
 }

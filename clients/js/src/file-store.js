@@ -1,23 +1,26 @@
-// A store in one JSON file (Node): {"cursor": "...", "artifacts": {d: event}}.
-// Changes are written by replacing the file (write to a temporary file,
-// then rename), coalesced: a promise resolves once a write holding its
-// change has reached the file. Import from 'comb-client/file-store'.
+// A store in one JSON file (Node): {"cursor": "...", "artifacts": {d: event},
+// "outbox": [...]}, with the interface of src/stores.js. Changes are written
+// by replacing the file (write to a temporary file, then rename), so the
+// file always holds a cursor with exactly the changes before it; writes are
+// coalesced: a promise resolves once a write holding its change has
+// reached the file. Import from 'comb-client/file-store'.
 
 import fs from 'node:fs/promises';
 
-import { tagValue } from './tags.js';
+import { applyInOrder } from './stores.js';
 
 export class JsonFileStore {
 	constructor(path) {
 		this.path = path;
 		this.items = null;
 		this.savedCursor = undefined;
+		this.outbox = [];
 		this.chain = Promise.resolve();   // the last write scheduled
 		this.pending = null;              // a write not yet started
 		this.calls = new Set();           // put and delete calls not yet done
 	}
 
-	// Runs a change; close() waits for it.
+	// Runs a change (fn returns a promise); close() waits for it.
 	track(fn) {
 		const p = fn();
 		this.calls.add(p);
@@ -26,6 +29,7 @@ export class JsonFileStore {
 		return p;
 	}
 
+	/** Everything held: {events, cursor, outbox} (the file is read once). */
 	async load() {
 		if (!this.items) {
 			this.items = new Map();
@@ -41,9 +45,10 @@ export class JsonFileStore {
 				for (const [d, ev] of Object.entries(data.artifacts ?? {}))
 					this.items.set(d, ev);
 				this.savedCursor = data.cursor ?? undefined;
+				this.outbox = data.outbox ?? [];
 			}
 		}
-		return { events: [...this.items.values()], cursor: this.savedCursor };
+		return { events: [...this.items.values()], cursor: this.savedCursor, outbox: structuredClone(this.outbox) };
 	}
 
 	async get(d) {
@@ -51,24 +56,22 @@ export class JsonFileStore {
 		return this.items.get(d);
 	}
 
-	put(events, cursor) {
+	/** Applies changes in order, then the cursor; resolves once in the file. */
+	write(changes, cursor) {
 		return this.track(async () => {
 			await this.load();
-			for (const ev of events)
-				this.items.set(tagValue(ev, 'd'), ev);
+			applyInOrder(this.items, changes);
 			if (cursor !== undefined)
 				this.savedCursor = cursor;
 			return this.flush();
 		});
 	}
 
-	delete(ds, cursor) {
+	/** Replaces the outbox; resolves once in the file. */
+	saveOutbox(entries) {
 		return this.track(async () => {
 			await this.load();
-			for (const d of ds)
-				this.items.delete(d);
-			if (cursor !== undefined)
-				this.savedCursor = cursor;
+			this.outbox = structuredClone(entries);
 			return this.flush();
 		});
 	}
@@ -92,8 +95,9 @@ export class JsonFileStore {
 		return this.pending;
 	}
 
+	// Replaces the file with what is held now.
 	async writeFile() {
-		const data = { cursor: this.savedCursor ?? null, artifacts: Object.fromEntries(this.items) };
+		const data = { cursor: this.savedCursor ?? null, artifacts: Object.fromEntries(this.items), outbox: this.outbox };
 		const tmp = `${this.path}.${process.pid}.tmp`;
 		await fs.writeFile(tmp, JSON.stringify(data));
 		await fs.rename(tmp, this.path);

@@ -1,8 +1,8 @@
 // IncrementalReader: incremental reads of one scope (PROTOCOL.md section
 // 8), the job every exact copy shares. It builds each read from the scope
 // and its cursor, checks each answer against the protocol, writes the
-// changes of a page to a store before it moves its cursor past them, and
-// pages until the relay says there is no more. Resumable syncs (section
+// changes of a page to a store in order, with the cursor past them in the
+// same store write, and pages until the relay says there is no more. Resumable syncs (section
 // 7.1) send the same answers as CHANGES frames: apply() takes those too.
 //
 // What breaks the protocol (an answer without changes or cursor, a change
@@ -27,6 +27,11 @@ function scopeOf(options) {
 	if (options.types)
 		scope['#type'] = [...options.types];
 	return scope;
+}
+
+/** A valid change of an answer as a store applies it. */
+export function storeChange(c) {
+	return c.op === 'upsert' ? { op: 'upsert', event: c.event } : { op: 'remove', d: c.d };
 }
 
 export class IncrementalReader {
@@ -121,19 +126,13 @@ export class IncrementalReader {
 	}
 
 	/**
-	 * Writes the valid ones of changes to the store (upserts, then
-	 * removals, the cursor with the last write), then moves the cursor
-	 * there (undefined keeps both where they are). Resolves to the changes
-	 * applied.
+	 * Writes the valid ones of changes to the store in order, with the
+	 * cursor, in one store write, then moves the cursor there (undefined
+	 * keeps both where they are). Resolves to the changes applied.
 	 */
 	async apply(changes, cursor) {
 		const valid = this.validChanges(changes);
-		const upserts = valid.filter((c) => c.op === 'upsert').map((c) => c.event);
-		const removed = valid.filter((c) => c.op === 'remove').map((c) => c.d);
-		if (upserts.length || !removed.length)
-			await this.store.put(upserts, removed.length ? undefined : cursor);
-		if (removed.length)
-			await this.store.delete(removed, cursor);
+		await this.store.write(valid.map(storeChange), cursor);
 		if (cursor !== undefined)
 			this.cursor = cursor;
 		return valid;

@@ -1,13 +1,20 @@
-// Stores keep a view's artifacts and its incremental cursor. Every store
-// has the same small interface (all methods return promises):
-//   load()                -> {events, cursor}: everything, at start
-//   get(d)                -> the stored revision of d, or undefined
-//   put(events, cursor?)  stores revisions (and the cursor after them)
-//   delete(ds, cursor?)   drops artifacts (and stores the cursor after them)
-//   cursor()              -> the stored cursor, or undefined
+// Stores keep a view's artifacts, its incremental cursor and its outbox
+// (writes not yet accepted). Every store has the same small interface (all
+// methods return promises):
+//   load()                  -> {events, cursor, outbox}: everything, at start
+//   get(d)                  -> the stored revision of d, or undefined
+//   write(changes, cursor?) applies changes IN ORDER, and the cursor after
+//                           them, as one transaction: every change is
+//                           {op: 'upsert', event} or {op: 'remove', d}, so
+//                           a removal of d followed by an upsert of d
+//                           leaves d stored, and the reverse drops it
+//   saveOutbox(entries)     replaces the stored outbox (an array of plain,
+//                           JSON-serializable entries)
+//   cursor()                -> the stored cursor, or undefined
 //   close()
-// A view writes the items of a read before its cursor, and every read is
-// idempotent, so a store that stops between two calls loses nothing.
+// A store never holds a cursor without the changes read before it, and
+// every read is idempotent, so a store that stops between two calls loses
+// nothing.
 
 import { tagValue } from './tags.js';
 
@@ -16,28 +23,28 @@ export class MemoryStore {
 	constructor() {
 		this.items = new Map();
 		this.savedCursor = undefined;
+		this.outbox = [];
 	}
 
+	/** Everything held: {events, cursor, outbox}. */
 	async load() {
-		return { events: [...this.items.values()], cursor: this.savedCursor };
+		return { events: [...this.items.values()], cursor: this.savedCursor, outbox: structuredClone(this.outbox) };
 	}
 
 	async get(d) {
 		return this.items.get(d);
 	}
 
-	async put(events, cursor) {
-		for (const ev of events)
-			this.items.set(tagValue(ev, 'd'), ev);
+	/** Applies changes in order, then the cursor (see the top of this file). */
+	async write(changes, cursor) {
+		applyInOrder(this.items, changes);
 		if (cursor !== undefined)
 			this.savedCursor = cursor;
 	}
 
-	async delete(ds, cursor) {
-		for (const d of ds)
-			this.items.delete(d);
-		if (cursor !== undefined)
-			this.savedCursor = cursor;
+	/** Replaces the outbox. */
+	async saveOutbox(entries) {
+		this.outbox = structuredClone(entries);
 	}
 
 	async cursor() {
@@ -45,6 +52,19 @@ export class MemoryStore {
 	}
 
 	async close() {}
+}
+
+/**
+ * Applies ordered changes ({op: 'upsert', event} or {op: 'remove', d}) to
+ * a Map of d -> revision. Shared by the stores that keep one in memory.
+ */
+export function applyInOrder(items, changes) {
+	for (const c of changes) {
+		if (c.op === 'upsert')
+			items.set(tagValue(c.event, 'd'), c.event);
+		else
+			items.delete(c.d);
+	}
 }
 
 function done(request) {
@@ -88,14 +108,16 @@ export class IndexedDBStore {
 		return this.db;
 	}
 
+	/** Everything held: {events, cursor, outbox}, read in one transaction. */
 	async load() {
 		const db = await this.open();
 		const tx = db.transaction(['artifacts', 'meta'], 'readonly');
-		const [events, cursor] = await Promise.all([
+		const [events, cursor, outbox] = await Promise.all([
 			done(tx.objectStore('artifacts').getAll()),
 			done(tx.objectStore('meta').get('cursor')),
+			done(tx.objectStore('meta').get('outbox')),
 		]);
-		return { events, cursor };
+		return { events, cursor, outbox: outbox ?? [] };
 	}
 
 	async get(d) {
@@ -103,27 +125,32 @@ export class IndexedDBStore {
 		return done(db.transaction('artifacts', 'readonly').objectStore('artifacts').get(d));
 	}
 
-	async write(fn, cursor) {
+	/**
+	 * Applies changes in order and the cursor in one readwrite
+	 * transaction: requests of one transaction run in the order made, so
+	 * the last change of a d wins; a failure aborts all of it.
+	 */
+	async write(changes, cursor) {
 		const db = await this.open();
 		const tx = db.transaction(['artifacts', 'meta'], 'readwrite');
-		fn(tx.objectStore('artifacts'));
+		const s = tx.objectStore('artifacts');
+		for (const c of changes) {
+			if (c.op === 'upsert')
+				s.put(c.event, tagValue(c.event, 'd'));
+			else
+				s.delete(c.d);
+		}
 		if (cursor !== undefined)
 			tx.objectStore('meta').put(cursor, 'cursor');
 		await committed(tx);
 	}
 
-	put(events, cursor) {
-		return this.write((s) => {
-			for (const ev of events)
-				s.put(ev, tagValue(ev, 'd'));
-		}, cursor);
-	}
-
-	delete(ds, cursor) {
-		return this.write((s) => {
-			for (const d of ds)
-				s.delete(d);
-		}, cursor);
+	/** Replaces the outbox (one transaction). */
+	async saveOutbox(entries) {
+		const db = await this.open();
+		const tx = db.transaction('meta', 'readwrite');
+		tx.objectStore('meta').put(entries, 'outbox');
+		await committed(tx);
 	}
 
 	async cursor() {

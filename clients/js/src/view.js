@@ -44,7 +44,8 @@
 // store keeps its old cursor, so a restart in between starts over again.
 
 import { CombError } from './errors.js';
-import { IncrementalReader } from './reader.js';
+import { IncrementalReader, storeChange } from './reader.js';
+import { Outbox, inScope, shownRevision, shownRevisions } from './outbox.js';
 import { MemoryStore } from './stores.js';
 import { tagValue } from './tags.js';
 
@@ -77,11 +78,14 @@ export class ArtifactView {
 	/**
 	 * options: channels (channel ids; without them the view reads every
 	 * readable channel), types, store (default a MemoryStore),
-	 * pollInterval (ms, default 5000), resumable (default true: use the
+	 * pollInterval (ms, default 5000), pageSize (the limit of each
+	 * incremental read over HTTP; default the relay's), resumable (default true: use the
 	 * relay's resumable sync when it offers one; false keeps to the sync
 	 * and incremental reads), onViolation(message) (told of every answer,
 	 * frame or change that breaks the protocol; the view skips them either
-	 * way).
+	 * way), merge(entry, head) (after a conflict: the changes to make on
+	 * head in place of entry.changes, or null to give the write up;
+	 * default the same changes; see src/outbox.js).
 	 */
 	constructor(client, options = {}) {
 		this.client = client;
@@ -89,6 +93,7 @@ export class ArtifactView {
 		this.types = options.types ? [...options.types] : null;
 		this.store = options.store ?? new MemoryStore();
 		this.pollInterval = options.pollInterval ?? 5000;
+		this.pageSize = options.pageSize;   // incremental reads' limit (default the relay's)
 		this.resumable = options.resumable ?? true;
 		this.mode = null;              // 'changes' or 'current', once known
 		this.scope = {};
@@ -105,15 +110,18 @@ export class ArtifactView {
 		this.cursor = undefined;
 		this.fresh = null;             // while starting over: the ds the new read holds
 		this.status = 'connecting';
-		this.listeners = { change: new Set(), status: new Set(), error: new Set() };
+		this.listeners = { change: new Set(), status: new Set(), error: new Set(), pending: new Set() };
+		this.outbox = new Outbox(this, options.merge);
 		this.stats = { reads: 0, fetched: 0, knownReads: 0, resets: 0, snapshots: 0,
 			syncEvents: 0, resyncs: 0, connects: 0, resumes: 0, frames: 0 };
 		this.closed = false;
+		this.storeChain = Promise.resolve();   // the last store call queued
 		this.sub = null;               // the socket: {ws, url, id, mode, state, snapshot, chain}
 		this.syncAttempt = 0;
 		this.timer = null;             // the one pending step (poll, reconnect)
 		this.timerFn = null;
 		this.naps = new Set();         // resolvers of retry waits
+		this.retryWaits = new Set();   // resolvers of waits for retry()
 		this.retrySyncAt = null;       // while polling: when to try the sync again
 		this.listenNetwork();
 		this.ready = new Promise((resolve, reject) => {
@@ -124,17 +132,77 @@ export class ArtifactView {
 		this.run();
 	}
 
-	/** The current revision of artifact d, or undefined. */
+	/**
+	 * The current revision of artifact d as this view shows it, or
+	 * undefined: the last write of d not yet accepted (marked `pending:
+	 * true`; undefined for a delete or a move out of the view), else one
+	 * accepted but not read back yet, else the one read.
+	 */
 	get(d) {
-		return this.items.get(d);
+		return shownRevision(d, this.items, this.outbox.entries, this.outbox.acked, (ev) => this.inScope(ev));
 	}
 
-	/** Every current revision. */
+	/** Every current revision as shown (see get). */
 	all() {
-		return [...this.items.values()];
+		return shownRevisions(this.items, this.outbox.entries, this.outbox.acked, (ev) => this.inScope(ev));
 	}
 
-	/** Adds a listener: 'change' ({upserts, removals}), 'status' (status), 'error' (CombError). */
+	/** Whether d has a write not yet accepted. */
+	isPending(d) {
+		return this.outbox.last(d) !== undefined;
+	}
+
+	/** How many writes are not accepted yet. */
+	get pending() {
+		return this.outbox.size;
+	}
+
+	// Whether revision ev belongs in this view (its channels and types).
+	inScope(ev) {
+		return inScope(ev, this.channels, this.types);
+	}
+
+	// ------------------------------------------------------------------
+	// writes, through the outbox: each resolves to the signed event once
+	// it is stored (shown at once as pending), and is sent in order
+
+	/** Creates an artifact: spec h, type, title, content, tags, d (generated when absent), root. */
+	create(spec) {
+		const d = spec.d ?? crypto.randomUUID();
+		return this.outbox.add({ op: 'create', d, changes: { ...spec, d } }, null);
+	}
+
+	/** A new revision of d as shown now; changes as CombClient.updateArtifact's. */
+	update(d, changes = {}) {
+		return this.outbox.add({ op: 'update', d, changes }, this.get(d));
+	}
+
+	/** Moves d to channel toH (changes as update's). */
+	move(d, toH, changes = {}) {
+		return this.outbox.add({ op: 'move', d, toH, changes }, this.get(d));
+	}
+
+	/** Deletes d. */
+	delete(d) {
+		return this.outbox.add({ op: 'delete', d, changes: {} }, this.get(d));
+	}
+
+	// The outbox changed: listeners of 'pending' get the count.
+	outboxChanged() {
+		this.emit('pending', this.outbox.size);
+	}
+
+	// A retry delay for the outbox (ms).
+	backoff(attempt) {
+		return backoffMs(attempt, 500);
+	}
+
+	/**
+	 * Adds a listener: 'change' ({changes, upserts, removals}: changes in
+	 * the order read and applied), 'pending' (the count of writes not yet
+	 * accepted, after every change of the outbox), 'status' (status),
+	 * 'error' (CombError).
+	 */
 	on(event, fn) {
 		this.listeners[event].add(fn);
 		return this;
@@ -154,8 +222,11 @@ export class ArtifactView {
 		this.unlistenNetwork();
 		for (const wake of this.naps)
 			wake();
+		this.retry();
+		this.outbox.stop();
 		this.dropSocket();
 		this.rejectReady(new CombError('closed', { code: 'closed' }));
+		await this.storeChain;
 		await this.store.close();
 	}
 
@@ -175,6 +246,8 @@ export class ArtifactView {
 		if (this.closed || this.status === status)
 			return;
 		this.status = status;
+		if (status === 'live')
+			this.outbox.wake();
 		this.emit('status', status);
 	}
 
@@ -234,6 +307,7 @@ export class ArtifactView {
 				this.retrySyncAt = 0;
 			for (const wake of this.naps)
 				wake();
+			this.outbox.wake();
 			const fn = this.timerFn;
 			if (fn) {
 				this.cancelLater();
@@ -254,7 +328,8 @@ export class ArtifactView {
 	// ------------------------------------------------------------------
 	// applying changes
 
-	// Replaces d's revision with ev unless ev is what we hold or older.
+	// Replaces d's revision with ev unless ev is what we hold or older;
+	// appends what it did to out ({op: 'upsert', event}).
 	upsert(ev, out) {
 		const d = tagValue(ev, 'd');
 		const cur = this.items.get(d);
@@ -262,19 +337,27 @@ export class ArtifactView {
 			return;
 		this.supersede(d, cur?.id, tagValue(ev, 'prev'));
 		this.items.set(d, ev);
-		out.push(ev);
+		this.outbox.seen(d, false);
+		out.push({ op: 'upsert', event: ev });
 	}
 
-	// Drops d. Deletions, moves and redactions make its revision old for
-	// good; access and ttl removals may bring the same revision back.
-	remove(d, h, reason, out) {
+	// Drops d; appends what it did to out ({op: 'remove', d, h, reason}).
+	// removed: the id of the revision the removal is about, when it names
+	// one (a sync's markers do): the removal changes nothing unless the
+	// view holds that revision, and makes it old for good. An incremental
+	// removal names none: it drops whatever the view holds and makes
+	// nothing old, because a catch-up that replays changes from an older
+	// cursor sends the removal of d from a channel it left and then its
+	// newer revision elsewhere, which must come back.
+	remove(d, h, reason, out, removed) {
 		const cur = this.items.get(d);
-		if (!cur)
+		if (!cur || (removed && cur.id !== removed))
 			return;
-		if (reason === 'deleted' || reason === 'moved' || reason === 'redacted')
-			this.supersede(d, cur.id);
+		if (removed)
+			this.supersede(d, removed);
 		this.items.delete(d);
-		out.push({ d, h: h ?? tagValue(cur, 'h'), reason });
+		this.outbox.seen(d, true);
+		out.push({ op: 'remove', d, h: h ?? tagValue(cur, 'h'), reason });
 	}
 
 	supersede(d, ...ids) {
@@ -289,29 +372,50 @@ export class ArtifactView {
 		}
 	}
 
-	// Tells listeners, then stores the items and the cursor after them.
-	async commit(upserts, removals, cursor) {
-		if (upserts.length || removals.length)
-			this.emit('change', { upserts, removals });
-		if (upserts.length || (cursor !== undefined && !removals.length))
-			await this.store.put(upserts, removals.length ? undefined : cursor);
-		if (removals.length)
-			await this.store.delete(removals.map((r) => r.d), cursor);
+	// Tells listeners of the changes applied (in order), then stores them
+	// in that order with the cursor after them, in one store write.
+	async commit(changes, cursor) {
+		if (changes.length)
+			this.emitChange(changes);
+		if (changes.length || cursor !== undefined)
+			await this.storeWrite(() => this.store.write(changes.map(storeChange), cursor));
 		if (cursor !== undefined)
 			this.cursor = cursor;
 	}
 
-	// Applies an incremental answer's changes (PROTOCOL.md section 8),
-	// those that keep to the protocol.
-	async apply(changes, cursor) {
+	// Runs fn (a store call) after every store call made before it, so
+	// the store sees changes in the order the view applied them, whatever
+	// the store; resolves or rejects as fn does.
+	storeWrite(fn) {
+		const p = this.storeChain.then(fn);
+		this.storeChain = p.catch(() => {});
+		return p;
+	}
+
+	// The 'change' event: changes in order, and for convenience the
+	// upserts (revisions) and removals ({d, h, reason}) among them.
+	emitChange(changes) {
 		const upserts = [], removals = [];
+		for (const c of changes) {
+			if (c.op === 'upsert')
+				upserts.push(c.event);
+			else if (c.op === 'remove')
+				removals.push({ d: c.d, h: c.h, reason: c.reason });
+		}
+		this.emit('change', { changes, upserts, removals });
+	}
+
+	// Applies an incremental answer's changes (PROTOCOL.md section 8),
+	// those that keep to the protocol, in order.
+	async apply(changes, cursor) {
+		const out = [];
 		for (const c of this.reader.validChanges(changes)) {
 			if (c.op === 'upsert')
-				this.upsert(c.event, upserts);
+				this.upsert(c.event, out);
 			else
-				this.remove(c.d, c.h, c.reason, removals);
+				this.remove(c.d, c.h, c.reason, out);
 		}
-		await this.commit(upserts, removals, cursor);
+		await this.commit(out, cursor);
 	}
 
 	// ------------------------------------------------------------------
@@ -336,7 +440,7 @@ export class ArtifactView {
 			this.reader.cursor = this.cursor;
 			let body;
 			try {
-				body = await this.read(() => this.reader.fetchPage());
+				body = await this.read(() => this.reader.fetchPage(this.pageSize));
 			} catch (err) {
 				if (!startsOver(err))
 					throw err;
@@ -380,21 +484,25 @@ export class ArtifactView {
 		const fresh = this.fresh;
 		if (fresh) {
 			const gone = [...this.items.keys()].filter((d) => !fresh.has(d));
-			if (!await this.lookUp(gone, { keepUpserts: false, sub }))
+			if (!await this.lookUp(gone, { sub }))
 				return;
 			this.fresh = null;
-			await this.store.put([], this.cursor);
+			await this.storeWrite(() => this.store.write([], this.cursor));
 		}
 		this.resolveReady(this);
 	}
 
-	// Known-ID reads: the current revision of each d, or its removal with
-	// the reason (`access` covers unknown and unreadable ids alike).
-	// With sub, answers that arrive after sub was replaced are dropped
-	// (they might undo what the new socket applied): resolves false then.
-	async lookUp(ds, { keepUpserts = true, sub = null } = {}) {
+	// Known-ID reads of ds, held but missing from a complete read: the
+	// removal of each with its reason (`access` covers unknown and
+	// unreadable ids alike) is applied while the view still holds the
+	// revision it held when the look-up began; an upsert there, or a
+	// newer revision held meanwhile, came back after that read, and the
+	// next read or frame brings it. With sub, answers that arrive after
+	// sub was replaced are dropped: resolves false then.
+	async lookUp(ds, { sub = null } = {}) {
 		if (!ds.length)
 			return true;
+		const held = new Map(ds.map((d) => [d, this.items.get(d)?.id]));
 		const max = (await this.client.info()).artifacts?.incremental?.max_ids ?? 1000;
 		for (let i = 0; i < ds.length; i += max) {
 			const filter = { artifact: 'incremental', '#d': ds.slice(i, i + max), ...this.scope };
@@ -402,7 +510,7 @@ export class ArtifactView {
 			this.stats.knownReads++;
 			if (sub && sub !== this.sub)
 				return false;
-			await this.apply(keepUpserts ? body.changes : body.changes.filter((c) => c.op !== 'upsert'));
+			await this.apply(body.changes.filter((c) => c.op === 'remove' && this.items.get(c.d)?.id === held.get(c.d)));
 		}
 		return true;
 	}
@@ -417,6 +525,10 @@ export class ArtifactView {
 				if (err instanceof Closed || this.closed || fatal(err))
 					throw err;
 				this.emit('error', err);
+				if (err.code === 'unauthorized') {
+					await this.untilRetry();
+					continue;
+				}
 				if (err.code === 'network')
 					this.setStatus('offline');
 				const wait = err.retryAfter ? err.retryAfter * 1000 * (1 + Math.random() / 2) : backoffMs(attempt, 500);
@@ -427,18 +539,46 @@ export class ArtifactView {
 		}
 	}
 
+	// The signer declined: status `unauthorized` until retry() (asking
+	// again on a timer would prompt the user again and again). Rejects
+	// with Closed when the view closes meanwhile.
+	async untilRetry() {
+		this.setStatus('unauthorized');
+		await new Promise((resolve) => {
+			this.retryWaits.add(resolve);
+		});
+		if (this.closed)
+			throw new Closed();
+	}
+
+	/**
+	 * After status `unauthorized` (the signer declined): asks the signer
+	 * again and carries on. A no-op otherwise.
+	 */
+	retry() {
+		const waits = [...this.retryWaits];
+		this.retryWaits.clear();
+		for (const wake of waits)
+			wake();
+	}
+
 	// ------------------------------------------------------------------
 	// the loop
 
 	async run() {
 		try {
-			const { events, cursor } = await this.store.load();
-			const upserts = [];
+			const { events, cursor, outbox } = await this.store.load();
+			this.outbox.restore(outbox);
+			if (this.outbox.size) {
+				this.outboxChanged();
+				this.outbox.send();
+			}
+			const loaded = [];
 			for (const ev of events)
-				this.upsert(ev, upserts);
+				this.upsert(ev, loaded);
 			this.cursor = cursor ?? undefined;
-			if (upserts.length)
-				this.emit('change', { upserts, removals: [] });
+			if (loaded.length)
+				this.emitChange(loaded);
 			const info = await this.retrying(() => this.client.info());
 			const modes = info.artifacts?.sync?.modes ?? [];
 			if (this.resumable && this.client.WebSocket && modes.includes('changes')) {
@@ -518,7 +658,10 @@ export class ArtifactView {
 		const sub = { ws, url, id: `view${++subCounter}`, mode: this.mode, state: 'auth', snapshot: null,
 			authId: null, chain: Promise.resolve() };
 		this.sub = sub;
-		ws.onmessage = (e) => this.onFrame(sub, e.data);
+		ws.onmessage = (e) => this.onFrame(sub, e.data).catch((err) => {
+			if (!(err instanceof Closed) && !this.closed)
+				this.emit('error', err);
+		});
 		ws.onclose = () => this.onSocketClosed(sub);
 		ws.onerror = () => {};
 	}
@@ -584,7 +727,19 @@ export class ArtifactView {
 			return;
 		switch (msg[0]) {
 		case 'AUTH': {
-			const ev = await this.client.authEvent(msg[1], sub.url);
+			let ev;
+			try {
+				ev = await this.client.authEvent(msg[1], sub.url);
+			} catch (err) {
+				// declined: no socket until retry()
+				this.dropSocket();
+				this.emit('error', err);
+				await this.untilRetry();
+				this.connect();
+				return;
+			}
+			if (sub !== this.sub)
+				return;
 			sub.authId = ev.id;
 			this.send(sub, ['AUTH', ev]);
 			return;
@@ -754,21 +909,22 @@ export class ArtifactView {
 		}
 		if (sub.state !== 'live' || !d)
 			return;
-		const upserts = [], removals = [];
+		const out = [];
 		const h = tagValue(ev, 'h');
 		if (ev.kind === REVISION_KIND) {
 			if (tagValue(ev, 'op') === 'delete') {
-				this.supersede(d, ev.id);
-				this.remove(d, h, 'deleted', removals);
+				this.supersede(d, ev.id, tagValue(ev, 'prev'));
+				this.remove(d, h, 'deleted', out);
 			} else {
-				this.upsert(ev, upserts);
+				this.upsert(ev, out);
 			}
 		} else if (ev.kind === REMOVAL_KIND) {
+			// a marker is about the revision it names: a redaction's e, a
+			// move's prev
 			const reason = tagValue(ev, 'reason');
-			if (reason !== 'redacted' || this.items.get(d)?.id === tagValue(ev, 'e'))
-				this.remove(d, h, reason, removals);
+			this.remove(d, h, reason, out, tagValue(ev, reason === 'redacted' ? 'e' : 'prev'));
 		}
-		this.commit(upserts, removals).catch((err) => this.emit('error', err));
+		this.commit(out).catch((err) => this.emit('error', err));
 	}
 
 	// The snapshot replaces the copy of these channels; what we held and
@@ -781,14 +937,14 @@ export class ArtifactView {
 		sub.state = 'live';
 		this.stats.snapshots++;
 		this.syncAttempt = 0;
-		const upserts = [];
+		const out = [];
 		for (const ev of snapshot.values())
-			this.upsert(ev, upserts);
+			this.upsert(ev, out);
 		const gone = [...this.items.keys()].filter((d) => !snapshot.has(d));
-		await this.commit(upserts, []);
+		await this.commit(out);
 		if (gone.length) {
 			try {
-				await this.retrying(() => this.lookUp(gone, { keepUpserts: false }));
+				await this.retrying(() => this.lookUp(gone));
 			} catch (err) {
 				if (err instanceof Closed || this.closed)
 					return;
