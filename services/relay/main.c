@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client_addr.h"
 #include "comb/error.h"
 #include "comb/event.h"
 #include "comb/hex.h"
@@ -97,15 +98,22 @@ static void default_plugin_path(char *out, size_t outlen)
 	snprintf(out, outlen, "%s/../lib/policy_default.so", exe);
 }
 
+/* civetweb's begin_request: an upgrade is admitted by ws/ws.c, any other
+ * request counts against its client address's HTTP requests. Returns 0
+ * to go on, else the status already sent. */
 static int begin_request(struct mg_connection *conn)
 {
 	atomic_fetch_add(&requests_in_flight, 1);
-	return ws_begin_request(conn);
+	if (ws_is_upgrade(conn))
+		return ws_begin_request(conn);
+	return client_addr_request_begin(conn) ? 0 : 503;
 }
 
+/* civetweb's end_request: gives back what begin_request claimed. */
 static void end_request(const struct mg_connection *conn, int status)
 {
 	ws_end_request(conn, status);
+	client_addr_request_end();
 	atomic_fetch_sub(&requests_in_flight, 1);
 }
 
@@ -255,6 +263,8 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		 * most the body deadline (comb's civetweb patch) */
 		"request_timeout_ms", "30000",
 		"request_body_timeout_ms", COMB_BODY_DEADLINE_TEXT,
+		/* a connection's request line and headers (client_addr.h) */
+		"request_header_timeout_ms", COMB_HEADER_DEADLINE_TEXT,
 		/* civetweb answers CORS preflights itself unless this is
 		 * empty; http.c answers them as PROTOCOL.md section 10 says */
 		"access_control_allow_methods", "",
@@ -271,6 +281,8 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		 relay->cfg.max_message_length);
 	callbacks.begin_request = begin_request;
 	callbacks.end_request = end_request;
+	callbacks.init_connection = client_addr_connection_open;
+	callbacks.connection_close = client_addr_connection_close;
 	relay->http = mg_start(&callbacks, relay, options);
 	if (!relay->http)
 		return comb_fail(errbuf, errlen, COMB_EIO,
@@ -352,6 +364,10 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 
 	mg_init_library(0);
+	if (client_addr_start(&relay, err, sizeof(err))) {
+		comb_error("client addresses: %s", err);
+		goto out;
+	}
 	if (write_batch_start(&relay, err, sizeof(err))) {
 		comb_error("write: %s", err);
 		goto out;

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "client_addr.h"
 #include "comb/error.h"
+#include "comb/netaddr.h"
 #include "comb/log.h"
 #include "comb/nip98.h"
 #include "comb/replay.h"
@@ -266,10 +268,14 @@ int http_handler(struct mg_connection *conn, void *cbdata)
 	seconds = (double)(t1.tv_sec - req.start.tv_sec) +
 		  (double)(t1.tv_nsec - req.start.tv_nsec) / 1e9;
 	metrics_observe(req.route, req.status, seconds);
-	if (req.relay->cfg.access_log)
-		comb_info("access: %s %s %s %d %.1f ms", req.info->remote_addr,
+	if (req.relay->cfg.access_log) {
+		char addr[COMB_NETADDR_TEXT];
+
+		client_addr_of(conn, addr, sizeof(addr));
+		comb_info("access: %s %s %s %d %.1f ms", addr,
 			  req.info->request_method,
 			  req.info->local_uri ? req.info->local_uri : "-",
 			  req.status ? req.status : 500, seconds * 1000);
+	}
 	return req.status ? req.status : 500;
 }

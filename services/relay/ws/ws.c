@@ -9,7 +9,8 @@
  * the same worker thread once the handshake is done.
  *
  * A connection slot (the node-wide cap and the client address's share of
- * it) is claimed under ws.mu in begin_request, so simultaneous upgrades
+ * it; the client address of client_addr.h) is claimed under ws.mu in
+ * begin_request, so simultaneous upgrades
  * cannot overshoot either cap, and given back in end_request, which
  * civetweb calls on the same thread once the request (for an upgrade: the
  * whole connection) is over.
@@ -32,7 +33,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "client_addr.h"
 #include "comb/error.h"
+#include "comb/netaddr.h"
 #include "comb/log.h"
 #include "feed/feed.h"
 #include "metrics.h"
@@ -164,7 +167,7 @@ static void slot_release(const char *addr)
 	pthread_mutex_unlock(&ws.mu);
 }
 
-static bool is_upgrade(struct mg_connection *conn)
+bool ws_is_upgrade(const struct mg_connection *conn)
 {
 	const char *up = mg_get_header(conn, "Upgrade");
 
@@ -179,12 +182,13 @@ int ws_begin_request(struct mg_connection *conn)
 		.conn = conn,
 		.info = mg_get_request_info(conn),
 	};
+	char addr[COMB_NETADDR_TEXT];
 	struct timespec t0;
 	PGconn *db;
 	int rc;
 
 	upgrade.valid = false;
-	if (!is_upgrade(conn))
+	if (!ws_is_upgrade(conn))
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	host_of(conn, req.host, sizeof(req.host));
@@ -211,11 +215,12 @@ int ws_begin_request(struct mg_connection *conn)
 		http_send_error(&req, 404, "unknown community");
 		goto refused;
 	}
-	if (!slot_claim(req.info->remote_addr)) {
+	client_addr_of(conn, addr, sizeof(addr));
+	if (!slot_claim(addr)) {
 		http_send_error(&req, 503, "error: too many connections");
 		goto refused;
 	}
-	snprintf(upgrade.addr, sizeof(upgrade.addr), "%s", req.info->remote_addr);
+	snprintf(upgrade.addr, sizeof(upgrade.addr), "%s", addr);
 	upgrade.claimed = true;
 	upgrade.valid = true;
 	return 0;

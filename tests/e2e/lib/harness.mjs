@@ -842,8 +842,9 @@ export async function startRelay(opts = {}) {
 			COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
 			COMB_INCREMENTAL_ENABLED: 'true',
 			// Every test client comes from 127.0.0.1; the tests of the
-			// per-address cap set their own.
+			// per-address caps set their own.
 			COMB_MAX_CONNECTIONS_PER_IP: '100000',
+			COMB_MAX_HTTP_CONNECTIONS_PER_IP: '100000',
 			...(stack.captureEndpoint ? { COMB_CAPTURE_ENDPOINT: stack.captureEndpoint } : {}),
 			...(opts.env ?? {}),
 			...((opts.nodeEnv ?? [])[i] ?? {}),
