@@ -1,6 +1,7 @@
 /*
- * Counts per client address (addr_counts.h): a linear table, since it
- * holds at most a few thousand entries and each operation is one pass.
+ * Counts per client address (addr_counts.h): an open-addressing table of
+ * a few thousand entries at most, probed linearly from the address's
+ * hash (a full pass at worst).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +21,33 @@ int addr_counts_init(struct addr_counts *t, int size)
 	return 0;
 }
 
-/* addr's entry, else a free one (NULL when full); under t->mu. */
+/* FNV-1a of addr. */
+static unsigned hash(const char *addr)
+{
+	unsigned h = 2166136261u;
+
+	for (; *addr; addr++)
+		h = (h ^ (unsigned char)*addr) * 16777619u;
+	return h;
+}
+
+/* addr's entry, else a free one (NULL when full); under t->mu. Probes
+ * from addr's hash: an entry whose count fell to 0 keeps its address, so
+ * the probe goes on past it, and stops at one never used. */
 static struct addr_count *find(struct addr_counts *t, const char *addr)
 {
 	struct addr_count *free_entry = NULL;
-	int i;
+	int i, start = (int)(hash(addr) % (unsigned)t->size);
 
 	for (i = 0; i < t->size; i++) {
-		struct addr_count *e = &t->entries[i];
+		struct addr_count *e = &t->entries[(start + i) % t->size];
 
 		if (e->n > 0 && !strcmp(e->addr, addr))
 			return e;
 		if (!free_entry && e->n == 0)
 			free_entry = e;
+		if (!e->addr[0])
+			break;
 	}
 	return free_entry;
 }
@@ -86,15 +101,13 @@ void addr_counts_claim_wait(struct addr_counts *t, const char *addr, int limit)
 
 void addr_counts_release(struct addr_counts *t, const char *addr)
 {
-	int i;
+	struct addr_count *e;
 
 	pthread_mutex_lock(&t->mu);
-	for (i = 0; i < t->size; i++) {
-		if (t->entries[i].n > 0 && !strcmp(t->entries[i].addr, addr)) {
-			t->entries[i].n--;
-			pthread_cond_broadcast(&t->freed);
-			break;
-		}
+	e = find(t, addr);
+	if (e && e->n > 0) {
+		e->n--;
+		pthread_cond_broadcast(&t->freed);
 	}
 	pthread_mutex_unlock(&t->mu);
 }

@@ -11,7 +11,10 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import { test } from 'node:test';
 
-import { get, newKey, nip98Header, startRelay } from './lib/harness.mjs';
+import { createChannel } from './lib/artifacts.mjs';
+import {
+	connectWs, get, newKey, nip98Header, psqlSession, signEvent, startRelay,
+} from './lib/harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -230,6 +233,63 @@ test('behind a trusted proxy, HTTP requests in progress are capped per client ad
 		for (const c of slow)
 			c.socket.destroy();
 		proxy.close();
+		await stack.stop();
+	}
+});
+
+test('one address saturating writes leaves room in the write queue for another', async () => {
+	const stack = await startRelay({ env: {
+		COMB_WRITE_RATE: '0', COMB_WRITE_INFLIGHT_PER_NODE: '64', COMB_WRITE_INFLIGHT_PER_IP: '16',
+		COMB_WRITE_INFLIGHT_PER_CONNECTION: '64', COMB_DB_POOL_SIZE: '2',
+		// writes wait on a lock below without running out of time
+		COMB_QUERY_TIMEOUT_MS: '120000',
+	} });
+	const admin = stack.admins[0];
+	const clients = [];
+	const locker = psqlSession(stack.dbName);
+	try {
+		const h = await createChannel(stack, admin, { visibility: 'open' });
+		// commits wait on a lock, so that what is in flight stays in flight
+		await locker.run('BEGIN; LOCK TABLE events IN SHARE MODE;');
+		const flooder = newKey();
+		let floodOks = 0;
+		const refused = [];
+		for (let c = 0; c < 4; c++) {
+			const ws = await connectWs(stack.url, flooder.sk, { localAddress: '127.0.0.2' });
+			clients.push(ws);
+			ws.ws.on('message', (d) => {
+				const m = JSON.parse(d.toString());
+				if (m[0] === 'OK')
+					floodOks++;
+				if (m[0] === 'OK' && m[2] !== true)
+					refused.push(m[3]);
+			});
+			for (let i = 0; i < 64; i++)
+				ws.send(['EVENT', signEvent(flooder.sk, { kind: 9, tags: [['h', h]], content: `flood ${c} ${i}` })]);
+		}
+		await sleep(1000);
+		const victim = newKey();
+		const v = await connectWs(stack.url, victim.sk, { localAddress: '127.0.0.3' });
+		clients.push(v);
+		const ev = signEvent(victim.sk, { kind: 9, tags: [['h', h]], content: 'mine' });
+		v.send(['EVENT', ev]);
+		await sleep(1000);
+		assert.equal(floodOks, 0, `nothing committed while the lock is held: ${refused.join('; ')}`);
+		let before = null;
+		const ok = v.next((m) => m[0] === 'OK' && m[1] === ev.id, 60000).then((m) => {
+			before = floodOks;
+			return m;
+		});
+		await locker.run('COMMIT;');
+		assert.deepEqual(await ok, ['OK', ev.id, true, '']);
+		// the victim's write was queued behind at most the flooder's share
+		// (16), not behind the node's whole queue (64)
+		assert.ok(before <= 16, `${before} of the flood's writes were answered first`);
+		assert.deepEqual(refused, []);
+	} finally {
+		for (const c of clients)
+			c.ws.terminate();
+		await locker.close();
 		await stack.stop();
 	}
 });

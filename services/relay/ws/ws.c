@@ -60,12 +60,13 @@ struct ws_conn {
 	bool busy;                     /* a message is being handled */
 	bool going_away;               /* ws_drain ends it */
 	bool away_queued;              /* its 1001 close is queued */
+	char addr[COMB_NETADDR_TEXT];  /* its client address (client_addr.h) */
 	struct timespec away_at;       /* when it was queued */
 };
 
 /* How many connections one client address holds. */
 struct ws_addr_count {
-	char addr[48];
+	char addr[COMB_NETADDR_TEXT];
 	int n;
 };
 
@@ -86,12 +87,16 @@ static struct {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
+/* The client address of the connection whose message this thread is
+ * handling. */
+static _Thread_local const char *handling_addr = "";
+
 /* What begin_request resolved for the upgrade this thread is handling. */
 static _Thread_local struct {
 	bool valid;
 	struct community community;
 	bool claimed;                  /* holds a slot for addr */
-	char addr[48];
+	char addr[COMB_NETADDR_TEXT];
 } upgrade;
 
 int ws_connections(void)
@@ -288,6 +293,7 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 		return;
 	}
 	wc->conn = conn;
+	snprintf(wc->addr, sizeof(wc->addr), "%s", upgrade.addr);
 	comb_buf_init(&wc->message, (size_t)relay->cfg.max_message_length);
 	mg_set_user_connection_data(conn, wc);
 	pthread_mutex_lock(&ws.mu);
@@ -351,7 +357,14 @@ static void message(struct ws_conn *wc, int opcode, const char *data, size_t len
 			       WS_PUSH_WAIT);
 		return;
 	}
+	handling_addr = wc->addr;
 	ws_session_handle(wc->session, data, len);
+	handling_addr = "";
+}
+
+const char *ws_message_client_addr(void)
+{
+	return handling_addr;
 }
 
 /* Handles one complete message unless the connection is going away (the

@@ -230,7 +230,8 @@ export function openSocket(base, opts = {}) {
 	const target = `ws://${hostname}:${u.port}${opts.path ?? '/'}`;
 	const headers = { ...(opts.headers ?? {}), host: opts.host ?? u.host };
 	return new Promise((resolve, reject) => {
-		const ws = new WebSocket(target, { headers, handshakeTimeout: opts.timeoutMs ?? 10000 });
+		const ws = new WebSocket(target, { headers, handshakeTimeout: opts.timeoutMs ?? 10000,
+			localAddress: opts.localAddress });
 		opts.onSocket?.(ws);
 		ws.once('open', () => resolve(ws));
 		ws.once('unexpected-response', (_req, res) => {
