@@ -9,12 +9,14 @@
  * are refused), every WebSocket gets the close 1001 "going away" once the
  * message it is handling is answered, and requests in progress finish;
  * after COMB_SHUTDOWN_GRACE_MS at most, civetweb stops and the process
- * exits 0.
+ * exits 0. The steps after the grace period are bounded by STOP_TAIL_MS:
+ * past it a watchdog ends the process with status 1.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -40,16 +42,44 @@
 #include "write/write.h"
 #include "ws/ws.h"
 
-static volatile sig_atomic_t stopping;
-
 /* civetweb requests in progress; a WebSocket connection is one request
  * for as long as it lasts. */
 static atomic_int requests_in_flight;
 
-static void on_signal(int sig)
+/* How long the steps after the grace period (civetweb's stop, the write
+ * batchers, the feed and the pools) may take before the process gives up
+ * on a clean exit: each of them waits at most a few seconds for the
+ * database (connect_timeout, statement_timeout, a pool's wait). */
+#define STOP_TAIL_MS 5000
+
+/* The stop watchdog: ends the process, status 1, when the graceful stop
+ * has not ended by the deadline (arg: COMB_SHUTDOWN_GRACE_MS +
+ * STOP_TAIL_MS), so that a stop never waits on a step without a bound. */
+static void *stop_watchdog(void *arg)
 {
-	(void)sig;
-	stopping = 1;
+	int ms = *(int *)arg;
+	struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&t, &t) && errno == EINTR)
+		;
+	comb_error("stopping: not stopped %d ms after the signal; exiting now", ms);
+	_exit(1);
+	return NULL;
+}
+
+/* Starts the stop watchdog for a stop with grace_ms of grace. */
+static void start_stop_watchdog(int grace_ms)
+{
+	static int limit_ms;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	limit_ms = grace_ms + STOP_TAIL_MS;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, stop_watchdog, &limit_ms))
+		comb_warn("stopping: cannot start the stop watchdog");
+	pthread_attr_destroy(&attr);
 }
 
 static int load_secret_key(struct relay *relay, char *errbuf, size_t errlen)
@@ -204,6 +234,7 @@ static void drain(struct relay *relay)
 		deadline.tv_nsec -= 1000000000L;
 	}
 	atomic_store(&relay->draining, true);
+	start_stop_watchdog(grace);
 	comb_info("stopping: not ready, refusing new connections, closing %d WebSocket connections (grace %d ms)",
 		  ws_connections(), grace);
 	quiet = stop_listening(relay->http);
@@ -319,9 +350,18 @@ int main(void)
 	static struct relay relay;
 	enum comb_log_level level;
 	char err[512], plugin[PATH_MAX + 32];
-	struct sigaction sa = {0};
-	int rc = 1;
+	sigset_t stop_signals;
+	int rc = 1, sig;
 
+	/* SIGINT and SIGTERM are blocked in every thread (all inherit this
+	 * mask) and taken by the main thread alone with sigwait: delivered
+	 * to another thread, a signal would interrupt whatever system call
+	 * it was in (a database or Redis round trip, a ZeroMQ poll) and wait
+	 * for the main thread's next look at a flag. */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	keep_freed_memory();
 	comb_log_init("comb-relay", COMB_LOG_INFO);
 	if (comb_config_load(&relay.cfg, err, sizeof(err))) {
@@ -358,9 +398,6 @@ int main(void)
 	}
 
 	raise_open_files(&relay.cfg);
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	mg_init_library(0);
@@ -393,8 +430,9 @@ int main(void)
 		goto out;
 	}
 	comb_info("relay %s listening on %s", relay.pubkey, relay.cfg.listen);
-	while (!stopping)
-		sleep(1);
+	while (sigwait(&stop_signals, &sig))
+		;
+	comb_info("stopping: %s received", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	drain(&relay);
 	rc = 0;
 out:
