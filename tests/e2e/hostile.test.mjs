@@ -87,12 +87,13 @@ test('slow request bodies hold no database connection and end with 408', async (
 	}
 });
 
-// Sends POST /query [filter] as admin on a raw socket that never reads
-// its answer; resolves to the socket (destroy it when done).
-async function unreadQuery(filter, nonce) {
-	const u = new URL(stack.url);
+// Sends POST /query [filter] as the admin of on (the file's stack unless
+// given) on a raw socket that never reads its answer; resolves to the
+// socket (destroy it when done).
+async function unreadQuery(filter, nonce, on = stack) {
+	const u = new URL(on.url);
 	const body = JSON.stringify([filter]);
-	const auth = await nip98Header(admin, `http://${u.host}/query`, 'POST', body,
+	const auth = await nip98Header(on.admins[0], `http://${u.host}/query`, 'POST', body,
 		{ extraTags: [['nonce', nonce]] });
 	const socket = net.connect(Number(u.port), '127.0.0.1');
 	await new Promise((r) => socket.once('connect', r));
@@ -151,6 +152,70 @@ test('an incremental page streamed to a client that does not read holds no datab
 			s.destroy();
 	}
 });
+
+test('slow readers of a large artifact /query hold neither the answer nor a connection', async (t) => {
+	// a stack of its own whose sanitizer gives freed memory back (a small
+	// quarantine), so that RSS shows what the readers hold
+	const own = await startRelay({ env: {
+		COMB_DB_POOL_SIZE: '2', COMB_REVISION_CACHE_MB: '0',
+		ASAN_OPTIONS: [process.env.ASAN_OPTIONS, 'quarantine_size_mb=4', 'thread_local_quarantine_size_kb=64']
+			.filter(Boolean).join(':'),
+	} });
+	try {
+		await slowArtifactReaders(own, t);
+	} finally {
+		await own.stop();
+	}
+});
+
+// The test above on stack (t for its diagnostics).
+async function slowArtifactReaders(stack, t) {
+	const admin = stack.admins[0];
+	const h = await createChannel(stack, admin, { visibility: 'open' });
+	const big = 'z'.repeat(48 * 1024);
+	for (let i = 0; i < 100; i += 10) {
+		await Promise.all(Array.from({ length: 10 }, () =>
+			accept(stack, admin, { d: uuid(), h, op: 'create', type: 'demo.task', content: big })));
+	}
+	const pid = pidListeningOn(Number(new URL(stack.url).port));
+	assert.ok(pid, 'the relay process is found');
+	const readers = [];
+	const before = rssKb(pid);
+	let peak = before;
+	try {
+		// eight readers of the 100 x 48 KiB answer that read nothing
+		for (let i = 0; i < 8; i++) {
+			readers.push(await unreadQuery({ artifact: 'current', '#h': [h], limit: 1000 }, `artifacts-${i}`, stack));
+			peak = Math.max(peak, rssKb(pid));
+		}
+		for (let i = 0; i < 20; i++) {
+			await sleep(100);
+			peak = Math.max(peak, rssKb(pid));
+		}
+		// others are answered meanwhile, by the same two pooled connections
+		const t0 = Date.now();
+		const r = await post(stack.url, '/query', [{ artifact: 'current', '#h': [h], limit: 1 }], admin, { timeoutMs: 5000 });
+		assert.equal(r.status, 200, r.body);
+		assert.equal(JSON.parse(r.body).length, 1);
+		assert.ok(Date.now() - t0 < 5000);
+		// each reader holds its seq list, one batch of bytes (about 1 MiB)
+		// and one 64 KiB chunk (docs/reliability.md); a whole answer
+		// (4.8 MiB) and its JSON copy each, as before, would be 77 MiB
+		const oneAnswerKb = 100 * 49;
+		t.diagnostic(`RSS grew by ${peak - before} kB with 8 slow readers of a ${oneAnswerKb} kB answer`);
+		assert.ok(peak - before < 8 * 1536 + 16384,
+			`RSS grew by ${peak - before} kB for 8 slow readers of a ${oneAnswerKb} kB answer`);
+	} finally {
+		for (const s of readers)
+			s.destroy();
+	}
+	// a reader that does read gets the whole answer, newest first
+	const all = await post(stack.url, '/query', [{ artifact: 'current', '#h': [h], limit: 1000 }], admin, { timeoutMs: 30000 });
+	assert.equal(all.status, 200);
+	const events = JSON.parse(all.body);
+	assert.equal(events.length, 100);
+	assert.ok(events.every((e) => e.content === big));
+}
 
 test('a channel admin cannot grant a role above their own, nor raise their own', async () => {
 	const h = await createChannel(stack, admin, { visibility: 'private' });
