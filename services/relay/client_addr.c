@@ -4,12 +4,12 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "addr_counts.h"
 #include "client_addr.h"
 #include "comb/error.h"
 #include "comb/log.h"
-#include "request.h"
 
 /* X-Forwarded-For headers read per request; more are ignored (the last
  * ones, which a trusted proxy appended, are the ones that count). */
