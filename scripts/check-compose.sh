@@ -14,6 +14,9 @@
 #     COPYied scripts are executable, depends_on and volumes name defined
 #     services and volumes, each ${VAR} it interpolates is documented in
 #     .env.example;
+#   - the relays trust X-Forwarded-For from the proxy's fixed address only,
+#     the proxy does not serve /metrics, and the one-shot migrate service
+#     has no healthcheck;
 #   - every shell script under scripts/ and docker/ passes `bash -n`/`sh -n`.
 set -euo pipefail
 
@@ -146,6 +149,23 @@ for name in relays:
 for name, svc in services.items():
     if name != "migrate" and not svc.get("healthcheck"):
         err(f"service {name} has no healthcheck")
+if "migrate" in services and (services["migrate"].get("healthcheck") or {}).get("disable") is not True:
+    err("service migrate must disable the relay image's healthcheck (it is one-shot)")
+
+# The relays trust X-Forwarded-For from the proxy's fixed address only,
+# and the proxy keeps /metrics to the stack's network.
+for n in proxies:
+    nets = services[n].get("networks") or {}
+    addr = ((nets.get("default") or {}) if isinstance(nets, dict) else {}).get("ipv4_address")
+    if not addr:
+        err(f"proxy {n} has no fixed ipv4_address on the default network")
+    for r in relays:
+        trusted = (services[r].get("environment") or {}).get("COMB_TRUSTED_PROXIES")
+        if trusted != addr:
+            err(f"relay {r} trusts {trusted!r}, not the proxy's address {addr!r}")
+with open("docker/nginx.conf") as f:
+    if not re.search(r"location\s*=\s*/metrics\s*\{\s*return 404;", f.read()):
+        err("docker/nginx.conf must not serve /metrics (location = /metrics { return 404; })")
 
 dockerfiles = set()
 for name, svc in services.items():

@@ -1,5 +1,7 @@
 // The client side of scripts/compose-test.sh, against a running compose
-// stack: the dev community's owner creates a channel and writes an
+// stack: /metrics is not served through the proxy, one client behind the
+// proxy gets its own share of WebSockets (the relays trust the proxy's
+// X-Forwarded-For), then the dev community's owner creates a channel and writes an
 // artifact through the proxy; syncs on each relay directly and one through
 // the proxy (a WebSocket upgrade it forwards) receive it. Then the command
 // after `--` kills the capture that leads: every sync closes with
@@ -20,6 +22,32 @@ import { accept, createChannel, uuid } from '../tests/e2e/lib/artifacts.mjs';
 const [proxy, relay1, relay2, owner, dashes, ...failover] = process.argv.slice(2);
 assert.ok(/^[0-9a-f]{64}$/.test(owner ?? '') && dashes === '--' && failover.length,
 	'usage: compose-test.mjs PROXY RELAY1 RELAY2 OWNER_SECRET -- FAILOVER_COMMAND...');
+
+// /metrics stays off the public port; each relay serves it itself.
+assert.equal((await fetch(`${proxy}/metrics`)).status, 404, 'the proxy does not serve /metrics');
+assert.equal((await fetch(`${relay1}/metrics`)).status, 200);
+
+// Behind the proxy, the relays count each client by the address nginx
+// forwards, whatever the client itself puts in X-Forwarded-For: more than
+// a client address's share of WebSockets (COMB_MAX_CONNECTIONS_PER_IP, 16
+// per relay) through the proxy from this one client are refused. (Two
+// client addresses cannot be shown from this host: e2e/client_addr does
+// that with a proxy of its own.)
+{
+	const held = [];
+	let refused = 0;
+	for (let i = 0; i < 40; i++) {
+		try {
+			held.push(await connectWs(proxy, null, { headers: { 'x-forwarded-for': `10.0.${i}.1` } }));
+		} catch (err) {
+			assert.equal(err.status, 503, err.message);
+			refused++;
+		}
+	}
+	assert.ok(refused > 0 && held.length >= 16, `one client behind the proxy is capped (${held.length} held)`);
+	for (const c of held)
+		c.ws.terminate();
+}
 
 const through = { url: proxy };
 const h = await createChannel(through, owner, { name: 'compose-test' });

@@ -20,16 +20,37 @@
 #
 # Built images stay in podman's storage as the next run's build cache
 # (`podman system reset` drops them).
+#
+# Each run has a project name, a network range and host ports of its own,
+# so that two runs on one host do not collide. It needs bash, curl and the
+# Node.js of scripts/node-env.sh (scripts/install-deps.sh provides it), and
+# runs apt-get and debootstrap through sudo when not run as root.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/node-env.sh
+. scripts/node-env.sh
+if ! comb_node_ok; then
+	echo "compose-test: needs Node.js $COMB_NODE_MIN or newer: run scripts/install-deps.sh" >&2
+	exit 1
+fi
+
+# Runs a command as root: directly when we are, else through sudo.
+as_root() {
+	if [ "$(id -u)" = 0 ]; then
+		"$@"
+	else
+		sudo "$@"
+	fi
+}
 
 cache=var/compose-test
 run=$(mktemp -d /tmp/comb-compose.XXXXXX)
 sock=$run/podman.sock
 export DOCKER_HOST=unix://$sock
 export CONTAINERS_CONF=$PWD/docker/test/containers.conf
-compose=(docker-compose -p combtest -f compose.yaml -f docker/test/compose.override.yaml)
+project=combtest$$
+compose=(docker-compose -p "$project" -f compose.yaml -f docker/test/compose.override.yaml)
 service_pid=
 health_pid=
 
@@ -65,21 +86,21 @@ tools=(podman runc netavark aardvark-dns iptables debootstrap docker-compose)
 if [ "$(dpkg-query -W -f='${db:Status-Abbrev}\n' "${tools[@]}" 2>/dev/null |
 	grep -c '^ii')" != "${#tools[@]}" ]; then
 	step "installing ${tools[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${tools[@]}" >/dev/null
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends "${tools[@]}" >/dev/null
 fi
 
 if ! podman image exists docker.io/library/debian:bookworm; then
 	if [ ! -s "$cache/bookworm.tar" ]; then
 		step "debootstrap of Debian 12 into $cache"
 		mkdir -p "$cache"
-		debootstrap --variant=minbase bookworm "$run/root" >"$run/debootstrap.log" 2>&1 ||
+		as_root debootstrap --variant=minbase bookworm "$run/root" >"$run/debootstrap.log" 2>&1 ||
 			{ tail -n 20 "$run/debootstrap.log"; exit 1; }
-		rm -rf "$run"/root/var/cache/apt/archives/*.deb "$run"/root/var/lib/apt/lists/*
-		tar -C "$run/root" -cf "$cache/bookworm.tar.tmp" .
+		as_root rm -rf "$run"/root/var/cache/apt/archives/*.deb "$run"/root/var/lib/apt/lists/*
+		as_root tar -C "$run/root" -cf - . >"$cache/bookworm.tar.tmp"
 		mv "$cache/bookworm.tar.tmp" "$cache/bookworm.tar"
-		rm -rf "$run/root"
+		as_root rm -rf "$run/root"
 	fi
 	step "importing debian:bookworm"
 	podman import --change 'CMD ["bash"]' "$cache/bookworm.tar" \
@@ -96,14 +117,26 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-# Host ports that are free now, so that a local stack on 7446-7448 stays.
-read -r COMB_PROXY_PORT COMB_RELAY1_PORT COMB_RELAY2_PORT < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*(s.getsockname()[1] for s in socks))')
+# A host port nothing listens on now (a connection to it is refused), so
+# that a local stack on 7446-7448 and another run keep theirs.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+COMB_PROXY_PORT=$(free_port)
+COMB_RELAY1_PORT=$(free_port)
+COMB_RELAY2_PORT=$(free_port)
 export COMB_PROXY_PORT COMB_RELAY1_PORT COMB_RELAY2_PORT
+# A network range of this run's own (one of 200), with the proxy's fixed
+# address in it: the address the relays trust.
+octet=$((20 + $$ % 200))
+export COMB_SUBNET=172.31.$octet.0/24 COMB_PROXY_ADDRESS=172.31.$octet.10
 # A password that would break a URL: the services get it as PGPASSWORD.
 export POSTGRES_PASSWORD='c0mb p@ss/w:rd#%?'
 
@@ -139,7 +172,7 @@ done
 # Logs are read with podman itself: docker-compose's `logs` takes seconds
 # through podman's API.
 logs() {
-	podman logs "combtest_$1_1" 2>&1
+	podman logs "${project}_$1_1" 2>&1
 }
 
 # The capture that holds leadership is the one to kill.
@@ -158,7 +191,7 @@ standby=capture-standby
 owner=$(logs migrate | sed -n 's/.*owner secret: \([0-9a-f]*\).*/\1/p')
 step "writes and syncs ($leader leads)"
 node scripts/compose-test.mjs "$proxy" "http://127.0.0.1:$COMB_RELAY1_PORT" \
-	"http://127.0.0.1:$COMB_RELAY2_PORT" "$owner" -- podman kill "combtest_${leader}_1"
+	"http://127.0.0.1:$COMB_RELAY2_PORT" "$owner" -- podman kill "${project}_${leader}_1"
 [[ $(logs "$standby") == *'leadership acquired'* ]] ||
 	{ echo "compose-test: $standby never took over" >&2; exit 1; }
 step "passed"

@@ -9,12 +9,14 @@
  * are refused), every WebSocket gets the close 1001 "going away" once the
  * message it is handling is answered, and requests in progress finish;
  * after COMB_SHUTDOWN_GRACE_MS at most, civetweb stops and the process
- * exits 0.
+ * exits 0. The steps after the grace period are bounded by STOP_TAIL_MS:
+ * past it a watchdog ends the process with status 1.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client_addr.h"
 #include "comb/error.h"
 #include "comb/event.h"
 #include "comb/hex.h"
@@ -40,8 +43,6 @@
 #include "write/write.h"
 #include "ws/ws.h"
 
-static volatile sig_atomic_t stopping;
-
 /* The hub's ear on the capture feed (hub/hub.h). */
 static const struct feed_listener hub_listener = {.signal = hub_signal};
 
@@ -49,10 +50,40 @@ static const struct feed_listener hub_listener = {.signal = hub_signal};
  * for as long as it lasts. */
 static atomic_int requests_in_flight;
 
-static void on_signal(int sig)
+/* How long the steps after the grace period (civetweb's stop, the write
+ * batchers, the feed and the pools) may take before the process gives up
+ * on a clean exit: each of them waits at most a few seconds for the
+ * database (connect_timeout, statement_timeout, a pool's wait). */
+#define STOP_TAIL_MS 5000
+
+/* The stop watchdog: ends the process, status 1, when the graceful stop
+ * has not ended by the deadline (arg: COMB_SHUTDOWN_GRACE_MS +
+ * STOP_TAIL_MS), so that a stop never waits on a step without a bound. */
+static void *stop_watchdog(void *arg)
 {
-	(void)sig;
-	stopping = 1;
+	int ms = *(int *)arg;
+	struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&t, &t) && errno == EINTR)
+		;
+	comb_error("stopping: not stopped %d ms after the signal; exiting now", ms);
+	_exit(1);
+	return NULL;
+}
+
+/* Starts the stop watchdog for a stop with grace_ms of grace. */
+static void start_stop_watchdog(int grace_ms)
+{
+	static int limit_ms;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	limit_ms = grace_ms + STOP_TAIL_MS;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, stop_watchdog, &limit_ms))
+		comb_warn("stopping: cannot start the stop watchdog");
+	pthread_attr_destroy(&attr);
 }
 
 static int load_secret_key(struct relay *relay, char *errbuf, size_t errlen)
@@ -101,15 +132,22 @@ static void default_plugin_path(char *out, size_t outlen)
 	snprintf(out, outlen, "%s/../lib/policy_default.so", exe);
 }
 
+/* civetweb's begin_request: an upgrade is admitted by ws/ws.c, any other
+ * request counts against its client address's HTTP requests. Returns 0
+ * to go on, else the status already sent. */
 static int begin_request(struct mg_connection *conn)
 {
 	atomic_fetch_add(&requests_in_flight, 1);
-	return ws_begin_request(conn);
+	if (ws_is_upgrade(conn))
+		return ws_begin_request(conn);
+	return client_addr_request_begin(conn) ? 0 : 503;
 }
 
+/* civetweb's end_request: gives back what begin_request claimed. */
 static void end_request(const struct mg_connection *conn, int status)
 {
 	ws_end_request(conn, status);
+	client_addr_request_end();
 	atomic_fetch_sub(&requests_in_flight, 1);
 }
 
@@ -200,6 +238,7 @@ static void drain(struct relay *relay)
 		deadline.tv_nsec -= 1000000000L;
 	}
 	atomic_store(&relay->draining, true);
+	start_stop_watchdog(grace);
 	comb_info("stopping: not ready, refusing new connections, closing %d WebSocket connections (grace %d ms)",
 		  ws_connections(), grace);
 	quiet = stop_listening(relay->http);
@@ -263,6 +302,8 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		 * most the body deadline (comb's civetweb patch) */
 		"request_timeout_ms", "30000",
 		"request_body_timeout_ms", COMB_BODY_DEADLINE_TEXT,
+		/* a connection's request line and headers (client_addr.h) */
+		"request_header_timeout_ms", COMB_HEADER_DEADLINE_TEXT,
 		/* civetweb answers CORS preflights itself unless this is
 		 * empty; http.c answers them as PROTOCOL.md section 10 says */
 		"access_control_allow_methods", "",
@@ -279,6 +320,8 @@ static int start_http(struct relay *relay, char *errbuf, size_t errlen)
 		 relay->cfg.max_message_length);
 	callbacks.begin_request = begin_request;
 	callbacks.end_request = end_request;
+	callbacks.init_connection = client_addr_connection_open;
+	callbacks.connection_close = client_addr_connection_close;
 	relay->http = mg_start(&callbacks, relay, options);
 	if (!relay->http)
 		return comb_fail(errbuf, errlen, COMB_EIO,
@@ -339,9 +382,18 @@ int main(void)
 	static struct relay relay;
 	enum comb_log_level level;
 	char err[512], plugin[PATH_MAX + 32];
-	struct sigaction sa = {0};
-	int rc = 1;
+	sigset_t stop_signals;
+	int rc = 1, sig;
 
+	/* SIGINT and SIGTERM are blocked in every thread (all inherit this
+	 * mask) and taken by the main thread alone with sigwait: delivered
+	 * to another thread, a signal would interrupt whatever system call
+	 * it was in (a database or Redis round trip, a ZeroMQ poll) and wait
+	 * for the main thread's next look at a flag. */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	keep_freed_memory();
 	comb_log_init("comb-relay", COMB_LOG_INFO);
 	if (comb_config_load(&relay.cfg, err, sizeof(err))) {
@@ -382,12 +434,13 @@ int main(void)
 	}
 
 	raise_open_files(&relay.cfg);
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	mg_init_library(0);
+	if (client_addr_start(&relay, err, sizeof(err))) {
+		comb_error("client addresses: %s", err);
+		goto out;
+	}
 	if (write_batch_start(&relay, err, sizeof(err))) {
 		comb_error("write: %s", err);
 		goto out;
@@ -418,8 +471,9 @@ int main(void)
 		goto out;
 	}
 	comb_info("relay %s listening on %s", relay.pubkey, relay.cfg.listen);
-	while (!stopping)
-		sleep(1);
+	while (sigwait(&stop_signals, &sig))
+		;
+	comb_info("stopping: %s received", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	drain(&relay);
 	rc = 0;
 out:

@@ -8,6 +8,9 @@
 /* A request body must arrive within this many ms of its headers. */
 #define COMB_BODY_DEADLINE_MS 10000
 #define COMB_BODY_DEADLINE_TEXT "10000"
+/* A connection's request line and headers must arrive within this many ms
+ * of its start (civetweb's request_header_timeout_ms). */
+#define COMB_HEADER_DEADLINE_TEXT "10000"
 #define COMB_MAX_PREDICATES 32
 #define COMB_MAX_VALUES 256
 #define COMB_MAX_TAG_NAME_BYTES 128

@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "relay.h"
 
@@ -34,6 +35,7 @@ struct request {
 	struct mg_connection *conn;
 	const struct mg_request_info *info;
 	enum route route;
+	struct timespec start;     /* CLOCK_MONOTONIC, when it was handed over */
 	char host[256];            /* Host header lowercased, port removed */
 	char host_header[264];     /* Host header as sent */
 	char *body;                /* owned; NUL-terminated */

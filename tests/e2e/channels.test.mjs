@@ -309,8 +309,10 @@ describe('9001 remove user', () => {
 		const carol = newKey();
 		const c = await createChannel(admin, [['visibility', 'private']]);
 		await putUser(admin, c, carol.pk, 'admin');
+		// a channel admin may not remove an owner at all (PROTOCOL.md
+		// section 10), the last one or not
 		await assertRefused(await send(carol.sk, { kind: 9001, tags: [['h', c], ['p', adminPk]] }),
-			400, 'invalid: the last owner cannot be removed');
+			403, 'restricted: cannot remove a role above your own');
 		await assertRefused(await send(admin, { kind: 9001, tags: [['h', c], ['p', adminPk]] }),
 			400, 'invalid: the last owner cannot be removed');
 		await assertRefused(await send(admin, { kind: 9000, tags: [['h', c], ['p', adminPk, 'member']] }),

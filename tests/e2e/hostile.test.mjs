@@ -87,12 +87,13 @@ test('slow request bodies hold no database connection and end with 408', async (
 	}
 });
 
-// Sends POST /query [filter] as admin on a raw socket that never reads
-// its answer; resolves to the socket (destroy it when done).
-async function unreadQuery(filter, nonce) {
-	const u = new URL(stack.url);
+// Sends POST /query [filter] as the admin of on (the file's stack unless
+// given) on a raw socket that never reads its answer; resolves to the
+// socket (destroy it when done).
+async function unreadQuery(filter, nonce, on = stack) {
+	const u = new URL(on.url);
 	const body = JSON.stringify([filter]);
-	const auth = await nip98Header(admin, `http://${u.host}/query`, 'POST', body,
+	const auth = await nip98Header(on.admins[0], `http://${u.host}/query`, 'POST', body,
 		{ extraTags: [['nonce', nonce]] });
 	const socket = net.connect(Number(u.port), '127.0.0.1');
 	await new Promise((r) => socket.once('connect', r));
@@ -152,6 +153,70 @@ test('an incremental page streamed to a client that does not read holds no datab
 	}
 });
 
+test('slow readers of a large artifact /query hold neither the answer nor a connection', async (t) => {
+	// a stack of its own whose sanitizer gives freed memory back (a small
+	// quarantine), so that RSS shows what the readers hold
+	const own = await startRelay({ env: {
+		COMB_DB_POOL_SIZE: '2', COMB_REVISION_CACHE_MB: '0',
+		ASAN_OPTIONS: [process.env.ASAN_OPTIONS, 'quarantine_size_mb=4', 'thread_local_quarantine_size_kb=64']
+			.filter(Boolean).join(':'),
+	} });
+	try {
+		await slowArtifactReaders(own, t);
+	} finally {
+		await own.stop();
+	}
+});
+
+// The test above on stack (t for its diagnostics).
+async function slowArtifactReaders(stack, t) {
+	const admin = stack.admins[0];
+	const h = await createChannel(stack, admin, { visibility: 'open' });
+	const big = 'z'.repeat(48 * 1024);
+	for (let i = 0; i < 100; i += 10) {
+		await Promise.all(Array.from({ length: 10 }, () =>
+			accept(stack, admin, { d: uuid(), h, op: 'create', type: 'demo.task', content: big })));
+	}
+	const pid = pidListeningOn(Number(new URL(stack.url).port));
+	assert.ok(pid, 'the relay process is found');
+	const readers = [];
+	const before = rssKb(pid);
+	let peak = before;
+	try {
+		// eight readers of the 100 x 48 KiB answer that read nothing
+		for (let i = 0; i < 8; i++) {
+			readers.push(await unreadQuery({ artifact: 'current', '#h': [h], limit: 1000 }, `artifacts-${i}`, stack));
+			peak = Math.max(peak, rssKb(pid));
+		}
+		for (let i = 0; i < 20; i++) {
+			await sleep(100);
+			peak = Math.max(peak, rssKb(pid));
+		}
+		// others are answered meanwhile, by the same two pooled connections
+		const t0 = Date.now();
+		const r = await post(stack.url, '/query', [{ artifact: 'current', '#h': [h], limit: 1 }], admin, { timeoutMs: 5000 });
+		assert.equal(r.status, 200, r.body);
+		assert.equal(JSON.parse(r.body).length, 1);
+		assert.ok(Date.now() - t0 < 5000);
+		// each reader holds its seq list, one batch of bytes (about 1 MiB)
+		// and one 64 KiB chunk (docs/reliability.md); a whole answer
+		// (4.8 MiB) and its JSON copy each, as before, would be 77 MiB
+		const oneAnswerKb = 100 * 49;
+		t.diagnostic(`RSS grew by ${peak - before} kB with 8 slow readers of a ${oneAnswerKb} kB answer`);
+		assert.ok(peak - before < 8 * 1536 + 16384,
+			`RSS grew by ${peak - before} kB for 8 slow readers of a ${oneAnswerKb} kB answer`);
+	} finally {
+		for (const s of readers)
+			s.destroy();
+	}
+	// a reader that does read gets the whole answer, newest first
+	const all = await post(stack.url, '/query', [{ artifact: 'current', '#h': [h], limit: 1000 }], admin, { timeoutMs: 30000 });
+	assert.equal(all.status, 200);
+	const events = JSON.parse(all.body);
+	assert.equal(events.length, 100);
+	assert.ok(events.every((e) => e.content === big));
+}
+
 test('a channel admin cannot grant a role above their own, nor raise their own', async () => {
 	const h = await createChannel(stack, admin, { visibility: 'private' });
 	const chanAdmin = newKey();
@@ -192,6 +257,147 @@ test('kind 5 answers alike for unknown targets and targets the signer cannot rea
 	// someone else's event the signer can read is still refused
 	const r = await publish(stack, prober.sk, { kind: 5, tags: [['e', visible.id]], content: '' });
 	assert.deepEqual(r.body, { id: r.event.id, accepted: false, message: "restricted: cannot delete someone else's event" });
+});
+
+test('kind 5 answers alike for an unknown id and someone else\'s event outside any channel', async () => {
+	// a kind 5 without h is stored outside any channel, readable by its
+	// author only
+	const author = newKey();
+	const own = await publish(stack, author.sk, { kind: 5, tags: [['e', 'e'.repeat(64)]], content: '' });
+	assertAccepted(own);
+	const [[channel]] = await stack.query(`SELECT coalesce(channel_id::text, 'none') FROM events WHERE id = '${own.event.id}'`);
+	assert.equal(channel, 'none');
+	const prober = newKey();
+	const answers = [];
+	for (const target of ['d'.repeat(64), own.event.id]) {
+		const r = await publish(stack, prober.sk, { kind: 5, tags: [['e', target]], content: '' });
+		answers.push({ status: r.status, accepted: r.body.accepted, message: r.body.message });
+	}
+	assert.equal(answers[0].accepted, true, JSON.stringify(answers[0]));
+	assert.deepEqual(answers[1], answers[0], 'someone else\'s event outside a channel answers like an unknown id');
+	const [[deleted]] = await stack.query(`SELECT deleted FROM events WHERE id = '${own.event.id}'`);
+	assert.equal(deleted, 'f', 'and is left alone');
+	// its author may still name it
+	const mine = await publish(stack, author.sk, { kind: 5, tags: [['e', own.event.id]], content: '' });
+	assert.equal(mine.body.accepted, true, mine.raw);
+});
+
+test('only a channel owner or a community admin removes an owner with 9001', async () => {
+	const h = await createChannel(stack, admin, { visibility: 'private' });
+	const owner = newKey();
+	const chanAdmin = newKey();
+	const member = newKey();
+	await addMember(stack, admin, h, owner.pk, 'owner');
+	await addMember(stack, admin, h, chanAdmin.pk, 'admin');
+	await addMember(stack, admin, h, member.pk, 'member');
+	const r = await publish(stack, chanAdmin.sk, { kind: 9001, tags: [['h', h], ['p', owner.pk]], content: 'x' });
+	assert.deepEqual(r.body, { id: r.event.id, accepted: false,
+		message: 'restricted: cannot remove a role above your own' });
+	const [[active]] = await stack.query(`SELECT active FROM members WHERE channel_id = '${h}' AND pubkey = '${owner.pk}'`);
+	assert.equal(active, 't', 'the owner is still a member');
+	// what a channel admin may do still works: members and admins
+	assertAccepted(await publish(stack, chanAdmin.sk, { kind: 9001, tags: [['h', h], ['p', member.pk]], content: 'm' }));
+	// an owner removes an owner, a community admin too, and an owner may leave
+	const second = newKey();
+	await addMember(stack, admin, h, second.pk, 'owner');
+	assertAccepted(await publish(stack, owner.sk, { kind: 9001, tags: [['h', h], ['p', second.pk]], content: 'o' }));
+	await addMember(stack, admin, h, second.pk, 'owner');
+	assertAccepted(await publish(stack, admin, { kind: 9001, tags: [['h', h], ['p', second.pk]], content: 'c' }));
+	assertAccepted(await publish(stack, owner.sk, { kind: 9001, tags: [['h', h], ['p', owner.pk]], content: 'self' }));
+	// the channel admin may still remove another admin
+	const other = newKey();
+	await addMember(stack, admin, h, other.pk, 'admin');
+	assertAccepted(await publish(stack, chanAdmin.sk, { kind: 9001, tags: [['h', h], ['p', other.pk]], content: 'a' }));
+});
+
+/**
+ * Opens a raw HTTP connection from 127.0.0.1 and writes head; resolves to
+ * {socket, answer, closed}: answer resolves to what the relay sent back
+ * (once its headers are in, or at close), closed once the socket closes.
+ */
+async function rawRequest(url, head, localAddress = '127.0.0.1') {
+	const u = new URL(url);
+	const socket = net.connect({ port: Number(u.port), host: '127.0.0.1', localAddress });
+	await new Promise((r, j) => socket.once('connect', r).once('error', j));
+	socket.write(head);
+	let text = '';
+	const closed = new Promise((resolve) => socket.on('close', resolve));
+	const answer = new Promise((resolve) => {
+		socket.on('data', (c) => {
+			text += c;
+			if (text.includes('\r\n\r\n'))
+				resolve(text);
+		});
+		closed.then(() => resolve(text));
+		socket.on('error', () => {});
+	});
+	return { socket, answer, closed };
+}
+
+test('a chunked body still arriving after 10 s gets 408 and the connection is closed', async () => {
+	const u = new URL(stack.url);
+	const slow = await rawRequest(stack.url, `POST /events HTTP/1.1\r\nHost: ${u.host}\r\n` +
+		'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n');
+	// one chunk of one byte a second, for longer than the deadline
+	const timer = setInterval(() => {
+		if (!slow.socket.destroyed)
+			slow.socket.write('1\r\n \r\n');
+	}, 1000);
+	try {
+		const a = await Promise.race([slow.answer, sleep(20000).then(() => 'none')]);
+		assert.match(a, /^HTTP\/1\.1 408 /, a);
+		assert.match(a, /Connection: close/i);
+		const gone = await Promise.race([slow.closed.then(() => true), sleep(5000).then(() => false)]);
+		assert.ok(gone, 'the connection is closed');
+	} finally {
+		clearInterval(timer);
+		slow.socket.destroy();
+	}
+	// a chunked body whose chunk-size line trickles in ends the same way
+	const lines = await rawRequest(stack.url, `POST /events HTTP/1.1\r\nHost: ${u.host}\r\n` +
+		'Transfer-Encoding: chunked\r\n\r\n0');
+	const trickle = setInterval(() => {
+		if (!lines.socket.destroyed)
+			lines.socket.write('0');
+	}, 500);
+	try {
+		const a = await Promise.race([lines.answer, sleep(20000).then(() => 'none')]);
+		assert.match(a, /^HTTP\/1\.1 408 /, a);
+	} finally {
+		clearInterval(trickle);
+		lines.socket.destroy();
+	}
+});
+
+test('a whole chunked body is read, and a broken one is refused', async () => {
+	const u = new URL(stack.url);
+	const h = await createChannel(stack, admin, { visibility: 'open' });
+	const ev = signEvent(admin, { kind: 9, tags: [['h', h]], content: 'chunked' });
+	const body = JSON.stringify(ev);
+	const auth = await nip98Header(admin, `http://${u.host}/events`, 'POST', body,
+		{ extraTags: [['nonce', 'chunked-ok']] });
+	const half = Math.floor(body.length / 2);
+	const chunks = [body.slice(0, half), body.slice(half)]
+		.map((c) => `${Buffer.byteLength(c).toString(16)}\r\n${c}\r\n`).join('');
+	const ok = await rawRequest(stack.url, `POST /events HTTP/1.1\r\nHost: ${u.host}\r\n` +
+		`Authorization: ${auth}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n` +
+		`${chunks}0\r\n\r\n`);
+	try {
+		const a = await Promise.race([ok.answer, sleep(10000).then(() => 'none')]);
+		assert.match(a, /^HTTP\/1\.1 200 /, a);
+	} finally {
+		ok.socket.destroy();
+	}
+	const bad = await rawRequest(stack.url, `POST /events HTTP/1.1\r\nHost: ${u.host}\r\n` +
+		'Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n');
+	try {
+		const a = await Promise.race([bad.answer, sleep(10000).then(() => 'none')]);
+		assert.match(a, /^HTTP\/1\.1 400 /, a);
+		const gone = await Promise.race([bad.closed.then(() => true), sleep(5000).then(() => false)]);
+		assert.ok(gone, 'the connection is closed');
+	} finally {
+		bad.socket.destroy();
+	}
 });
 
 test('/events answers an event-shaped body in the {id, accepted, message} shape', async () => {

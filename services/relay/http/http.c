@@ -9,7 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "client_addr.h"
 #include "comb/error.h"
+#include "comb/netaddr.h"
 #include "comb/log.h"
 #include "comb/nip98.h"
 #include "http.h"
@@ -21,6 +23,11 @@
 #include "request.h"
 #include "write/write.h"
 
+
+/* How much earlier than req->start civetweb's body deadline may have
+ * started (begin_request runs in between): a read failing within this much
+ * of the deadline failed because of it. */
+#define BODY_DEADLINE_SLACK_MS 500
 
 static void parse_host(struct request *req)
 {
@@ -59,15 +66,18 @@ static enum route find_route(const struct mg_request_info *info)
 }
 
 /* Reads the body into req->body, no database connection held: answers
- * 413 over the limit and 408 when it has not all arrived within
- * COMB_BODY_DEADLINE_MS of the headers. mg_read returns what has arrived
- * (comb's civetweb patch) and request_body_timeout_ms bounds each wait, so
- * the deadline is checked as bytes trickle in and when none come. */
+ * 413 over the limit, and 408 (closing the connection) when it has not
+ * all arrived within COMB_BODY_DEADLINE_MS of the headers. civetweb holds
+ * that deadline (request_body_timeout_ms, comb's patch): mg_read returns
+ * what has arrived, 0 once the whole body has (Content-Length reached, or
+ * a chunked body's last chunk), and -1 past the deadline or on a broken
+ * body, which is never passed on (400 and closed when it failed before
+ * the deadline: a broken chunked encoding). */
 static bool read_body(struct request *req)
 {
 	size_t max = (size_t)req->relay->cfg.max_message_length;
 	long long declared = req->info->content_length;
-	struct timespec start, now;
+	struct timespec now;
 	struct comb_buf b;
 	char chunk[16384];
 	int n;
@@ -76,7 +86,6 @@ static bool read_body(struct request *req)
 		http_send_error(req, 413, "invalid: body too large");
 		return false;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &start);
 	comb_buf_init(&b, max);
 	while ((n = mg_read(req->conn, chunk, sizeof(chunk))) > 0) {
 		if (comb_buf_append(&b, chunk, (size_t)n)) {
@@ -84,14 +93,21 @@ static bool read_body(struct request *req)
 			http_send_error(req, 413, "invalid: body too large");
 			return false;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - start.tv_sec) * 1000 +
-		    (now.tv_nsec - start.tv_nsec) / 1000000 > COMB_BODY_DEADLINE_MS)
-			break;
 	}
-	if (declared >= 0 && b.len < (size_t)declared) {
+	if (n < 0 || (declared >= 0 && b.len < (size_t)declared)) {
 		comb_buf_release(&b);
-		http_send_timeout(req);
+		/* civetweb's deadline started just before req->start, at
+		 * the end of the headers */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - req->start.tv_sec) * 1000 +
+		    (now.tv_nsec - req->start.tv_nsec) / 1000000 <
+		    COMB_BODY_DEADLINE_MS - BODY_DEADLINE_SLACK_MS) {
+			/* a broken chunked encoding, or the client left */
+			mg_close_after_response(req->conn);
+			http_send_error(req, 400, "invalid: malformed request body");
+		} else {
+			http_send_timeout(req);
+		}
 		return false;
 	}
 	req->body = comb_buf_detach(&b, &req->body_len);
@@ -220,23 +236,27 @@ int http_handler(struct mg_connection *conn, void *cbdata)
 		.conn = conn,
 		.info = mg_get_request_info(conn),
 	};
-	struct timespec t0, t1;
+	struct timespec t1;
 	double seconds;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_MONOTONIC, &req.start);
 	req.route = find_route(req.info);
 	parse_host(&req);
 	dispatch(&req);
 	http_release_db(&req);
 	free(req.body);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	seconds = (double)(t1.tv_sec - t0.tv_sec) +
-		  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	seconds = (double)(t1.tv_sec - req.start.tv_sec) +
+		  (double)(t1.tv_nsec - req.start.tv_nsec) / 1e9;
 	metrics_observe(req.route, req.status, seconds);
-	if (req.relay->cfg.access_log)
-		comb_info("access: %s %s %s %d %.1f ms", req.info->remote_addr,
+	if (req.relay->cfg.access_log) {
+		char addr[COMB_NETADDR_TEXT];
+
+		client_addr_of(conn, addr, sizeof(addr));
+		comb_info("access: %s %s %s %d %.1f ms", addr,
 			  req.info->request_method,
 			  req.info->local_uri ? req.info->local_uri : "-",
 			  req.status ? req.status : 500, seconds * 1000);
+	}
 	return req.status ? req.status : 500;
 }

@@ -4,10 +4,16 @@
  * is parsed by proto/artifact_filter.c; here it becomes one SQL statement in
  * which access (the policy plugins' read keys) and every predicate apply
  * before ORDER BY, LIMIT and OFFSET, so that a page is never filtered
- * afterwards. The answer is a bare JSON array of the stored events' raw
- * JSON (or a redaction's marker in a redacted revision's place), built by
- * concatenation. Every statement runs under the pool's statement_timeout;
- * running past it answers 503 `error: query budget exceeded`.
+ * afterwards. The statement selects only the served events' seqs (a
+ * redaction's marker in a redacted revision's place); the answer, a bare
+ * JSON array of their stored bytes, is then written as the plain /query's
+ * is (read_send_listed): a small one whole, any other streamed a batch of
+ * bytes at a time (from the revision cache, the misses on a pooled
+ * connection given back before the batch is written), so that a read
+ * holds its seq list, one batch and one chunk while the client reads,
+ * never the whole answer, a copy of it, or a database connection. Every
+ * statement runs under the pool's statement_timeout; running past it
+ * answers 503 `error: query budget exceeded`.
  */
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -194,6 +200,10 @@ static void add_predicates(struct statement *st, const struct artifact_filter *f
 	}
 }
 
+/* The seq of the event history and head serve: a redacted revision's
+ * marker, else the revision (served's raw, by seq). */
+#define SERVED_SEQ "coalesce(mk.seq, e.seq)"
+
 /* Builds the statement of f. alias is the table carrying channel_id, d and
  * type (h for heads, r for revisions). */
 static void build(struct statement *st, const struct artifact_filter *f,
@@ -220,7 +230,7 @@ static void build(struct statement *st, const struct artifact_filter *f,
 		sql(st, "SELECT %s FROM artifact_heads h"
 			" JOIN events e ON e.seq = h.accepted_seq"
 			" WHERE h.community_id = $1 AND NOT h.deleted AND NOT h.redacted",
-		    count ? "count(*)" : "e.raw");
+		    count ? "count(*)" : "e.seq");
 		break;
 	case ARTIFACT_MODE_HEAD:
 		served = "coalesce(mk.raw, e.raw)";
@@ -230,7 +240,7 @@ static void build(struct statement *st, const struct artifact_filter *f,
 			"  AND rd.community_id = h.community_id AND rd.revision_id = h.revision_id"
 			" LEFT JOIN events mk ON mk.seq = rd.marker_seq"
 			" WHERE h.community_id = $1 AND %s IS NOT NULL",
-		    count ? "count(*)" : served, served);
+		    count ? "count(*)" : SERVED_SEQ, served);
 		break;
 	default:
 		alias = "r";
@@ -242,7 +252,7 @@ static void build(struct statement *st, const struct artifact_filter *f,
 			"  AND rd.community_id = r.community_id AND rd.revision_id = r.id"
 			" LEFT JOIN events mk ON mk.seq = rd.marker_seq"
 			" WHERE r.community_id = $1 AND %s IS NOT NULL",
-		    count ? "count(*)" : served, served);
+		    count ? "count(*)" : SERVED_SEQ, served);
 		break;
 	}
 	/* Access as a semi-join on the reader's readable channels: the
@@ -263,30 +273,6 @@ static void build(struct statement *st, const struct artifact_filter *f,
 	else
 		sql(st, " ORDER BY h.accepted_seq DESC");
 	sql(st, " LIMIT $%d OFFSET $%d", limit, offset);
-}
-
-/* Sends the rows of res (one text column) as a JSON array. */
-static void send_rows(struct request *req, PGresult *res)
-{
-	size_t max = (size_t)(PQntuples(res) + 1) *
-		(4 * (size_t)req->relay->cfg.max_message_length + 4096);
-	struct comb_buf b;
-	int i, rc = 0;
-
-	comb_buf_init(&b, max);
-	rc |= comb_buf_putc(&b, '[');
-	for (i = 0; i < PQntuples(res) && rc == 0; i++) {
-		if (i)
-			rc |= comb_buf_putc(&b, ',');
-		rc |= comb_buf_append(&b, PQgetvalue(res, i, 0),
-				      (size_t)PQgetlength(res, i, 0));
-	}
-	rc |= comb_buf_putc(&b, ']');
-	if (rc)
-		http_send_error(req, 503, "error: out of memory");
-	else
-		http_send_json(req, 200, b.data, "");
-	comb_buf_release(&b);
 }
 
 /* Answers a failed statement: the budget, or the database. */
@@ -385,7 +371,7 @@ void artifact_query(struct request *req, json_t *filter, bool count)
 		snprintf(body, sizeof(body), "{\"count\":%s}", PQgetvalue(res, 0, 0));
 		http_send_json(req, 200, body, "");
 	} else {
-		send_rows(req, res);
+		read_send_listed(req, res, f.limit <= READ_SMALL_ANSWER);
 	}
 	PQclear(res);
 out:

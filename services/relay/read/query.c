@@ -192,9 +192,7 @@ static void send_whole(struct request *req, const int64_t *seqs, size_t n)
 	comb_buf_release(&o.buf);
 }
 
-/* Sends the events res lists by seq: whole when the filter is small
- * (query_small_filter), else streamed. */
-static void send_listed(struct request *req, const PGresult *res, bool small)
+void read_send_listed(struct request *req, const PGresult *res, bool small)
 {
 	size_t i, n = (size_t)PQntuples(res);
 	int64_t *seqs = malloc((n + 1) * sizeof(*seqs));
@@ -253,7 +251,7 @@ static void plain_query(struct request *req, const json_t *obj, bool count)
 		snprintf(msg, sizeof(msg), "{\"count\":%s}", PQgetvalue(res, 0, 0));
 		http_send_json(req, 200, msg, "");
 	} else {
-		send_listed(req, res, query_small_filter(&f));
+		read_send_listed(req, res, query_small_filter(&f));
 	}
 	PQclear(res);
 }

@@ -16,6 +16,19 @@
 #define READ_CHUNK_BYTES (64 * 1024)
 
 /*
+ * Sends the stored events whose seqs res lists (its first column, in
+ * order) as a bare JSON array (query.c): when small (at most
+ * READ_SMALL_ANSWER asked for) whole with a length, their bytes read on
+ * req->db; else streamed as they are read, req->db given back before the
+ * first byte, the bytes fetched a batch at a time (read_events_by_seq) on
+ * a pooled connection given back before each batch is written, so that
+ * the answer holds one batch and one chunk, never a connection, while
+ * the client reads. res is the caller's (only its seqs are copied before
+ * anything is sent).
+ */
+void read_send_listed(struct request *req, const PGresult *res, bool small);
+
+/*
  * Answers POST /query (count false) or POST /count (count true) for a
  * filter object that has an "artifact" key (borrowed); sends exactly one
  * answer (artifact_query.c).

@@ -44,6 +44,7 @@
 #include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
+#include "addr_counts.h"
 #include "feed/feed.h"
 #include "metrics.h"
 #include "write.h"
@@ -54,6 +55,7 @@ struct write_job {
 	struct comb_event ev;            /* owned */
 	struct community community;
 	char auth_pubkey[65];
+	char addr[COMB_NETADDR_TEXT];    /* the client address it counts against */
 	const void *order;
 	write_done_fn done;
 	void *ctx;
@@ -73,6 +75,7 @@ static struct {
 	const void **running;            /* batch_max orders per batcher */
 	int *running_n;
 	bool last_batch_plural;          /* the node's last batch had > 1 write */
+	struct addr_counts per_addr;     /* writes in flight per client address */
 	bool stop, started;
 	struct relay *relay;
 } wb = {
@@ -366,6 +369,7 @@ static void *batcher_main(void *arg)
 			ws_live_local_deliver(batch[i]->live, true);
 			metrics_write(batch[i]->res.message);
 			batch[i]->done(batch[i]->ctx, &batch[i]->ev, &batch[i]->res);
+			addr_counts_release(&wb.per_addr, batch[i]->addr);
 			job_free(batch[i]);
 		}
 
@@ -391,6 +395,14 @@ int write_batch_start(struct relay *relay, char *errbuf, size_t errlen)
 	wb.running = calloc((size_t)wb.batchers * (size_t)relay->cfg.write_batch_max,
 			    sizeof(*wb.running));
 	wb.running_n = calloc((size_t)wb.batchers, sizeof(*wb.running_n));
+	/* the addresses of the writes in flight, and of the worker threads
+	 * waiting for the node's room with their address's share claimed */
+	if (!wb.per_addr.entries &&
+	    addr_counts_init(&wb.per_addr, relay->cfg.write_inflight_per_node +
+					   relay->cfg.num_threads)) {
+		free(wb.threads);
+		wb.threads = NULL;
+	}
 	if (!wb.threads || !wb.running || !wb.running_n) {
 		free(wb.threads);
 		free(wb.running);
@@ -445,7 +457,7 @@ void write_batch_stop(void)
 }
 
 void write_submit(struct relay *relay, const struct community *c,
-		  const char *auth_pubkey, struct comb_event *ev,
+		  const char *auth_pubkey, const char *addr, struct comb_event *ev,
 		  const void *order, write_done_fn done, void *ctx)
 {
 	struct write_job *job = calloc(1, sizeof(*job));
@@ -473,6 +485,10 @@ void write_submit(struct relay *relay, const struct community *c,
 	job->done = done;
 	job->ctx = ctx;
 	job->alone = write_runs_alone(&job->ev);
+	snprintf(job->addr, sizeof(job->addr), "%s", addr);
+	/* the address's share first: waiting for it holds no node slot */
+	addr_counts_claim_wait(&wb.per_addr, job->addr,
+			       relay->cfg.write_inflight_per_ip);
 	pthread_mutex_lock(&wb.mu);
 	while (wb.in_flight >= relay->cfg.write_inflight_per_node)
 		pthread_cond_wait(&wb.room, &wb.mu);

@@ -247,9 +247,12 @@ static bool check_targets(struct writer *w, const struct comb_event *ev,
 		" LEFT JOIN members m ON m.community_id = e.community_id"
 		"  AND m.channel_id = e.channel_id AND m.pubkey = $3 AND m.active"
 		" WHERE e.community_id = $1 AND e.id = ANY($2::text[])"
-		"  AND (e.channel_id IS NULL OR comb_read_key(c.visibility, c.is_dm,"
-		"   c.deleted, c.archived, m.role, c.id IS NOT DISTINCT FROM $5::uuid)"
-		"   = ANY($4::int[]))"
+		/* outside any channel, only the author reads an event
+		 * (read/query.c) */
+		"  AND (CASE WHEN e.channel_id IS NULL THEN e.pubkey = $3"
+		"   ELSE comb_read_key(c.visibility, c.is_dm, c.deleted,"
+		"    c.archived, m.role, c.id IS NOT DISTINCT FROM $5::uuid)"
+		"    = ANY($4::int[]) END)"
 		" ORDER BY e.id FOR UPDATE OF e",
 		5, NULL,
 		(const char *const[]){w->community->id_text, targets, ev->pubkey, keys, h},

@@ -431,7 +431,7 @@ static int remove_user(struct moderation *m)
 	struct comb_policy_request extra = {
 		.target_is_self = !strcmp(m->target, m->ev->pubkey),
 	};
-	int current;
+	int current, own;
 
 	if (!allows(m, COMB_ACT_REMOVE_USER, &extra)) {
 		deny(m, "remove members from this channel");
@@ -442,6 +442,15 @@ static int remove_user(struct moderation *m)
 		return -1;
 	if (current == COMB_ROLE_NONE) {
 		write_refuse(m->out, 400, "invalid: not a channel member");
+		refuse(m);
+		return 1;
+	}
+	/* Only an owner (a community admin acts as one outside DMs) removes
+	 * an owner; anyone may leave through a 9001 naming themselves. */
+	own = m->actor.community_admin && !m->channel.facts.is_dm ?
+		COMB_ROLE_OWNER : (int)m->channel.facts.role;
+	if (current > own && !extra.target_is_self) {
+		write_refuse(m->out, 403, "restricted: cannot remove a role above your own");
 		refuse(m);
 		return 1;
 	}

@@ -68,12 +68,14 @@ void write_batch_stop(void);
 
 /*
  * Hands *ev (parsed and verified; moved: the caller must not release it)
- * to the group commit for community c, authenticated as auth_pubkey (both
- * copied). Blocks while the node holds COMB_WRITE_INFLIGHT_PER_NODE
- * writes. done(ctx, ...) follows exactly once.
+ * to the group commit for community c, authenticated as auth_pubkey, from
+ * client address addr (all three copied). Blocks while addr holds
+ * COMB_WRITE_INFLIGHT_PER_IP of the node's writes, then while the node
+ * holds COMB_WRITE_INFLIGHT_PER_NODE, so that one address leaves room in
+ * the node's queue for the others. done(ctx, ...) follows exactly once.
  */
 void write_submit(struct relay *relay, const struct community *c,
-		  const char *auth_pubkey, struct comb_event *ev,
+		  const char *auth_pubkey, const char *addr, struct comb_event *ev,
 		  const void *order, write_done_fn done, void *ctx);
 
 /* Sets out to a refusal with status and a formatted message. */

@@ -9,7 +9,8 @@
  * the same worker thread once the handshake is done.
  *
  * A connection slot (the node-wide cap and the client address's share of
- * it) is claimed under ws.mu in begin_request, so simultaneous upgrades
+ * it; the client address of client_addr.h) is claimed under ws.mu in
+ * begin_request, so simultaneous upgrades
  * cannot overshoot either cap, and given back in end_request, which
  * civetweb calls on the same thread once the request (for an upgrade: the
  * whole connection) is over.
@@ -32,7 +33,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "client_addr.h"
 #include "comb/error.h"
+#include "comb/netaddr.h"
 #include "comb/log.h"
 #include "feed/feed.h"
 #include "metrics.h"
@@ -57,12 +60,13 @@ struct ws_conn {
 	bool busy;                     /* a message is being handled */
 	bool going_away;               /* ws_drain ends it */
 	bool away_queued;              /* its 1001 close is queued */
+	char addr[COMB_NETADDR_TEXT];  /* its client address (client_addr.h) */
 	struct timespec away_at;       /* when it was queued */
 };
 
 /* How many connections one client address holds. */
 struct ws_addr_count {
-	char addr[48];
+	char addr[COMB_NETADDR_TEXT];
 	int n;
 };
 
@@ -83,12 +87,16 @@ static struct {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
+/* The client address of the connection whose message this thread is
+ * handling. */
+static _Thread_local const char *handling_addr = "";
+
 /* What begin_request resolved for the upgrade this thread is handling. */
 static _Thread_local struct {
 	bool valid;
 	struct community community;
 	bool claimed;                  /* holds a slot for addr */
-	char addr[48];
+	char addr[COMB_NETADDR_TEXT];
 } upgrade;
 
 int ws_connections(void)
@@ -164,7 +172,7 @@ static void slot_release(const char *addr)
 	pthread_mutex_unlock(&ws.mu);
 }
 
-static bool is_upgrade(struct mg_connection *conn)
+bool ws_is_upgrade(const struct mg_connection *conn)
 {
 	const char *up = mg_get_header(conn, "Upgrade");
 
@@ -179,12 +187,13 @@ int ws_begin_request(struct mg_connection *conn)
 		.conn = conn,
 		.info = mg_get_request_info(conn),
 	};
+	char addr[COMB_NETADDR_TEXT];
 	struct timespec t0;
 	PGconn *db;
 	int rc;
 
 	upgrade.valid = false;
-	if (!is_upgrade(conn))
+	if (!ws_is_upgrade(conn))
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	host_of(conn, req.host, sizeof(req.host));
@@ -211,11 +220,12 @@ int ws_begin_request(struct mg_connection *conn)
 		http_send_error(&req, 404, "unknown community");
 		goto refused;
 	}
-	if (!slot_claim(req.info->remote_addr)) {
+	client_addr_of(conn, addr, sizeof(addr));
+	if (!slot_claim(addr)) {
 		http_send_error(&req, 503, "error: too many connections");
 		goto refused;
 	}
-	snprintf(upgrade.addr, sizeof(upgrade.addr), "%s", req.info->remote_addr);
+	snprintf(upgrade.addr, sizeof(upgrade.addr), "%s", addr);
 	upgrade.claimed = true;
 	upgrade.valid = true;
 	return 0;
@@ -283,6 +293,7 @@ static void on_ready(struct mg_connection *conn, void *cbdata)
 		return;
 	}
 	wc->conn = conn;
+	snprintf(wc->addr, sizeof(wc->addr), "%s", upgrade.addr);
 	comb_buf_init(&wc->message, (size_t)relay->cfg.max_message_length);
 	mg_set_user_connection_data(conn, wc);
 	pthread_mutex_lock(&ws.mu);
@@ -346,7 +357,14 @@ static void message(struct ws_conn *wc, int opcode, const char *data, size_t len
 			       WS_PUSH_WAIT);
 		return;
 	}
+	handling_addr = wc->addr;
 	ws_session_handle(wc->session, data, len);
+	handling_addr = "";
+}
+
+const char *ws_message_client_addr(void)
+{
+	return handling_addr;
 }
 
 /* Handles one complete message unless the connection is going away (the

@@ -42,6 +42,9 @@
  */
 int ws_begin_request(struct mg_connection *conn);
 
+/* True when conn's request asks for a WebSocket upgrade. */
+bool ws_is_upgrade(const struct mg_connection *conn);
+
 /* The civetweb end_request callback (main.c installs it): gives back the
  * slot of an upgrade admitted on this thread. */
 void ws_end_request(const struct mg_connection *conn, int status);

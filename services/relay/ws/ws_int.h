@@ -34,6 +34,10 @@ void ws_req_close(struct ws_session *s, const json_t *msg);
  */
 bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev);
 
+/* The client address of the connection whose message this thread is
+ * handling ("" outside one): what its writes count against (ws.c). */
+const char *ws_message_client_addr(void);
+
 /* Handles one complete text message (len bytes, not NUL-terminated) of
  * session s: EVENT, REQ, CLOSE or AUTH (ws_message.c). */
 void ws_session_handle(struct ws_session *s, const char *msg, size_t len);

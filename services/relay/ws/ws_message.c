@@ -117,8 +117,8 @@ static void publish(struct ws_session *s, struct comb_event *ev)
 		ws_send_ok(s, ev->id, false, text, WS_PUSH_WAIT);
 	} else if (ws_session_write_begin(
 			   s, s->relay->cfg.write_inflight_per_connection)) {
-		write_submit(s->relay, &s->community, s->pubkey, ev, s,
-			     event_done, s);
+		write_submit(s->relay, &s->community, s->pubkey,
+			     ws_message_client_addr(), ev, s, event_done, s);
 	}
 }
 

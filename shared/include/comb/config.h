@@ -31,6 +31,8 @@ struct comb_config {
 	bool access_log;            /* COMB_ACCESS_LOG */
 	int num_threads;            /* COMB_NUM_THREADS */
 	int max_connections_per_ip; /* COMB_MAX_CONNECTIONS_PER_IP */
+	int max_http_connections_per_ip; /* COMB_MAX_HTTP_CONNECTIONS_PER_IP */
+	char *trusted_proxies;      /* COMB_TRUSTED_PROXIES, comb/netaddr.h */
 	int db_pool_size;           /* COMB_DB_POOL_SIZE */
 	char *read_database_urls;   /* COMB_READ_DATABASE_URLS, comma-separated */
 	int read_wait_ms;           /* COMB_READ_WAIT_MS */
@@ -53,6 +55,7 @@ struct comb_config {
 	int write_burst;            /* COMB_WRITE_BURST */
 	int write_inflight_per_connection; /* COMB_WRITE_INFLIGHT_PER_CONNECTION */
 	int write_inflight_per_node;       /* COMB_WRITE_INFLIGHT_PER_NODE */
+	int write_inflight_per_ip;         /* COMB_WRITE_INFLIGHT_PER_IP */
 	int write_batch_max;               /* COMB_WRITE_BATCH_MAX */
 	int write_batch_wait_us;           /* COMB_WRITE_BATCH_WAIT_US */
 	int shutdown_grace_ms;      /* COMB_SHUTDOWN_GRACE_MS */

@@ -45,7 +45,22 @@ export const stackDir = process.env.COMB_TEST_STACK || path.join(buildDir, 'test
 
 const HEALTH_TIMEOUT_MS = 20000;
 const READY_TIMEOUT_MS = 20000;
+// How long a capture may take to exit after SIGTERM.
 const STOP_TIMEOUT_MS = 10000;
+// A relay's promise (docs/operations.md, "Stopping a relay node"): it
+// exits within COMB_SHUTDOWN_GRACE_MS (default 10 s) plus 5 s for the
+// steps after the grace period, else its stop watchdog ends it with
+// status 1. The harness waits that long plus what a loaded machine may
+// add before it sends SIGKILL.
+const RELAY_GRACE_DEFAULT_MS = 10000;
+const RELAY_STOP_TAIL_MS = 5000;
+const STOP_SCHEDULING_SLACK_MS = 5000;
+
+/** How long the harness waits for a relay started with env to exit. */
+function relayStopTimeoutMs(env) {
+	const grace = Number(env.COMB_SHUTDOWN_GRACE_MS ?? RELAY_GRACE_DEFAULT_MS);
+	return grace + RELAY_STOP_TAIL_MS + STOP_SCHEDULING_SLACK_MS;
+}
 
 // ---------------------------------------------------------------------------
 // keys and events
@@ -230,7 +245,8 @@ export function openSocket(base, opts = {}) {
 	const target = `ws://${hostname}:${u.port}${opts.path ?? '/'}`;
 	const headers = { ...(opts.headers ?? {}), host: opts.host ?? u.host };
 	return new Promise((resolve, reject) => {
-		const ws = new WebSocket(target, { headers, handshakeTimeout: opts.timeoutMs ?? 10000 });
+		const ws = new WebSocket(target, { headers, handshakeTimeout: opts.timeoutMs ?? 10000,
+			localAddress: opts.localAddress });
 		opts.onSocket?.(ws);
 		ws.once('open', () => resolve(ws));
 		ws.once('unexpected-response', (_req, res) => {
@@ -630,11 +646,12 @@ function spawnService(bin, args, env, logFile) {
 // Stops a service; resolves to a complaint string, or null when it exited
 // cleanly (status 0, or killed by the signal we sent).
 async function stopService(p, name, signal = 'SIGTERM') {
+	const timeoutMs = p.stopTimeoutMs ?? STOP_TIMEOUT_MS;
 	if (!p.exited) {
 		p.child.kill(signal);
 		let timer;
 		const t = new Promise((r) => {
-			timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS);
+			timer = setTimeout(() => r('timeout'), timeoutMs);
 		});
 		const first = await Promise.race([p.exitPromise, t]);
 		clearTimeout(timer);
@@ -642,7 +659,7 @@ async function stopService(p, name, signal = 'SIGTERM') {
 			p.child.ref();
 			p.child.kill('SIGKILL');
 			await p.exitPromise;
-			return `${name} ignored ${signal} for ${STOP_TIMEOUT_MS} ms and was killed; ` +
+			return `${name} ignored ${signal} for ${timeoutMs} ms and was killed; ` +
 				`log ${p.logFile}:\n${logTail(p.logFile)}`;
 		}
 		p.stopSignal = signal;
@@ -903,9 +920,10 @@ export async function startRelay(opts = {}) {
 			COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
 			COMB_INCREMENTAL_ENABLED: 'true',
 			// Every test client comes from 127.0.0.1; the tests of the
-			// per-address cap set their own.
+			// per-address caps set their own.
 			COMB_MAX_CONNECTIONS_PER_IP: '100000',
 			...(standby ? { COMB_READ_DATABASE_URLS: standby.urlFor(dbName) } : {}),
+			COMB_MAX_HTTP_CONNECTIONS_PER_IP: '100000',
 			...(stack.captureEndpoint ? { COMB_CAPTURE_ENDPOINT: stack.captureEndpoint } : {}),
 			...(opts.env ?? {}),
 			...((opts.nodeEnv ?? [])[i] ?? {}),
@@ -919,7 +937,9 @@ export async function startRelay(opts = {}) {
 			for (let attempt = 0; ; attempt++) {
 				if (!keepPort || stack.ports[i] === undefined)
 					stack.ports[i] = await freePort();
-				const p = spawnService(relayBin, [], nodeEnv(i), logFile);
+				const env = nodeEnv(i);
+				const p = spawnService(relayBin, [], env, logFile);
+				p.stopTimeoutMs = relayStopTimeoutMs(env);
 				relays[i] = p;
 				if (await waitHealthy(p, stack.ports[i], healthHost))
 					break;
