@@ -11,7 +11,8 @@
 //     than MAX_WAIT_MS, and every read answered;
 //   - every head's tags are those of its current revision (none for a
 //     redacted one), artifact_head_tags (now a view) shows the same
-//     pairs, artifact_heads_tags is valid and artifact_heads_live gone;
+//     pairs, artifact_heads_tags is valid and the check that no head's
+//     tags are NULL validated;
 //   - a `current` read by tag is answered from artifact_heads_tags.
 // Prints one JSON object on stdout; exit status 1 when a check fails.
 //
@@ -192,7 +193,7 @@ async function main() {
 	const columnPairs = Number(await q('SELECT coalesce(sum(n), 0) FROM (SELECT (SELECT count(*)' +
 		' FROM jsonb_each(h.tags) e, jsonb_array_elements(e.value)) AS n FROM artifact_heads h WHERE NOT h.redacted) s'));
 	const indexValid = await q("SELECT coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('artifact_heads_tags')), false)");
-	const liveGone = await q("SELECT to_regclass('artifact_heads_live') IS NULL");
+	const checked = await q("SELECT convalidated FROM pg_constraint WHERE conname = 'artifact_heads_tags_set'");
 	const tableGone = await q("SELECT relkind FROM pg_class WHERE oid = to_regclass('artifact_head_tags')");
 	const plan = await q(`EXPLAIN SELECT count(*) FROM artifact_heads h WHERE h.community_id = ${community}` +
 		` AND NOT h.deleted AND NOT h.redacted AND h.tags @? '$."x"[*] ? (@ == "7")'::jsonpath`);
@@ -215,8 +216,8 @@ async function main() {
 		errors.push(`the view shows ${viewPairs} pairs, the heads hold ${columnPairs}`);
 	if (indexValid !== 't')
 		errors.push('artifact_heads_tags is not valid');
-	if (liveGone !== 't')
-		errors.push('artifact_heads_live is still there');
+	if (checked !== 't')
+		errors.push('artifact_heads_tags_set is not validated');
 	if (tableGone !== 'v')
 		errors.push('artifact_head_tags is not a view');
 	if (!plan.includes('artifact_heads_tags'))
