@@ -10,7 +10,13 @@
 # stopped whatever happens.
 #
 # usage: scripts/bench.sh [--quick] [--only SCENARIO[,SCENARIO...]] [--keep]
+#        scripts/bench.sh --migration [--keep]
 #        scripts/bench.sh --stop
+#
+# --migration runs, on the same stack, the online migration test instead
+# (tests/bench/migration.mjs, docs/operations.md "Upgrading to 0021"): a
+# database at the migrations before 0018 filled by the fixture, migrated
+# with writes running; one JSON object on stdout.
 #
 # --keep leaves PostgreSQL and Redis running after the run (with the loaded
 # database comb_bench, for EXPLAIN and profiling; BUILD/benchstack/env says
@@ -36,6 +42,7 @@ stop_only=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick ;;
+	--migration) mode=migration ;;
 	--keep) keep=1 ;;
 	--stop) stop_only=1 ;;
 	--only)
@@ -43,7 +50,7 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	*)
-		echo "usage: $0 [--quick] [--only SCENARIO[,...]] [--keep] | --stop" >&2
+		echo "usage: $0 [--quick] [--only SCENARIO[,...]] [--keep] | --migration [--keep] | --stop" >&2
 		exit 2
 		;;
 	esac
@@ -176,8 +183,14 @@ PGDATABASE=comb_bench
 COMB_REDIS_URL=redis://127.0.0.1:$redisport/0
 EOF
 
-log "running the $mode benchmark (results on stdout, one JSON object per scenario)"
 set +e
+if [ "$mode" = migration ]; then
+	log "running the online migration test (result on stdout)"
+	BENCH_PGPORT=$pgport BENCH_BUILD_DIR="$build" BENCH_OUT="$out" \
+		node tests/bench/migration.mjs
+	exit $?
+fi
+log "running the $mode benchmark (results on stdout, one JSON object per scenario)"
 BENCH_PGPORT=$pgport \
 BENCH_PG_LOG="$pg_dir/server.log" \
 BENCH_REDIS_URL="redis://127.0.0.1:$redisport/0" \

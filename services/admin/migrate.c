@@ -1,7 +1,12 @@
 /*
  * comb-admin migrate: applies the numbered, forward-only SQL files of the
  * migrations folder in order, each in its own transaction together with
- * its row in the comb_migrations ledger. Re-running applies nothing. A
+ * its row in the comb_migrations ledger. A file whose first line is
+ * NO_TRANSACTION runs outside a transaction instead (CREATE INDEX
+ * CONCURRENTLY, data moved in batches that commit on their own): its
+ * parts between STEP lines are sent one at a time, and its ledger row
+ * only after the last; such a file must be safe to run again from its
+ * start after a failure. Re-running applies nothing. A
  * ledger that disagrees with the files (a changed, renamed or unknown
  * migration) is refused before anything is applied. `--status` lists
  * what is applied and what is pending, changing nothing.
@@ -180,14 +185,51 @@ static bool in_ledger(PGresult *ledger, int version)
 	return false;
 }
 
+/* The first line of a migration that runs outside a transaction, and the
+ * line between two of its parts. */
+#define NO_TRANSACTION "-- comb:no-transaction\n"
+#define STEP "\n-- comb:step\n"
+
+/* Runs the parts of a NO_TRANSACTION migration one by one, each in
+ * autocommit; -1 after saying which part failed. */
+static int apply_steps(PGconn *conn, const struct migration *m)
+{
+	char *sql = m->sql, *next;
+	int step = 1;
+
+	for (;; step++) {
+		next = strstr(sql, STEP);
+		if (next)
+			*next = '\0';
+		if (exec_ok(conn, sql)) {
+			fprintf(stderr, "comb-admin: step %d of %s failed; the steps before it"
+				" stay applied and the migration runs again from its start next time\n",
+				step, m->name);
+			return -1;
+		}
+		if (!next)
+			return 0;
+		*next = '\n';
+		sql = next + strlen(STEP);
+	}
+}
+
+/* Applies migration m and records it in the ledger; 0, or -1 after
+ * saying what failed and what stays applied. */
 static int apply(PGconn *conn, const struct migration *m)
 {
 	char version[16];
 	const char *params[3] = {version, m->name, m->sha256};
 	PGresult *res;
+	bool steps;
 
 	snprintf(version, sizeof(version), "%d", m->version);
-	if (exec_ok(conn, "BEGIN") || exec_ok(conn, m->sql))
+	steps = !strncmp(m->sql, NO_TRANSACTION, strlen(NO_TRANSACTION));
+	if (steps && apply_steps(conn, m))
+		return -1;
+	/* The ledger row in a transaction of its own after the steps, or in
+	 * the migration's. */
+	if (exec_ok(conn, "BEGIN") || (!steps && exec_ok(conn, m->sql)))
 		goto fail;
 	res = PQexecParams(conn,
 			   "INSERT INTO comb_migrations (version, name, sha256) VALUES ($1, $2, $3)",
@@ -204,7 +246,9 @@ static int apply(PGconn *conn, const struct migration *m)
 	return 0;
 fail:
 	PQclear(PQexec(conn, "ROLLBACK"));
-	fprintf(stderr, "comb-admin: migration %s failed; nothing of it was applied\n",
+	fprintf(stderr, steps ? "comb-admin: migration %s was not recorded; it runs again"
+			" from its start next time\n"
+			: "comb-admin: migration %s failed; nothing of it was applied\n",
 		m->name);
 	return -1;
 }

@@ -422,6 +422,19 @@ json_t *bench_live_per_node(struct bench_live *lv);
  * (Threads); -1 when unavailable. */
 long bench_proc_status(long pid, const char *field);
 
+/*
+ * The floor of a catch-up read (docs/benchmarks.md, incremental_delta):
+ * on a new connection to url, `runs` times (at most 8), the change query
+ * the relay runs for the reader from after_xid (comb_incremental_changes,
+ * every channel, the reader's read keys as the policy plugins at policy
+ * give them) and then the stored bytes of every revision it names, in one
+ * statement. *out (new) holds the median and the first run's seconds, each
+ * statement's median, the rows, revisions and bytes. 0 or an error.
+ */
+int bench_delta_floor(const char *url, const char *policy,
+		      const struct bench_layout *l, const char *after_xid,
+		      int runs, json_t **out);
+
 /* ---- subcommands ---- */
 
 int bench_cmd_load(int argc, char **argv);

@@ -12,6 +12,12 @@
  * with plain multi-row INSERTs (--batch rows per statement, one commit
  * each) over --conns connections into a scratch copy of the events table
  * (same columns, defaults and indexes), dropped afterwards.
+ *
+ * bench_delta_floor (for `incr-delta`): what PostgreSQL must do for a
+ * catch-up read, without the relay: the change query the relay runs
+ * (comb_incremental_changes, with the reader's read keys from the same
+ * policy plugin) and the stored bytes of the revisions it names, fetched
+ * in one statement by a bare libpq client.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,6 +28,7 @@
 
 #include "bench.h"
 #include "comb/error.h"
+#include "comb/policy_set.h"
 
 static PGconn *connect_db(const char *url)
 {
@@ -306,4 +313,139 @@ out:
 		comb_event_release(&evs[i]);
 	free(evs);
 	return rc ? 1 : 0;
+}
+
+/* ---- the catch-up floor ---- */
+
+/* The reader's read keys as the relay computes them (policy plugins at
+ * policy, a colon list, with an empty configuration) into out, an int[]
+ * literal. */
+static int reader_keys(const char *policy, const struct bench_layout *l,
+		       struct comb_buf *out)
+{
+	char err[256];
+	struct comb_policy_set *set = comb_policy_set_load(policy, "", err, sizeof(err));
+	struct comb_policy_actor actor = {.pubkey = l->reader_pk, .community_admin = 0};
+	int keys[COMB_POLICY_READ_KEYS], count = 0, i, rc = 0;
+
+	if (!set) {
+		bench_log("delta floor: policy %s: %s", policy, err);
+		return COMB_EINVAL;
+	}
+	comb_policy_read_keys(set, &actor, keys, &count);
+	comb_policy_set_free(set);
+	comb_buf_reset(out);
+	rc = comb_buf_puts(out, "{");
+	for (i = 0; i < count && rc == 0; i++)
+		rc = comb_buf_printf(out, "%s%d", i ? "," : "", keys[i]);
+	return rc ? rc : comb_buf_puts(out, "}");
+}
+
+/* One run of the floor on db: the change query, then the bytes of its
+ * upserts' revisions; rows, revisions and bytes received, seconds taken
+ * by each statement. */
+static int delta_once(PGconn *db, const char *const params[4], long *rows,
+		      long *revisions, long *bytes, double *change_s, double *bytes_s)
+{
+	struct comb_buf seqs;
+	const char *p[1];
+	PGresult *res;
+	double t0 = bench_now();
+	int i, n, rc = 0;
+
+	comb_buf_init(&seqs, 1 << 20);
+	res = PQexecParams(db,
+		"SELECT c.seq FROM comb_incremental_changes($1::bigint, $2, $3::int[],"
+		" '{}'::uuid[], false, NULL::text[], $4::xid8, 0,"
+		" '00000000-0000-0000-0000-000000000000'::uuid,"
+		" pg_snapshot_xmin(pg_current_snapshot()), 100000) c",
+		4, NULL, params, NULL, NULL, 0);
+	*change_s = bench_now() - t0;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		bench_log("delta floor: %s", PQresultErrorMessage(res));
+		PQclear(res);
+		comb_buf_release(&seqs);
+		return COMB_EUNAVAIL;
+	}
+	n = PQntuples(res);
+	*rows = n;
+	*revisions = 0;
+	rc = comb_buf_puts(&seqs, "{");
+	for (i = 0; i < n && rc == 0; i++) {
+		if (PQgetisnull(res, i, 0))
+			continue;
+		rc = comb_buf_printf(&seqs, "%s%s", *revisions ? "," : "",
+				     PQgetvalue(res, i, 0));
+		(*revisions)++;
+	}
+	rc = rc ? rc : comb_buf_puts(&seqs, "}");
+	PQclear(res);
+	if (rc) {
+		comb_buf_release(&seqs);
+		return rc;
+	}
+	p[0] = seqs.data;
+	t0 = bench_now();
+	res = PQexecParams(db, "SELECT e.raw FROM events e WHERE e.seq = ANY ($1::bigint[])",
+			   1, NULL, p, NULL, NULL, 0);
+	*bytes_s = bench_now() - t0;
+	*bytes = 0;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != *revisions) {
+		bench_log("delta floor: %s", PQresultErrorMessage(res));
+		rc = COMB_EUNAVAIL;
+	}
+	for (i = 0; rc == 0 && i < PQntuples(res); i++)
+		*bytes += PQgetlength(res, i, 0);
+	PQclear(res);
+	comb_buf_release(&seqs);
+	return rc;
+}
+
+int bench_delta_floor(const char *url, const char *policy,
+		      const struct bench_layout *l, const char *after_xid,
+		      int runs, json_t **out)
+{
+	double change[8], fetch[8], total[8], first = 0;
+	long rows = 0, revisions = 0, bytes = 0;
+	const char *params[4];
+	char community[24];
+	struct comb_buf keys;
+	json_t *all = NULL;
+	PGconn *db = NULL;
+	int i, rc;
+
+	*out = NULL;
+	if (runs < 1 || runs > 8)
+		runs = 3;
+	comb_buf_init(&keys, 4096);
+	rc = reader_keys(policy, l, &keys);
+	if (rc == 0 && !(db = connect_db(url)))
+		rc = COMB_EUNAVAIL;
+	snprintf(community, sizeof(community), "%ld", l->community);
+	params[0] = community;
+	params[1] = l->reader_pk;
+	params[2] = keys.data;
+	params[3] = after_xid;
+	all = json_array();
+	for (i = 0; i < runs && rc == 0; i++) {
+		rc = delta_once(db, params, &rows, &revisions, &bytes, &change[i], &fetch[i]);
+		total[i] = change[i] + fetch[i];
+		if (i == 0)
+			first = total[0];
+		json_array_append_new(all, json_real(total[i]));
+	}
+	if (rc == 0)
+		*out = json_pack("{s:f,s:f,s:f,s:f,s:o,s:I,s:I,s:I,s:s}",
+			"seconds", bench_quantile(total, (size_t)runs, 0.5),
+			"first_s", first,
+			"change_query_s", bench_quantile(change, (size_t)runs, 0.5),
+			"bytes_query_s", bench_quantile(fetch, (size_t)runs, 0.5),
+			"runs", all, "rows", (json_int_t)rows,
+			"revisions", (json_int_t)revisions, "bytes", (json_int_t)bytes,
+			"read_keys", keys.data);
+	else
+		json_decref(all);
+	PQfinish(db);
+	comb_buf_release(&keys);
+	return rc;
 }

@@ -17,10 +17,15 @@
  * out of view), deletes, one grant of the grant channel and one
  * revocation, written through POST /events; then one catch-up read with
  * limit 1000, timed, whose items must be exactly the expected ones.
+ * With --db and --policy (the relay's policy plugins) it then measures
+ * the read's floor (bench_delta_floor) from a snapshot taken before the
+ * writes.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <libpq-fe.h>
 
 #include "bench.h"
 #include "comb/error.h"
@@ -622,13 +627,38 @@ static long check_delta_page(struct delta *dl, const char *body, size_t len)
 	return n;
 }
 
+/* The xmin of a new snapshot on url into out: every change committed
+ * later is stamped at or above it. 0 or COMB_EUNAVAIL. */
+static int snapshot_xmin(const char *url, char *out, size_t cap)
+{
+	PGconn *db = PQconnectdb(url);
+	PGresult *res = NULL;
+	int rc = COMB_EUNAVAIL;
+
+	if (PQstatus(db) == CONNECTION_OK)
+		res = PQexec(db, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text");
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		snprintf(out, cap, "%s", PQgetvalue(res, 0, 0));
+		rc = 0;
+	} else {
+		bench_log("incr-delta: %s", PQerrorMessage(db));
+	}
+	PQclear(res);
+	PQfinish(db);
+	return rc;
+}
+
 int bench_cmd_incr_delta(int argc, char **argv)
 {
 	const char *addr = bench_opt(argc, argv, "--addr", NULL);
 	const char *host = bench_opt(argc, argv, "--host", NULL);
 	const char *manifest = bench_opt(argc, argv, "--manifest", NULL);
 	const char *cursor_file = bench_opt(argc, argv, "--cursor-file", NULL);
+	const char *db_url = bench_opt(argc, argv, "--db", NULL);
+	const char *policy = bench_opt(argc, argv, "--policy", NULL);
 	struct delta dl = {.c = {.fd = -1}};
+	char after_xid[32] = "";
+	json_t *floor = NULL;
 	struct comb_buf body, resp[16];
 	char *cursor = NULL, cur[1024], url[256], *auth = NULL;
 	double t_writes, t0, seconds = 0;
@@ -651,6 +681,8 @@ int bench_cmd_incr_delta(int argc, char **argv)
 	if (rc == 0 && !cursor)
 		rc = COMB_EIO;
 	rc = rc ? rc : bench_http_open(&dl.c, addr, host);
+	if (rc == 0 && db_url && policy)
+		rc = snapshot_xmin(db_url, after_xid, sizeof(after_xid));
 	if (rc)
 		goto out;
 	t_writes = bench_now();
@@ -694,7 +726,11 @@ int bench_cmd_incr_delta(int argc, char **argv)
 					  dl.exp[i].what);
 		}
 	}
-	bench_print(json_pack("{s:s,s:f,s:i,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:b,s:o}",
+	/* The floor, after the read: the change query and the revisions'
+	 * bytes from the position before the writes, without the relay. */
+	if (rc == 0 && *after_xid && bench_delta_floor(db_url, policy, &dl.l, after_xid, 3, &floor))
+		add_error(dl.errors, "the catch-up floor could not run%s%s", NULL, NULL);
+	bench_print(json_pack("{s:s,s:f,s:i,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:b,s:o,s:o}",
 		"command", "incr-delta", "seconds", seconds, "pages", pages,
 		"items", (json_int_t)items, "expected_items", (int)dl.nexp,
 		"missing", missing, "edits", dl.l.edits, "moves", dl.l.moves,
@@ -702,7 +738,7 @@ int bench_cmd_incr_delta(int argc, char **argv)
 		"writes", dl.writes, "refused_writes", dl.refused,
 		"writes_s", t_writes,
 		"ok", rc == 0 && json_array_size(dl.errors) == 0 && items == (long)dl.nexp,
-		"errors", json_incref(dl.errors)));
+		"errors", json_incref(dl.errors), "floor", floor ? floor : json_null()));
 out:
 	if (rc)
 		bench_log("incr-delta failed: %s", comb_strerror(rc));

@@ -2,7 +2,10 @@
  * `comb-bench load`: generates the fixtures from the seed and loads them
  * with COPY in one transaction, straight into the tables the relay reads
  * (channels, members, events, event_tags, artifact_revisions,
- * artifact_heads, artifact_head_tags), then runs VACUUM ANALYZE.
+ * artifact_heads with their tags), then runs VACUUM ANALYZE. The heads'
+ * tags go where the schema keeps them: artifact_heads.tags (migration
+ * 0018 and later) or, in a database migrated up to 0017 (the migration
+ * test of docs/operations.md), the table artifact_head_tags.
  *
  * Every artifact is a real kind-45010 revision of BENCH_EVENT_BYTES signed
  * by the community admin; beside them, the chat channel holds l.chats
@@ -264,13 +267,52 @@ static int load_events(struct fixture *f, PGconn *db)
 	return copy_end(&c, "event_tags");
 }
 
+/* Whether artifact_heads has the tags column (migration 0018), or -1
+ * when the database cannot say. */
+static int heads_have_tags(PGconn *db)
+{
+	PGresult *res = PQexec(db, "SELECT count(*) FROM pg_attribute"
+				   " WHERE attrelid = 'artifact_heads'::regclass"
+				   " AND attname = 'tags' AND NOT attisdropped");
+	int have = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		have = PQgetvalue(res, 0, 0)[0] == '1';
+	else
+		bench_log("load: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	return have;
+}
+
+/* The head tags of ev as artifact_heads.tags holds them (name -> values),
+ * serialized; NULL when out of memory. Caller frees. */
+static char *head_tags_json(const struct comb_event *ev, const char *const *names,
+			    size_t n)
+{
+	json_t *obj = json_object();
+	char *out = NULL;
+	size_t k;
+
+	for (k = 0; obj && k < n; k++)
+		if (json_object_set_new(obj, names[k], json_pack("[s]", tag(ev, names[k]))))
+			break;
+	if (obj && k == n)
+		out = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	return out;
+}
+
 static int load_artifacts(struct fixture *f, PGconn *db)
 {
 	static const char *const head_tags[] = {"ar", "op", "title", "status"};
+	const size_t ntags = sizeof(head_tags) / sizeof(head_tags[0]);
 	struct copy c;
 	char seq[24];
 	size_t i, k;
+	int in_heads = heads_have_tags(db);
 
+	if (in_heads < 0)
+		return COMB_EUNAVAIL;
 	if (copy_begin(&c, db, "COPY artifact_revisions (community_id, id, d, seq,"
 			       " channel_id, type, op) FROM STDIN"))
 		return c.rc;
@@ -285,25 +327,34 @@ static int load_artifacts(struct fixture *f, PGconn *db)
 	if (copy_end(&c, "artifact_revisions"))
 		return c.rc;
 
-	if (copy_begin(&c, db, "COPY artifact_heads (community_id, d, revision_id,"
-			       " accepted_seq, channel_id, type, creator) FROM STDIN"))
+	if (copy_begin(&c, db, in_heads
+			? "COPY artifact_heads (community_id, d, revision_id,"
+			  " accepted_seq, channel_id, type, creator, tags) FROM STDIN"
+			: "COPY artifact_heads (community_id, d, revision_id,"
+			  " accepted_seq, channel_id, type, creator) FROM STDIN"))
 		return c.rc;
 	for (i = 0; i < f->n; i++) {
 		const struct comb_event *ev = &f->evs[i];
+		char *tags = in_heads ? head_tags_json(ev, head_tags, ntags) : NULL;
 
+		if (in_heads && !tags) {
+			c.rc = COMB_ENOMEM;
+			break;
+		}
 		snprintf(seq, sizeof(seq), "%ld", f->base_seq + (long)i + 1);
-		copy_row(&c, 7, (const char *const[]){f->community, tag(ev, "d"), ev->id,
-						      seq, tag(ev, "h"), "demo.task",
-						      ev->pubkey});
+		copy_row(&c, in_heads ? 8 : 7,
+			 (const char *const[]){f->community, tag(ev, "d"), ev->id, seq,
+					       tag(ev, "h"), "demo.task", ev->pubkey, tags});
+		free(tags);
 	}
-	if (copy_end(&c, "artifact_heads"))
+	if (copy_end(&c, "artifact_heads") || in_heads)
 		return c.rc;
 
 	if (copy_begin(&c, db, "COPY artifact_head_tags (community_id, d, name, value)"
 			       " FROM STDIN"))
 		return c.rc;
 	for (i = 0; i < f->n; i++)
-		for (k = 0; k < sizeof(head_tags) / sizeof(head_tags[0]); k++)
+		for (k = 0; k < ntags; k++)
 			copy_row(&c, 4, (const char *const[]){f->community,
 							      tag(&f->evs[i], "d"),
 							      head_tags[k],

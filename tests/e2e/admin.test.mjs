@@ -1,7 +1,8 @@
 // comb-admin against the fixture's real PostgreSQL: --help on every
 // subcommand (exit 0, usage on stdout), usage errors (exit 2) and failures
 // (exit 1) kept apart, version, migrate --status before and after a
-// migration and on a ledger that disagrees with the files, and the
+// migration and on a ledger that disagrees with the files, a migration
+// run outside a transaction step by step (failed, then run again), and the
 // community commands: create, list, show, add-host, remove-host,
 // add-admin, remove-admin (a community keeps one host and one admin) and
 // reset-cursors, with a relay answering on a host added after it started.
@@ -9,6 +10,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -103,6 +105,54 @@ describe('comb-admin migrate --status', () => {
 		r = await runAdmin(url, ['migrate', '--status']);
 		assert.equal(r.code, 1);
 		assert.match(r.stderr, /migrations are forward-only/);
+	});
+});
+
+describe('comb-admin migrate outside a transaction', () => {
+	const db = `t_admin_${crypto.randomBytes(5).toString('hex')}`;
+	let url, dir;
+
+	before(async () => {
+		url = `${readStackEnv().COMB_TEST_DATABASE_URL_BASE}/${db}`;
+		await psqlOn('postgres', `CREATE DATABASE "${db}"`);
+		dir = fs.mkdtempSync(path.join(os.tmpdir(), 'comb-migrations-'));
+		fs.writeFileSync(path.join(dir, '0001_table.sql'), 'CREATE TABLE t (x integer);\n');
+		// Its third step fails until t holds two rows; CREATE INDEX
+		// CONCURRENTLY only runs outside a transaction.
+		fs.writeFileSync(path.join(dir, '0002_steps.sql'), [
+			'-- comb:no-transaction',
+			'INSERT INTO t VALUES (1);',
+			'-- comb:step',
+			'CREATE INDEX CONCURRENTLY IF NOT EXISTS t_x ON t (x);',
+			'-- comb:step',
+			"DO $$ BEGIN IF (SELECT count(*) FROM t) < 2 THEN RAISE EXCEPTION 'not yet'; END IF; END $$;",
+			'',
+		].join('\n'));
+	});
+	after(async () => {
+		fs.rmSync(dir, { recursive: true, force: true });
+		await psqlOn('postgres', `DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`);
+	});
+
+	test('sends the steps one at a time, keeps those before a failure and records the migration after its last', async () => {
+		let r = await runAdmin(url, ['migrate', '--dir', dir]);
+		assert.equal(r.code, 1);
+		assert.match(r.stderr, /not yet/);
+		assert.match(r.stderr, /step 3 of 0002_steps failed; the steps before it stay applied/);
+		assert.equal((await psqlOn(db, 'SELECT string_agg(version::text, \',\' ORDER BY version) FROM comb_migrations')).trim(), '1');
+		assert.equal((await psqlOn(db, 'SELECT count(*) FROM t')).trim(), '1');
+		assert.equal((await psqlOn(db, "SELECT indisvalid FROM pg_index WHERE indexrelid = 't_x'::regclass")).trim(), 't');
+
+		// Run again: from its first step, which now makes the third pass.
+		r = await runAdmin(url, ['migrate', '--dir', dir]);
+		assert.equal(r.code, 0, r.stderr);
+		assert.match(r.stdout, /applied 0002_steps\nmigrations: 1 applied, 1 already in place/);
+		assert.equal((await psqlOn(db, 'SELECT string_agg(version::text, \',\' ORDER BY version) FROM comb_migrations')).trim(), '1,2');
+		assert.equal((await psqlOn(db, 'SELECT count(*) FROM t')).trim(), '2');
+		r = await runAdmin(url, ['migrate', '--dir', dir]);
+		assert.equal(r.code, 0, r.stderr);
+		assert.match(r.stdout, /migrations: 0 applied, 2 already in place/);
+		assert.equal((await psqlOn(db, 'SELECT count(*) FROM t')).trim(), '2');
 	});
 });
 

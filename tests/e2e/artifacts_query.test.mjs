@@ -98,6 +98,29 @@ describe('current', () => {
 		assert.deepEqual(await q({ '#status': ['Open', 'ope', 'open '] }), new Set());
 	});
 
+	test('names and values are matched exactly, whatever characters they hold', async () => {
+		// Each predicate becomes a jsonpath over the head's tags (migration
+		// 0018): quotes, backslashes, jsonpath syntax, control characters
+		// and non-ASCII must be matched as the bytes they are.
+		const run = newRun();
+		const values = ['a"b', 'a\\b', '$.k ? (@ == "x")', '" || @ == "', 'x\u0001y', "it's", 'ünï🙂', 'a/b', ''];
+		const made = [];
+		for (const v of values)
+			made.push(await accept(stack, alice.sk, { d: uuid(), h: O, op: 'create', extra: [['run', run], ['k', v]] }));
+		const named = await accept(stack, alice.sk, { d: uuid(), h: O, op: 'create',
+			extra: [['run', run], ['k"q.z', 'v'], ['k', 'plain']] });
+		const q = async (preds) => new Set(ids(await events(stack, alice.sk,
+			{ artifact: 'current', '#run': [run], ...preds })));
+		for (let i = 0; i < values.length; i++)
+			assert.deepEqual(await q({ '#k': [values[i]] }), new Set([made[i].id]), `#k ${JSON.stringify(values[i])}`);
+		assert.deepEqual(await q({ '#k': ['a', 'b', 'x', '$.k', '@', 'ünï'] }), new Set());
+		assert.deepEqual(await q({ '#k': [values[0], values[2], 'plain'] }), new Set([made[0].id, made[2].id, named.id]));
+		assert.deepEqual(await q({ '#k"q.z': ['v'] }), new Set([named.id]));
+		assert.deepEqual(await q({ '#k"q': ['v'] }), new Set());
+		assert.deepEqual((await count(stack, alice.sk, { artifact: 'current', '#run': [run], '#k': values })).body,
+			{ count: values.length });
+	});
+
 	test('only the current revision matches', async () => {
 		const run = newRun();
 		const d = uuid();

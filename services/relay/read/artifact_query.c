@@ -15,7 +15,6 @@
  * statement runs under the pool's statement_timeout; running past it
  * answers 503 `error: query budget exceeded`.
  */
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +22,6 @@
 
 #include "access.h"
 #include "comb/error.h"
-#include "comb/hex.h"
 #include "comb/json.h"
 #include "comb/log.h"
 #include "proto/proto.h"
@@ -136,45 +134,50 @@ static int param_array(struct statement *st, const json_t *values)
 	return param_owned(st, array_literal(values));
 }
 
-/* Adds the lowercase hex MD5 of each of values as a text[] parameter (the
- * key of artifact_head_tags' indexes, computed here so that the planner
- * sees the actual hashes and their statistics); returns its number. */
-static int param_md5_array(struct statement *st, const json_t *values)
+/* Appends s to b as a quoted, escaped JSON string, which a jsonpath string
+ * literal accepts as it is; 0 or an error. */
+static int put_quoted(struct comb_buf *b, const char *s)
 {
-	unsigned char digest[EVP_MAX_MD_SIZE];
-	unsigned int dlen;
-	char hex[2 * EVP_MAX_MD_SIZE + 1];
-	json_t *hashes = json_array();
+	json_t *str = json_string(s);
+	char *q = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+	int rc = q ? comb_buf_puts(b, q) : COMB_ENOMEM;
+
+	free(q);
+	json_decref(str);
+	return rc;
+}
+
+/* Adds, as a parameter, the jsonpath that holds for a head whose tags
+ * (artifact_heads.tags: name -> its values) give name one of values:
+ * $."name"[*] ? (@ == "v1" || @ == "v2" ...), which the GIN index
+ * artifact_heads_tags answers (one hashed entry per name and value) and
+ * PostgreSQL rechecks exactly on the row; returns its number. */
+static int param_tag_path(struct statement *st, const char *name, const json_t *values)
+{
+	struct comb_buf b;
 	size_t i;
-	int n;
+	int rc;
 
-	if (!hashes) {
-		st->failed = true;
-		return 1;
+	comb_buf_init(&b, 2 * COMB_MAX_TAG_BYTES + 16 * COMB_MAX_VALUES + 64);
+	rc = comb_buf_puts(&b, "$.");
+	rc = rc ? rc : put_quoted(&b, name);
+	rc = rc ? rc : comb_buf_puts(&b, "[*] ? (");
+	for (i = 0; rc == 0 && i < json_array_size(values); i++) {
+		rc = comb_buf_puts(&b, i ? " || @ == " : "@ == ");
+		rc = rc ? rc : put_quoted(&b, json_string_value(json_array_get(values, i)));
 	}
-	for (i = 0; i < json_array_size(values); i++) {
-		const json_t *v = json_array_get(values, i);
-
-		if (!EVP_Digest(json_string_value(v), json_string_length(v), digest,
-				&dlen, EVP_md5(), NULL)) {
-			st->failed = true;
-			break;
-		}
-		comb_hex_encode(digest, dlen, hex);
-		if (json_array_append_new(hashes, json_string(hex))) {
-			st->failed = true;
-			break;
-		}
+	rc = rc ? rc : comb_buf_puts(&b, ")");
+	if (rc) {
+		comb_buf_release(&b);
+		return param_owned(st, NULL);
 	}
-	n = param_array(st, hashes);
-	json_decref(hashes);
-	return n;
+	return param_owned(st, comb_buf_detach(&b, NULL));
 }
 
 /*
  * The predicates other than #d, #h and #type. For `current` they are
- * lookups in artifact_head_tags (index on name and md5(value), value
- * rechecked); for history and head they apply to the tags of the event
+ * jsonpath tests of the head's tags (param_tag_path, through the GIN
+ * index artifact_heads_tags); for history and head they apply to the tags of the event
  * actually served (a redacted revision's marker), given as SQL in served.
  */
 static void add_predicates(struct statement *st, const struct artifact_filter *f,
@@ -183,20 +186,19 @@ static void add_predicates(struct statement *st, const struct artifact_filter *f
 	size_t i;
 
 	for (i = 0; i < f->npreds; i++) {
-		int name = param(st, f->preds[i].name);
-		int values = param_array(st, f->preds[i].values);
+		int name, values;
 
-		if (!served)
-			sql(st,
-			    " AND EXISTS (SELECT 1 FROM artifact_head_tags t"
-			    " WHERE t.community_id = h.community_id AND t.d = h.d AND t.name = $%d"
-			    " AND md5(t.value) = ANY ($%d::text[]) AND t.value = ANY ($%d::text[]))",
-			    name, param_md5_array(st, f->preds[i].values), values);
-		else
-			sql(st,
-			    " AND EXISTS (SELECT 1 FROM json_array_elements((%s)::json -> 'tags') t"
-			    " WHERE t->>0 = $%d AND t->>1 = ANY ($%d::text[]))",
-			    served, name, values);
+		if (!served) {
+			sql(st, " AND h.tags @? $%d::jsonpath",
+			    param_tag_path(st, f->preds[i].name, f->preds[i].values));
+			continue;
+		}
+		name = param(st, f->preds[i].name);
+		values = param_array(st, f->preds[i].values);
+		sql(st,
+		    " AND EXISTS (SELECT 1 FROM json_array_elements((%s)::json -> 'tags') t"
+		    " WHERE t->>0 = $%d AND t->>1 = ANY ($%d::text[]))",
+		    served, name, values);
 	}
 }
 

@@ -102,7 +102,6 @@ static int record(struct writer *w, const char *target_id,
 	char redacted_at[24];
 	const char *params[7];
 	PGresult *res;
-	bool current;
 
 	snprintf(redacted_at, sizeof(redacted_at), "%lld",
 		 (long long)redaction->created_at);
@@ -134,20 +133,11 @@ static int record(struct writer *w, const char *target_id,
 	if (!res)
 		return COMB_EUNAVAIL;
 	PQclear(res);
+	/* The head's tags (migration 0018) go with the current revision. */
 	res = run(w,
-		"UPDATE artifact_heads SET redacted = true"
+		"UPDATE artifact_heads SET redacted = true, tags = '{}'"
 		" WHERE community_id = $1 AND d = $3::uuid AND revision_id = $2",
 		3, params, PGRES_COMMAND_OK);
-	if (!res)
-		return COMB_EUNAVAIL;
-	current = strcmp(PQcmdTuples(res), "0") != 0;
-	PQclear(res);
-	if (!current)
-		return 0;
-	params[1] = rev->d;
-	res = run(w,
-		"DELETE FROM artifact_head_tags WHERE community_id = $1 AND d = $2::uuid",
-		2, params, PGRES_COMMAND_OK);
 	if (!res)
 		return COMB_EUNAVAIL;
 	PQclear(res);
