@@ -108,9 +108,11 @@ int readpos_borrow(struct relay *relay, const struct community *c,
 	comb_lsn own = 0;
 
 	if (readpos_of(relay, c, reader, &own)) {
-		/* Only the primary is sure to hold the reader's writes. */
-		comb_warn("read routing: Redis cannot say where %s last wrote; reading from the primary",
-			  reader);
+		/* Only the primary is sure to hold the reader's writes.
+		 * (Debug only: with Redis down every read says so, and
+		 * comb_read_fallbacks_total counts them.) */
+		comb_debug("read routing: Redis cannot say where %s last wrote; reading from the primary",
+			   reader);
 		own = COMB_READ_PRIMARY;
 	}
 	return comb_read_acquire(relay->reads, own > at_least ? own : at_least,

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { get, newKey, post, startRelay } from './lib/harness.mjs';
+import { connectWs, get, newKey, post, startRelay } from './lib/harness.mjs';
 import { accept, addMember, count, createChannel, query, uuid } from './lib/artifacts.mjs';
 
 // NIP-98 tokens are single use: a nonce keeps two identical reads apart.
@@ -416,3 +416,72 @@ describe('standby failures', () => {
 		}
 	});
 });
+
+describe('resumable syncs through a node reading a standby', () => {
+	test('a paused standby: the catch-up from a primary cursor and the live changes neither go back nor repeat', async () => {
+		const stack = await startRelay({
+			standby: true,
+			nodes: 2,
+			env: { COMB_READ_MAX_LAG_MS: '3600000' },
+			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
+		});
+		let ws;
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			const d1 = uuid();
+			await accept(stack, admin, { d: d1, h, op: 'create' });
+			await caughtUp(stack);
+			await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+
+			await stack.standby.pause();
+			const d2 = uuid();
+			await accept(stack, admin, { d: d2, h, op: 'create' });
+			const onPrimary = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			assert.deepEqual(upserts(onPrimary), [d1, d2].sort());
+
+			// the sync resumes on node 1 from the primary's cursor
+			const frames = [];
+			let eose = false;
+			ws = await connectWs(stack.wsUrls[1], reader.sk);
+			ws.ws.on('message', (data) => {
+				const m = JSON.parse(data.toString('utf8'));
+				if (m[1] !== 's')
+					return;
+				if (m[0] === 'CHANGES')
+					frames.push(m[2]);
+				else if (m[0] === 'EOSE')
+					eose = true;
+				else
+					frames.push({ unexpected: m });
+			});
+			const before = await routing(stack, 1);
+			ws.send(['REQ', 's', { artifact: 'changes', '#h': [h], cursor: onPrimary.cursor }]);
+			await until(async () => eose, (x) => x, 'EOSE');
+			const all = () => frames.flatMap((f) => f.changes ?? [f]);
+			assert.deepEqual(all(), [], 'nothing after the cursor in the catch-up');
+			assert.ok((await routing(stack, 1)).fallbacks > before.fallbacks, 'the catch-up went to the primary');
+
+			// a change made while the standby is still paused arrives once
+			const d3 = uuid();
+			await accept(stack, admin, { d: d3, h, op: 'create' });
+			await until(async () => all(), (c) => c.some((x) => x.op === 'upsert' &&
+				x.event.tags.find((t) => t[0] === 'd')[1] === d3), 'the live change');
+			await stack.standby.resume();
+			await caughtUp(stack);
+			const d4 = uuid();
+			await accept(stack, admin, { d: d4, h, op: 'create' });
+			await until(async () => all(), (c) => c.some((x) => x.op === 'upsert' &&
+				x.event.tags.find((t) => t[0] === 'd')[1] === d4), 'the change after the resume');
+			const ds = all().map((x) => x.op === 'upsert' ? x.event.tags.find((t) => t[0] === 'd')[1] : x);
+			assert.deepEqual(ds, [d3, d4], 'each change once, in order, nothing before the cursor');
+		} finally {
+			ws?.ws.close();
+			await stack.standby?.resume().catch(() => {});
+			await stack.stop();
+		}
+	});
+});
+
