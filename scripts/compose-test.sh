@@ -117,26 +117,6 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-# A host port nothing listens on now (a connection to it is refused), so
-# that a local stack on 7446-7448 and another run keep theirs.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
-COMB_PROXY_PORT=$(free_port)
-COMB_RELAY1_PORT=$(free_port)
-COMB_RELAY2_PORT=$(free_port)
-export COMB_PROXY_PORT COMB_RELAY1_PORT COMB_RELAY2_PORT
-# A network range of this run's own (one of 200), with the proxy's fixed
-# address in it: the address the relays trust.
-octet=$((20 + $$ % 200))
-export COMB_SUBNET=172.31.$octet.0/24 COMB_PROXY_ADDRESS=172.31.$octet.10
 # A password that would break a URL: the services get it as PGPASSWORD.
 export POSTGRES_PASSWORD='c0mb p@ss/w:rd#%?'
 
@@ -158,6 +138,28 @@ wait "$standins" || { tail -n 40 "$run/build-standins.log"; exit 1; }
 scripts/compose-health-loop.sh &
 health_pid=$!
 
+# A host port nothing listens on now (a connection to it is refused), so
+# that a local stack on 7446-7448 and another run keep theirs; below the
+# kernel's ephemeral range (32768 and up), where other programs' ports
+# come from. Chosen right before the stack starts.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 12000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+COMB_PROXY_PORT=$(free_port)
+COMB_RELAY1_PORT=$(free_port)
+COMB_RELAY2_PORT=$(free_port)
+export COMB_PROXY_PORT COMB_RELAY1_PORT COMB_RELAY2_PORT
+# A network range of this run's own (one of 200), with the proxy's fixed
+# address in it: the address the relays trust.
+octet=$((20 + $$ % 200))
+export COMB_SUBNET=172.31.$octet.0/24 COMB_PROXY_ADDRESS=172.31.$octet.10
 step "starting the stack"
 # Anything a killed earlier run left goes first: the stack starts empty.
 "${compose[@]}" down --volumes --remove-orphans >/dev/null 2>&1
