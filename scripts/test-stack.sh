@@ -73,7 +73,9 @@ stop_stack() {
 		rm -rf "$dir"
 	fi
 	case $dir in
-	/tmp/comb-teststack-pg.*/data) rmdir "$(dirname "$dir")" 2>/dev/null || true ;;
+	/tmp/comb-teststack-pg.*/data | /tmp/comb-standby-pg.*/data)
+		rmdir "$(dirname "$dir")" 2>/dev/null || true
+		;;
 	esac
 	rm -f "$stack/pg"
 	rm -rf "$stack/redis/dump.rdb" "$stack/env"
@@ -139,7 +141,9 @@ EOF
 }
 
 # Stops the private stacks tests start beside this one (STACK-<name>, see
-# tests/e2e/faults.test.mjs) that a killed test process left running.
+# tests/e2e/faults.test.mjs, and the streaming standbys of
+# tests/e2e/lib/harness.mjs startStandby) that a killed test process left
+# running.
 stop_private_stacks() {
 	local dir
 	for dir in "$stack"-*/; do

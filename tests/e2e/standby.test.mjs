@@ -214,6 +214,19 @@ describe('reads on a paused standby', () => {
 		assert.deepEqual((await query(stack, reader.sk, current)).body.map((e) => e.id).sort(),
 			currentViaStandby.body.map((e) => e.id).sort());
 		assert.equal(counted.body.count, viaPrimary.body.length);
+		// head and history of one artifact, and an artifact count, alike
+		for (const filter of [{ artifact: 'head', '#d': [ds[0], ds[1]] },
+			{ artifact: 'history', '#d': [ds[0]] }]) {
+			const a = await query(node1, reader.sk, filter);
+			const b = await query(stack, reader.sk, filter);
+			assert.equal(a.status, 200, a.raw);
+			assert.deepEqual(a.body.map((e) => e.id).sort(), b.body.map((e) => e.id).sort(), filter.artifact);
+			assert.ok(a.body.length > 0, filter.artifact);
+		}
+		const artifactCount = await count(node1, reader.sk, { artifact: 'current', '#h': [h] });
+		assert.equal(artifactCount.status, 200, artifactCount.raw);
+		assert.equal(artifactCount.body.count, currentViaStandby.body.length);
+		assert.equal((await routing(stack, 1)).primary, m.primary, 'still nothing on the primary');
 
 		await stack.standby.pause();
 		const d = uuid();
