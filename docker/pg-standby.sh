@@ -19,7 +19,10 @@ mkdir -p "$data"
 chown postgres:postgres "$data"
 chmod 700 "$data"
 if [ ! -s "$data/PG_VERSION" ]; then
-	until as_postgres pg_basebackup -h "$PRIMARY_HOST" -U "$PRIMARY_USER" \
+	# connect_timeout lands in primary_conninfo (-R): a replication
+	# connection that cannot be made is retried instead of hanging.
+	until as_postgres pg_basebackup \
+		-d "host=$PRIMARY_HOST user=$PRIMARY_USER connect_timeout=5" \
 		-D "$data" -R -X stream -c fast; do
 		echo "pg-standby: waiting for the primary at $PRIMARY_HOST"
 		find "$data" -mindepth 1 -delete
