@@ -488,7 +488,17 @@ describe('resumable syncs through a node reading a standby', () => {
 			await accept(stack, admin, { d: d4, h, op: 'create' });
 			await until(async () => all(), (c) => c.some((x) => x.op === 'upsert' &&
 				x.event.tags.find((t) => t[0] === 'd')[1] === d4), 'the change after the resume');
-			const ds = all().map((x) => x.op === 'upsert' ? x.event.tags.find((t) => t[0] === 'd')[1] : x);
+			// An artifact of the first read whose transaction lay above that
+			// read's horizon (a writer still open then) comes again once the
+			// horizon passes it, as on the primary: the same revision, never
+			// an older one. Everything else comes once, in order.
+			const firstRead = new Map(onPrimary.changes.map((x) => [x.event.tags.find((t) => t[0] === 'd')[1], x.event.id]));
+			const repeated = all().filter((x) => x.op === 'upsert' &&
+				firstRead.has(x.event.tags.find((t) => t[0] === 'd')[1]));
+			for (const x of repeated)
+				assert.equal(x.event.id, firstRead.get(x.event.tags.find((t) => t[0] === 'd')[1]), 'an older revision came again');
+			const ds = all().filter((x) => !repeated.includes(x))
+				.map((x) => x.op === 'upsert' ? x.event.tags.find((t) => t[0] === 'd')[1] : x);
 			assert.deepEqual(ds, [d3, d4], 'each change once, in order, nothing before the cursor');
 		} finally {
 			ws?.ws.close();
