@@ -126,6 +126,7 @@ export class Outbox {
 		this.entries = entries ?? [];
 	}
 
+	/** How many writes wait. */
 	get size() {
 		return this.entries.length;
 	}
@@ -158,6 +159,7 @@ export class Outbox {
 		return entry.event;
 	}
 
+	// Stores a copy of the entries (after the view's store calls before it).
 	save() {
 		const copy = this.entries.map((e) => ({ ...e }));
 		return this.view.storeWrite(() => this.view.store.saveOutbox(copy));

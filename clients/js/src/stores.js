@@ -96,14 +96,18 @@ export class IndexedDBStore {
 		this.db = null;
 	}
 
-	async open() {
+	// The database, opened once (calls made meanwhile share the opening).
+	open() {
 		if (!this.db) {
 			const req = this.idb.open(this.name, 1);
 			req.onupgradeneeded = () => {
 				req.result.createObjectStore('artifacts');
 				req.result.createObjectStore('meta');
 			};
-			this.db = await done(req);
+			this.db = done(req);
+			this.db.catch(() => {
+				this.db = null;
+			});
 		}
 		return this.db;
 	}
@@ -159,7 +163,8 @@ export class IndexedDBStore {
 	}
 
 	async close() {
-		this.db?.close();
+		const db = this.db;
 		this.db = null;
+		(await db?.catch(() => null))?.close();
 	}
 }

@@ -105,11 +105,14 @@ export class TabView {
 		return this;
 	}
 
+	/** Removes a listener added with on(). */
 	off(event, fn) {
 		this.listeners[event].delete(fn);
 		return this;
 	}
 
+	// Calls event's listeners with value; a listener's throw is rethrown
+	// later, so one listener cannot stop the others.
 	emit(event, value) {
 		for (const fn of this.listeners[event]) {
 			try {
@@ -122,6 +125,7 @@ export class TabView {
 		}
 	}
 
+	// Sets the status and tells the 'status' listeners when it changed.
 	setStatus(status) {
 		if (this.status === status)
 			return;
@@ -129,6 +133,7 @@ export class TabView {
 		this.emit('status', status);
 	}
 
+	// Sends msg to the other tabs (none once closed).
 	post(msg) {
 		if (!this.closed)
 			this.bus.postMessage(msg);
@@ -247,10 +252,13 @@ export class TabView {
 		});
 	}
 
+	// The leader's outbox for the other tabs: entries and accepted writes
+	// not read back yet.
 	outboxState() {
 		return { type: 'outbox', entries: this.view.outbox.entries, acked: [...this.view.outbox.acked.values()] };
 	}
 
+	// What the leader shows, for a tab that said hello or a new follower.
 	snapshot() {
 		const { entries, acked } = this.outboxState();
 		return { type: 'snapshot', events: [...this.view.items.values()], status: this.view.status,
@@ -260,6 +268,9 @@ export class TabView {
 	// ------------------------------------------------------------------
 	// the bus
 
+	// A message from another tab: a follower applies the leader's
+	// snapshot, changes (in order), status, outbox and answers; the
+	// leader serves hellos, writes and retries (onFollowerMessage).
 	onMessage(msg) {
 		if (this.closed || !msg || typeof msg !== 'object')
 			return;
@@ -336,6 +347,7 @@ export class TabView {
 		}
 	}
 
+	// A follower's copy of the leader's outbox.
 	setOutbox(entries, acked) {
 		this.entries = entries;
 		this.acked = new Map(acked.map((ev) => [tagValue(ev, 'd'), ev]));

@@ -208,6 +208,7 @@ export class ArtifactView {
 		return this;
 	}
 
+	/** Removes a listener added with on(). */
 	off(event, fn) {
 		this.listeners[event].delete(fn);
 		return this;
