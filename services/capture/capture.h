@@ -230,9 +230,16 @@ void listen_notification(struct capture *cap, const char *payload, uint64_t lsn)
  * (the listening one may have a query in flight): at or after the commit
  * of every change whose notification has arrived, so that a relay re-reads
  * it only where it has been replayed (the "l" of comb/signal.h). 0 when it
- * cannot be read (the connection is opened again next time).
+ * cannot be read: that connection is opened only when leadership is taken
+ * (listen_position_connect), never while notifications wait, so that a
+ * slow connect never holds up a publishing leader's heartbeats; until the
+ * next leadership, signals then carry no position.
  */
 uint64_t listen_position(struct capture *cap);
+
+/* Opens the connection listen_position reads on, unless it is open (a
+ * warning when it cannot be). Called when leadership is taken. */
+void listen_position_connect(struct capture *cap);
 /*
  * Publishes, with the current epoch and continuing seqs, a signal for
  * every change stamped at or after the horizon that is not known to be

@@ -309,6 +309,9 @@ static void try_lead(struct capture *cap, int64_t now)
 	cap->leader = true;
 	cap->ping_pending = false;
 	cap->ping_sent_ms = now;
+	/* Connected now, never while notifications wait: a slow connection
+	 * must not hold up the heartbeats of a leader that publishes. */
+	listen_position_connect(cap);
 	if (cap->reconnecting) {
 		char err[256];
 

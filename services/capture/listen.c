@@ -214,27 +214,33 @@ static void horizon_marker(struct capture *cap, const char *payload)
 	advance(&cap->hz, h, true);
 }
 
-uint64_t listen_position(struct capture *cap)
+void listen_position_connect(struct capture *cap)
 {
 	const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
 	const char *values[] = {cap->cfg.database_url, "5", "comb-capture-position", NULL};
+
+	if (cap->pos_pg)
+		return;
+	cap->pos_pg = PQconnectdbParams(keys, values, 1);
+	if (PQstatus(cap->pos_pg) != CONNECTION_OK) {
+		comb_warn("listen: cannot read WAL positions (signals carry none until the next leadership): %s",
+			  PQerrorMessage(cap->pos_pg));
+		PQfinish(cap->pos_pg);
+		cap->pos_pg = NULL;
+	}
+}
+
+uint64_t listen_position(struct capture *cap)
+{
 	PGresult *res;
 	comb_lsn lsn = 0;
 
-	if (!cap->pos_pg) {
-		cap->pos_pg = PQconnectdbParams(keys, values, 1);
-		if (PQstatus(cap->pos_pg) != CONNECTION_OK) {
-			comb_warn("listen: cannot read WAL positions: %s",
-				  PQerrorMessage(cap->pos_pg));
-			PQfinish(cap->pos_pg);
-			cap->pos_pg = NULL;
-			return 0;
-		}
-	}
+	if (!cap->pos_pg)
+		return 0;
 	res = PQexec(cap->pos_pg, "SELECT pg_current_wal_insert_lsn()::text");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
 	    comb_lsn_parse(PQgetvalue(res, 0, 0), &lsn)) {
-		comb_warn("listen: cannot read the WAL position: %s",
+		comb_warn("listen: cannot read the WAL position (signals carry none until the next leadership): %s",
 			  PQerrorMessage(cap->pos_pg));
 		PQfinish(cap->pos_pg);
 		cap->pos_pg = NULL;
