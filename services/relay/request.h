@@ -49,7 +49,7 @@ struct request {
 	struct comb_read_lease read;
 	/* A position the reads of this request must see besides their own
 	 * (a cursor's, the reader's writes'): a live signal's, set by a
-	 * caller reading through a route's code (sync/ws_resume.c); 0 none. */
+	 * caller reading through a route's code (sync/resume.c); 0 none. */
 	comb_lsn read_at_least;
 	/* Set by http_read_failed_over: the read is to run again, on the
 	 * primary; nothing was sent. */
