@@ -283,8 +283,10 @@ test('one address saturating writes leaves room in the write queue for another',
 		await locker.run('COMMIT;');
 		assert.deepEqual(await ok, ['OK', ev.id, true, '']);
 		// the victim's write was queued behind at most the flooder's share
-		// (16), not behind the node's whole queue (64)
-		assert.ok(before <= 16, `${before} of the flood's writes were answered first`);
+		// (16), not behind the node's whole queue (64); flood writes admitted
+		// after it may commit in its group or on the pool's other connection
+		// and be answered a moment before it, so the bound leaves them room
+		assert.ok(before < 32, `${before} of the flood's writes were answered first`);
 		assert.deepEqual(refused, []);
 	} finally {
 		for (const c of clients)
