@@ -118,3 +118,17 @@ int readpos_borrow(struct relay *relay, const struct community *c,
 	return comb_read_acquire(relay->reads, own > at_least ? own : at_least,
 				 pool_wait_ms, out);
 }
+
+bool readpos_failed_over(const struct comb_read_lease *lease, const PGresult *res,
+			 bool *lost)
+{
+	*lost = false;
+	if (!lease->conn || lease->server < 0)
+		return false;
+	*lost = comb_db_conn_lost(lease->conn);
+	if (!*lost && !comb_db_is_error(res, "40001") && !comb_db_is_error(res, "40P01"))
+		return false;
+	comb_warn("read routing: a read failed on a standby (%s); reading again on the primary",
+		  *lost ? "connection lost" : "cancelled by replay");
+	return true;
+}

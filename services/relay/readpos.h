@@ -49,4 +49,14 @@ int readpos_borrow(struct relay *relay, const struct community *c,
 		   const char *reader, comb_lsn at_least, int pool_wait_ms,
 		   struct comb_read_lease *out);
 
+/*
+ * True when a read on lease failed on a standby for a reason the primary
+ * does not share (res, may be NULL: the connection was lost; or a
+ * statement cancelled by replay), so that the read is to run again on the
+ * primary; *lost tells whether the connection was lost (give it back as
+ * broken). False for a read on the primary, or any other failure.
+ */
+bool readpos_failed_over(const struct comb_read_lease *lease, const PGresult *res,
+			 bool *lost);
+
 #endif

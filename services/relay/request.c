@@ -39,32 +39,11 @@ void http_send_json(struct request *req, int status, const char *json,
 	/* No database connection waits while the client reads. */
 	http_release_db(req);
 	req->status = status;
-	if (req->capture) {
-		comb_buf_reset(req->capture);
-		comb_buf_append(req->capture, json, len);
-		return;
-	}
 	mg_printf(req->conn,
 		  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
 		  "Content-Length: %zu\r\nAccess-Control-Allow-Origin: *\r\n%s\r\n",
 		  status, status_text(status), len, extra_headers);
 	mg_write(req->conn, json, len);
-}
-
-void http_send_json_buf(struct request *req, struct comb_buf *body)
-{
-	struct comb_buf taken;
-
-	if (!req->capture) {
-		http_send_json(req, 200, body->data, "");
-		return;
-	}
-	http_release_db(req);
-	req->status = 200;
-	taken = *req->capture;
-	*req->capture = *body;
-	*body = taken;
-	comb_buf_reset(body);
 }
 
 void http_send_error(struct request *req, int status, const char *message)
@@ -179,13 +158,8 @@ bool http_read_failed_over(struct request *req, const PGresult *res)
 {
 	bool lost;
 
-	if (!req->read.conn || req->read.server < 0 || req->read_retry)
+	if (!req->read.conn || req->read_retry || !readpos_failed_over(&req->read, res, &lost))
 		return false;
-	lost = comb_db_conn_lost(req->db);
-	if (!lost && !comb_db_is_error(res, "40001") && !comb_db_is_error(res, "40P01"))
-		return false;
-	comb_warn("read routing: a read failed on a standby (%s); reading again on the primary",
-		  lost ? "connection lost" : "cancelled by replay");
 	req->db_broken = lost;
 	http_release_db(req);
 	req->read_retry = true;

@@ -48,18 +48,13 @@ struct request {
 	 * whose pool runs db's statements (request_pool). */
 	struct comb_read_lease read;
 	/* A position the reads of this request must see besides their own
-	 * (a cursor's, the reader's writes'): a live signal's, set by a
-	 * caller reading through a route's code (sync/resume.c); 0 none. */
+	 * (a cursor's, the reader's writes'): COMB_READ_PRIMARY once a read
+	 * failed over (http_read_failed_over); 0 none. */
 	comb_lsn read_at_least;
 	/* Set by http_read_failed_over: the read is to run again, on the
 	 * primary; nothing was sent. */
 	bool read_retry;
 	int status;                /* the status sent, for metrics */
-	/* When set, answers are kept here (the body; the status in status)
-	 * instead of being sent: a caller without an HTTP client, the
-	 * resumable sync of sync/resume.c, reads through a route's own
-	 * code. conn is then NULL. */
-	struct comb_buf *capture;
 	/* The verified NIP-98 token, until its use is recorded in the replay
 	 * store (http_claim_replay, or the incremental read's admission,
 	 * which records it in the same Redis call): its id ("" once recorded,
@@ -72,11 +67,6 @@ struct request {
  * ending in \r\n). */
 void http_send_json(struct request *req, int status, const char *json,
 		    const char *extra_headers);
-
-/* Sends a 200 answer whose JSON body (NUL-terminated) is in body; a
- * captured answer takes body's bytes instead of a copy of them, leaving
- * body empty. */
-void http_send_json_buf(struct request *req, struct comb_buf *body);
 
 /* Sends {"error": message} with status; 503 and 429 get a Retry-After. */
 void http_send_error(struct request *req, int status, const char *message);
@@ -140,8 +130,7 @@ void http_send_timeout(struct request *req);
  * COMB_EIO once the client is gone, or COMB_ENOMEM), end finishes the
  * answer, or, when complete is
  * false (the rest could not be produced), closes the connection without
- * the last chunk so that the client sees the answer cut short. Not for
- * captured answers.
+ * the last chunk so that the client sees the answer cut short.
  */
 void http_stream_begin(struct request *req);
 int http_stream_write(struct request *req, const char *data, size_t len);

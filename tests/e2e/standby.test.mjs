@@ -506,5 +506,54 @@ describe('resumable syncs through a node reading a standby', () => {
 			await stack.stop();
 		}
 	});
-});
 
+	test('a live change reaches a sync whose cursor a standby issued, while that standby is paused', async () => {
+		const stack = await startRelay({
+			standby: true,
+			nodes: 2,
+			env: { COMB_READ_MAX_LAG_MS: '3600000' },
+			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
+		});
+		let ws;
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await addMember(stack, admin, h, reader.pk);
+			const d1 = uuid();
+			await accept(stack, admin, { d: d1, h, op: 'create' });
+			await caughtUp(stack);
+			await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+
+			const frames = [];
+			let eose = false;
+			ws = await connectWs(stack.wsUrls[1], reader.sk);
+			ws.ws.on('message', (data) => {
+				const m = JSON.parse(data.toString('utf8'));
+				if (m[0] === 'CHANGES' && m[1] === 's')
+					frames.push(...m[2].changes);
+				else if (m[0] === 'EOSE' && m[1] === 's')
+					eose = true;
+			});
+			const before = await routing(stack, 1);
+			ws.send(['REQ', 's', { artifact: 'changes', '#h': [h] }]);
+			await until(async () => eose, (x) => x, 'EOSE');
+			assert.ok((await routing(stack, 1)).standby > before.standby, 'the standby served the catch-up');
+			const dOf = (x) => x.op === 'upsert' ? x.event.tags.find((t) => t[0] === 'd')[1] : null;
+			assert.ok(frames.map(dOf).includes(d1));
+
+			// the signal names a position the paused standby has not
+			// replayed: the live read goes where it has been
+			await stack.standby.pause();
+			const d2 = uuid();
+			await accept(stack, admin, { d: d2, h, op: 'create' });
+			await until(async () => frames.map(dOf), (ds) => ds.includes(d2),
+				'the live change while the standby is paused', 10000);
+			assert.equal(frames.map(dOf).filter((d) => d === d2).length, 1, 'the change came once');
+		} finally {
+			ws?.ws.close();
+			await stack.standby?.resume().catch(() => {});
+			await stack.stop();
+		}
+	});
+});

@@ -39,7 +39,7 @@
 #include "proto/proto.h"
 #include "read.h"
 #include "read_int.h"
-#include "request.h"
+#include "readpos.h"
 
 #define NIL_UUID "00000000-0000-0000-0000-000000000000"
 #define ADMISSION_KEY "comb:incremental:active"
@@ -62,7 +62,8 @@ const char read_warm_sql[] =
 
 /* Everything one read needs, gathered before the first statement. */
 struct read_ctx {
-	struct request *req;
+	const struct incremental_ask *ask;
+	struct incremental_page *page;  /* what the read found */
 	struct inc_request in;
 	char keys[ACCESS_KEYS_LITERAL];        /* the reader's, as a member */
 	char admin_keys[ACCESS_KEYS_LITERAL];  /* as a community admin */
@@ -73,43 +74,42 @@ struct read_ctx {
 	uint64_t system_id;
 	comb_lsn pos;           /* the WAL position the last statement saw */
 	int epoch;
-	struct comb_buf out;    /* the answer being written (a chunk of it when
-				 * streaming) */
-	int items;              /* items written */
-	struct item *list;      /* a cursor read's page: its items, in order */
-	int nlist, caplist;
-	int next;               /* the first item of list not written yet */
-	bool streaming;         /* the answer goes out in chunks */
-	bool expect_change;     /* skip the no-change probe (SYNC_READ_LIVE) */
-	struct incremental_page *page; /* told what a 200 answer holds, or NULL */
+	bool expect_change;     /* skip the no-change probe (INCREMENTAL_LIVE) */
+	/* The connection the statements run on, lent by the read router. */
+	struct comb_read_lease lease;
+	bool broken;            /* give it back as broken */
+	bool retry;             /* a standby failed under the read: read again
+				 * on the primary */
+	bool on_primary;        /* after a retry: every read on the primary */
 };
 
-static void send_inc_error(struct request *req, int status, const char *code,
-			   const char *message)
+/* Records an error of PROTOCOL.md section 8's shape (code and message) as
+ * the read's outcome. */
+static void page_error(struct read_ctx *rc, int status, const char *code,
+		       const char *message)
 {
-	struct comb_buf b;
-	char headers[64] = "";
-
 	metrics_incremental(code);
-	comb_buf_init(&b, 1024);
-	comb_buf_printf(&b, "{\"error\":\"%s\",\"message\":", code);
-	comb_buf_json_string(&b, message, strlen(message));
-	comb_buf_putc(&b, '}');
-	if (status == 503)
-		snprintf(headers, sizeof(headers), "Retry-After: %d\r\n",
-			 1 + (int)comb_random_below(5));
-	http_send_json(req, status, b.data ? b.data : "{}", headers);
-	comb_buf_release(&b);
+	rc->page->status = status;
+	snprintf(rc->page->code, sizeof(rc->page->code), "%s", code);
+	snprintf(rc->page->message, sizeof(rc->page->message), "%s", message);
+}
+
+/* Records a plain error ({"error": message}) as the read's outcome. */
+static void page_fail(struct read_ctx *rc, int status, const char *message)
+{
+	rc->page->status = status;
+	rc->page->code[0] = '\0';
+	snprintf(rc->page->message, sizeof(rc->page->message), "%s", message);
 }
 
 /*
  * Claims a slot among the cluster-wide concurrent reads, and records the
- * use of req's NIP-98 token in the replay store in the same Redis call
- * (a used token takes no slot). *token is set to release the slot.
+ * use of the ask's NIP-98 token in the replay store in the same Redis
+ * call (a used token takes no slot). *token is set to release the slot.
  * Returns 0; COMB_EREPLAY for a used token; COMB_EDENIED when full;
  * COMB_EUNAVAIL when Redis cannot answer.
  */
-static int admit(struct request *req, char token[ADMISSION_TOKEN_LEN])
+static int admit(const struct incremental_ask *ask, char token[ADMISSION_TOKEN_LEN])
 {
 	static const char script[] =
 		"if #KEYS == 2 and not redis.call('SET', KEYS[2], '1', 'NX', 'EXAT', ARGV[5]) then\n"
@@ -120,10 +120,10 @@ static int admit(struct request *req, char token[ADMISSION_TOKEN_LEN])
 		"redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])\n"
 		"redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"
 		"return 1";
-	struct relay *relay = req->relay;
+	struct relay *relay = ask->relay;
 	char now_ms[24], max[16], lease[16], expires[24];
 	char replay_key[COMB_REPLAY_KEY_LEN];
-	bool claim = req->replay_token[0] != '\0';
+	bool claim = ask->replay_token && ask->replay_token[0];
 	struct timespec now;
 	redisReply *r;
 	int rc;
@@ -133,11 +133,11 @@ static int admit(struct request *req, char token[ADMISSION_TOKEN_LEN])
 		 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
 	if (comb_random_hex(token, (ADMISSION_TOKEN_LEN - 1) / 2))
 		return COMB_EUNAVAIL;
-	if (claim && comb_replay_key(req->replay_token, replay_key))
+	if (claim && comb_replay_key(ask->replay_token, replay_key))
 		return COMB_EUNAVAIL;
 	snprintf(max, sizeof(max), "%d", relay->cfg.incremental_max_concurrent);
 	snprintf(lease, sizeof(lease), "%d", ADMISSION_LEASE_MS);
-	snprintf(expires, sizeof(expires), "%lld", (long long)req->replay_expires);
+	snprintf(expires, sizeof(expires), "%lld", (long long)ask->replay_expires);
 	r = comb_redis_script(relay->redis, script, claim ? 2 : 1,
 			      claim ? (const char *const[]){ADMISSION_KEY, replay_key, now_ms,
 							     token, max, lease, expires}
@@ -150,107 +150,134 @@ static int admit(struct request *req, char token[ADMISSION_TOKEN_LEN])
 		rc = r->integer == 1 ? 0 : r->integer == -1 ? COMB_EREPLAY : COMB_EDENIED;
 	if (r)
 		freeReplyObject(r);
-	if (rc != COMB_EUNAVAIL)
-		req->replay_token[0] = '\0';
 	return rc;
 }
 
-/* Gives the slot back without waiting for Redis: the answer has gone
- * out, and a slot whose release is lost ends with its lease anyway. */
+/* Gives the slot back without waiting for Redis: the read is done, and a
+ * slot whose release is lost ends with its lease anyway. */
 static void release_admission(struct relay *relay, const char *token)
 {
 	comb_redis_send(relay->redis, "ZREM %s %s", ADMISSION_KEY, token);
 }
 
-/* Sends the answer for a failed statement: the budget or the database. */
-static void send_db_failure(struct read_ctx *rc, PGresult *res)
+/* Gives the read's connection back, if it holds one. */
+static void give_back(struct read_ctx *rc)
 {
-	if (http_read_failed_over(rc->req, res))
-		return;  /* incremental_run reads again on the primary */
+	if (!rc->lease.conn)
+		return;
+	comb_read_release(rc->ask->relay->reads, &rc->lease,
+			  rc->broken || comb_db_conn_lost(rc->lease.conn));
+	rc->lease = (struct comb_read_lease){0};
+	rc->broken = false;
+}
+
+/* Borrows a connection of a server that has replayed position at_least
+ * and the reader's acknowledged writes (readpos.h); records the error and
+ * returns false when none can be had. */
+static bool borrow(struct read_ctx *rc, comb_lsn at_least)
+{
+	give_back(rc);
+	if (rc->on_primary)
+		at_least = COMB_READ_PRIMARY;
+	if (readpos_borrow(rc->ask->relay, rc->ask->community, rc->ask->pubkey,
+			   at_least, 2000, &rc->lease)) {
+		page_fail(rc, 503, "error: database unavailable");
+		return false;
+	}
+	return true;
+}
+
+/* The connection the statements run on, and the pool that prepared them. */
+#define DB(rc) (rc)->lease.conn
+#define POOL(rc) (rc)->lease.pool
+
+/* Records the outcome of a failed statement: a read to do again on the
+ * primary (a standby failed under it), the query budget or the database. */
+static void db_failure(struct read_ctx *rc, PGresult *res)
+{
+	bool lost;
+
+	if (readpos_failed_over(&rc->lease, res, &lost)) {
+		rc->broken = lost;
+		give_back(rc);
+		rc->retry = true;
+		rc->on_primary = true;
+		return;
+	}
 	if (comb_db_is_error(res, "57014")) {
-		send_inc_error(rc->req, 503, "incremental_busy", "query budget exceeded");
+		page_error(rc, 503, "incremental_busy", "query budget exceeded");
 		return;
 	}
 	comb_warn("incremental read failed: %s", PQresultErrorMessage(res));
-	rc->req->db_broken = comb_db_conn_lost(rc->req->db);
-	http_send_unavailable(rc->req, "database");
+	rc->broken = comb_db_conn_lost(DB(rc));
+	page_fail(rc, 503, "error: database unavailable");
 }
 
-static int put_upsert(struct read_ctx *rc, const char *raw, size_t len)
-{
-	int err = comb_buf_puts(&rc->out, rc->items++ ? ",{\"op\":\"upsert\",\"event\":"
-						     : "{\"op\":\"upsert\",\"event\":");
-
-	if (!err)
-		err = comb_buf_append(&rc->out, raw, len);
-	return err ? err : comb_buf_putc(&rc->out, '}');
-}
-
-static int put_remove(struct read_ctx *rc, const char *d, const char *h,
-		      const char *reason)
-{
-	int err = comb_buf_printf(&rc->out, "%s{\"op\":\"remove\",\"d\":\"%s\"",
-				  rc->items++ ? "," : "", d);
-
-	if (!err && h)
-		err = comb_buf_printf(&rc->out, ",\"h\":\"%s\"", h);
-	return err ? err : comb_buf_printf(&rc->out, ",\"reason\":\"%s\"}", reason);
-}
-
-/* One item of a page: an upsert of the stored event seq, or a removal. */
-struct item {
-	int64_t seq;               /* an upsert; 0 for a removal */
-	char d[37], channel[37], reason[16];
-};
-
-/* Adds an item to the page; 0 or COMB_ENOMEM. */
+/* Adds an upsert of the stored event seq (d NULL) or a removal of d to
+ * the page; 0 or COMB_ENOMEM. */
 static int add_item(struct read_ctx *rc, int64_t seq, const char *d,
 		    const char *channel, const char *reason)
 {
-	struct item *it;
+	struct incremental_page *pg = rc->page;
+	struct incremental_item *it;
 
-	if (rc->nlist == rc->caplist) {
-		int cap = rc->caplist ? 2 * rc->caplist : 128;
-		struct item *grown = realloc(rc->list, (size_t)cap * sizeof(*grown));
+	if (pg->nitems == pg->capitems) {
+		int cap = pg->capitems ? 2 * pg->capitems : 128;
+		struct incremental_item *grown = realloc(pg->items, (size_t)cap * sizeof(*grown));
 
 		if (!grown)
 			return COMB_ENOMEM;
-		rc->list = grown;
-		rc->caplist = cap;
+		pg->items = grown;
+		pg->capitems = cap;
 	}
-	it = &rc->list[rc->nlist++];
-	*it = (struct item){.seq = seq};
+	it = &pg->items[pg->nitems++];
+	*it = (struct incremental_item){.seq = seq};
 	if (!seq) {
 		snprintf(it->d, sizeof(it->d), "%s", d);
-		snprintf(it->channel, sizeof(it->channel), "%s", channel);
+		snprintf(it->channel, sizeof(it->channel), "%s", channel ? channel : "");
 		snprintf(it->reason, sizeof(it->reason), "%s", reason);
 	}
 	return 0;
 }
 
-/* When the answer is streamed, sends what rc->out holds once it is a
- * chunk's worth (or, with all, whatever it holds). */
-static int flush_out(struct read_ctx *rc, bool all)
-{
-	int err;
+/* ------------------------------------------------------------------ */
+/* writing a page (both answerers) */
 
-	if (!rc->streaming || (!all && rc->out.len < READ_CHUNK_BYTES))
+/* A page being written. */
+struct page_writer {
+	const struct incremental_page *page;
+	struct comb_buf *out;
+	size_t chunk;
+	page_flush_fn flush;
+	void *ctx;
+	int next;               /* the first item not written yet */
+	int written;            /* items written */
+};
+
+/* Hands out to the flush once it holds a chunk's worth (or, with all,
+ * whatever it holds). */
+static int flush_out(struct page_writer *w, bool all)
+{
+	if (!w->flush || (!all && w->out->len < w->chunk))
 		return 0;
-	err = http_stream_write(rc->req, rc->out.data, rc->out.len);
-	comb_buf_reset(&rc->out);
-	return err;
+	return w->flush(w->ctx, w->out);
 }
 
-/* Writes the removals from rc->next up to the next upsert or the end. */
-static int put_removals(struct read_ctx *rc)
+/* Writes the removals from w->next up to the next upsert or the end. */
+static int put_removals(struct page_writer *w)
 {
+	const struct incremental_page *pg = w->page;
 	int err = 0;
 
-	for (; rc->next < rc->nlist && !rc->list[rc->next].seq && !err; rc->next++) {
-		const struct item *it = &rc->list[rc->next];
+	for (; w->next < pg->nitems && !pg->items[w->next].seq && !err; w->next++) {
+		const struct incremental_item *it = &pg->items[w->next];
 
-		err = put_remove(rc, it->d, it->channel, it->reason);
-		err = err ? err : flush_out(rc, false);
+		err = comb_buf_printf(w->out, "%s{\"op\":\"remove\",\"d\":\"%s\"",
+				      w->written++ ? "," : "", it->d);
+		if (!err && it->channel[0])
+			err = comb_buf_printf(w->out, ",\"h\":\"%s\"", it->channel);
+		err = err ? err : comb_buf_printf(w->out, ",\"reason\":\"%s\"}", it->reason);
+		err = err ? err : flush_out(w, false);
 	}
 	return err;
 }
@@ -260,86 +287,62 @@ static int put_removals(struct read_ctx *rc)
 static int put_next_upsert(void *ctx, const char *raw, size_t len,
 			   char *why, size_t whylen)
 {
-	struct read_ctx *rc = ctx;
-	int err = put_removals(rc);
+	struct page_writer *w = ctx;
+	int err = put_removals(w);
 
-	if (!err) {
-		err = put_upsert(rc, raw, len);
-		rc->next++;
-	}
-	err = err ? err : flush_out(rc, false);
-	return err ? comb_fail(why, whylen, err, err == COMB_EIO ?
-			       "error: client gone" : "error: out of memory") : 0;
+	err = err ? err : comb_buf_puts(w->out, w->written++ ? ",{\"op\":\"upsert\",\"event\":"
+							    : "{\"op\":\"upsert\",\"event\":");
+	err = err ? err : comb_buf_append(w->out, raw, len);
+	err = err ? err : comb_buf_putc(w->out, '}');
+	w->next++;
+	err = err ? err : flush_out(w, false);
+	return err ? comb_fail(why, whylen, err, err == COMB_EIO ? "error: client gone"
+						 : err == COMB_ETOOBIG ? "error: answer too large"
+						 : "error: out of memory") : 0;
 }
 
-/*
- * Sends the page: its items in order, then the cursor and more. The
- * upserts' bytes come from the revision cache or, for what it lacks, one
- * statement per batch (stored bytes never change, so reading them after
- * the statements that chose the items sends exactly what they chose). A
- * page of more than READ_SMALL_ANSWER items goes out in chunks as it is
- * written (the database connection given back first, misses then read on
- * pooled connections a batch at a time), so a read holds one batch and
- * one chunk rather than its whole answer; should the bytes fail after the
- * answer began, it is cut short. Smaller pages, and captured answers,
- * come whole.
- */
-static void send_page(struct read_ctx *rc, const char *cursor, bool more)
+int incremental_page_write(struct relay *relay, const struct incremental_page *page,
+			   struct comb_buf *out, size_t chunk, page_flush_fn flush,
+			   void *ctx, char *why, size_t whylen)
 {
-	int64_t *seqs = calloc((size_t)rc->nlist + 1, sizeof(*seqs));
-	struct event_source src;
-	char why[128] = "";
+	struct page_writer w = {
+		.page = page, .out = out, .chunk = chunk, .flush = flush, .ctx = ctx,
+	};
+	int64_t *seqs = calloc((size_t)page->nitems + 1, sizeof(*seqs));
 	int i, k = 0, err;
 
-	if (!seqs) {
-		http_send_error(rc->req, 503, "error: out of memory");
-		return;
-	}
-	for (i = 0; i < rc->nlist; i++)
-		if (rc->list[i].seq)
-			seqs[k++] = rc->list[i].seq;
-	rc->streaming = !rc->req->capture && rc->nlist > READ_SMALL_ANSWER;
-	/* Streamed, the connection is given back first: misses are then read
-	 * where the items' statement's position is (a standby's), or on the
-	 * primary. */
-	src = (struct event_source){request_pool(rc->req), rc->req->db, false, 0};
-	if (rc->streaming) {
-		if (rc->req->read.conn && rc->req->read.server >= 0)
-			src = (struct event_source){.routed = true, .at_least = rc->pos};
-		else
-			src = (struct event_source){.pool = rc->req->relay->db};
-		http_stream_begin(rc->req);
-	}
-	err = read_events_from(rc->req->relay, &src, seqs, (size_t)k,
-			       put_next_upsert, rc, why, sizeof(why));
+	if (!seqs)
+		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	for (i = 0; i < page->nitems; i++)
+		if (page->items[i].seq)
+			seqs[k++] = page->items[i].seq;
+	err = comb_buf_puts(out, "{\"changes\":[");
+	err = err ? err : read_events_from(relay, &page->bytes, seqs, (size_t)k,
+					   put_next_upsert, &w, why, whylen);
 	free(seqs);
-	if (!err)
-		err = put_removals(rc);
-	if (!err)
-		err = comb_buf_printf(&rc->out, "],\"cursor\":\"%s\",\"more\":%s}",
-				      cursor, more ? "true" : "false");
-	if (rc->streaming) {
-		if (!err)
-			err = flush_out(rc, true);
-		if (err && err != COMB_EIO)
-			comb_warn("incremental read cut short: %s", why);
-		http_stream_end(rc->req, !err);
-	} else if (!err) {
-		http_send_json_buf(rc->req, &rc->out);
-	} else if (err == COMB_ETOOBIG && rc->page) {
-		/* a captured answer passed its buffer's bound: the caller
-		 * reads fewer items */
-		rc->page->too_large = true;
-		http_send_error(rc->req, 503, "error: answer too large");
-	} else if (err == COMB_ENOMEM) {
-		http_send_error(rc->req, 503, "error: out of memory");
-	} else if (!strcmp(why, "error: query budget exceeded")) {
-		send_inc_error(rc->req, 503, "incremental_busy", "query budget exceeded");
-	} else {
-		rc->req->db_broken = comb_db_conn_lost(rc->req->db);
-		http_send_unavailable(rc->req, "database");
-	}
+	if (err)
+		return err;  /* why is set */
+	err = put_removals(&w);
+	if (!err && page->known_ids)
+		err = comb_buf_puts(out, "]}");
+	else if (!err)
+		err = comb_buf_printf(out, "],\"cursor\":\"%s\",\"more\":%s}",
+				      page->cursor, page->more ? "true" : "false");
+	err = err ? err : flush_out(&w, true);
+	return err ? comb_fail(why, whylen, err, err == COMB_EIO ? "error: client gone"
+						 : err == COMB_ETOOBIG ? "error: answer too large"
+						 : "error: out of memory") : 0;
 }
+
+void incremental_page_release(struct incremental_page *page)
+{
+	free(page->items);
+	page->items = NULL;
+	page->nitems = page->capitems = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* reading a page */
 
 /* Reads the horizon, the database identity, the community's cursor epoch
  * and the WAL position seen from the first four columns of row 0 of res
@@ -376,24 +379,24 @@ static void read_horizon(struct read_ctx *rc, const PGresult *res)
  * $3 read keys as a member, $4 named channels, $5 scoped, $6 types. */
 static void common_params(struct read_ctx *rc, const char **p)
 {
-	p[0] = rc->req->community.id_text;
-	p[1] = rc->req->pubkey;
+	p[0] = rc->ask->community->id_text;
+	p[1] = rc->ask->pubkey;
 	p[2] = rc->keys;
 	p[3] = rc->named.data;
 	p[4] = rc->in.has_channels ? "true" : "false";
 	p[5] = rc->in.has_types ? rc->types.data : NULL;
 }
 
-/* Known-ID read: one answer per requested d, in request order; one
+/* Known-ID read: one item per requested d, in request order; one
  * statement, so one snapshot. */
 static void known_ids(struct read_ctx *rc)
 {
 	static struct comb_db_stmt stmt = COMB_DB_STMT(
-		"SELECT r.d::text, h.channel_id::text, h.deleted, h.redacted, e.raw,"
+		"SELECT r.d::text, h.channel_id::text, h.deleted, h.redacted, e.seq,"
 		" CASE WHEN h.d IS NULL THEN 0"
 		"  WHEN $6::text[] IS NOT NULL AND h.type <> ALL($6::text[]) THEN 0"
 		"  ELSE comb_channel_view($1, h.channel_id, $2, " READER_KEYS(8) ","
-		"   $4::uuid[], $5) END"
+		"   $4::uuid[], $5) END, " COMB_READ_POSITION_SQL
 		" FROM unnest($7::uuid[]) WITH ORDINALITY AS r(d, n)"
 		" LEFT JOIN artifact_heads h ON h.community_id = $1 AND h.d = r.d"
 		" LEFT JOIN events e ON e.community_id = $1 AND e.id = h.revision_id"
@@ -407,41 +410,44 @@ static void known_ids(struct read_ctx *rc)
 	comb_buf_init(&ids, 64 * INC_MAX_IDS);
 	if (comb_buf_pg_array(&ids, rc->in.ids, rc->in.nids)) {
 		comb_buf_release(&ids);
-		http_send_error(rc->req, 503, "error: out of memory");
+		page_fail(rc, 503, "error: out of memory");
 		return;
 	}
 	p[6] = ids.data;
 	p[7] = rc->admin_keys;
-	res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db, &stmt, p);
+	res = comb_db_exec_stmt(POOL(rc), DB(rc), &stmt, p);
 	comb_buf_release(&ids);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		send_db_failure(rc, res);
+		db_failure(rc, res);
 		PQclear(res);
 		return;
 	}
+	if (PQntuples(res) > 0)
+		comb_lsn_parse(PQgetvalue(res, 0, 6), &rc->pos);
 	for (i = 0; i < PQntuples(res) && !err; i++) {
 		const char *d = PQgetvalue(res, i, 0), *h = PQgetvalue(res, i, 1);
 		int view = (int)strtol(PQgetvalue(res, i, 5), NULL, 10);
 
 		if (view == 0)
-			err = put_remove(rc, d, NULL, "access");
+			err = add_item(rc, 0, d, NULL, "access");
 		else if (PQgetvalue(res, i, 2)[0] == 't')
-			err = put_remove(rc, d, h, "deleted");
+			err = add_item(rc, 0, d, h, "deleted");
 		else if (PQgetvalue(res, i, 3)[0] == 't')
-			err = put_remove(rc, d, h, "redacted");
+			err = add_item(rc, 0, d, h, "redacted");
 		else if (view == 2)
-			err = put_remove(rc, d, h, "ttl");
+			err = add_item(rc, 0, d, h, "ttl");
 		else
-			err = put_upsert(rc, PQgetvalue(res, i, 4),
-					 (size_t)PQgetlength(res, i, 4));
+			err = add_item(rc, strtoll(PQgetvalue(res, i, 4), NULL, 10), NULL,
+				       NULL, NULL);
 	}
 	PQclear(res);
 	metrics_incremental("known_ids");
-	if (err || comb_buf_puts(&rc->out, "]}")) {
-		http_send_error(rc->req, 503, "error: out of memory");
+	if (err) {
+		page_fail(rc, 503, "error: out of memory");
 		return;
 	}
-	http_send_json_buf(rc->req, &rc->out);
+	rc->page->known_ids = true;
+	rc->page->status = 200;
 }
 
 /*
@@ -490,10 +496,10 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	p[6] = lim;
 	p[7] = rc->admin_keys;
-	res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db,
+	res = comb_db_exec_stmt(POOL(rc), DB(rc),
 				rc->in.has_channels ? &scoped : &unscoped, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
-		send_db_failure(rc, res);
+		db_failure(rc, res);
 		PQclear(res);
 		return -1;
 	}
@@ -507,7 +513,7 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	}
 	PQclear(res);
 	if (err) {
-		http_send_error(rc->req, 503, "error: out of memory");
+		page_fail(rc, 503, "error: out of memory");
 		return -1;
 	}
 	return n;
@@ -579,10 +585,10 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	p[10] = rc->admin_keys;
 	*ran = true;
 	if (!rc->expect_change) {
-		res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db, &probe,
+		res = comb_db_exec_stmt(POOL(rc), DB(rc), &probe,
 					(const char *const[]){p[0], p[1], after_xid});
 		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-			send_db_failure(rc, res);
+			db_failure(rc, res);
 			PQclear(res);
 			return -1;
 		}
@@ -592,9 +598,9 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		if (!*ran)
 			return 0;
 	}
-	res = comb_db_exec_stmt(request_pool(rc->req), rc->req->db, &stmt, p);
+	res = comb_db_exec_stmt(POOL(rc), DB(rc), &stmt, p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
-		send_db_failure(rc, res);
+		db_failure(rc, res);
 		PQclear(res);
 		return -1;
 	}
@@ -643,7 +649,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 			/* An upsert always names its revision: one without is
 			 * a broken database, not an answer. */
 			comb_warn("incremental read: an upsert of %s has no revision", c->d);
-			http_send_unavailable(rc->req, "database");
+			page_fail(rc, 503, "error: database unavailable");
 			n = -1;
 			goto out;
 		}
@@ -658,7 +664,7 @@ out:
 	free(sorted);
 	PQclear(res);
 	if (err) {
-		http_send_error(rc->req, 503, "error: out of memory");
+		page_fail(rc, 503, "error: out of memory");
 		return -1;
 	}
 	return n;
@@ -668,9 +674,9 @@ out:
  * sends the error and returns false. */
 static bool cursor_bound_here(struct read_ctx *rc, const struct comb_cursor *c)
 {
-	if (c->community != rc->req->community.id ||
+	if (c->community != rc->ask->community->id ||
 	    memcmp(c->scope, rc->scope, sizeof(rc->scope))) {
-		send_inc_error(rc->req, 400, "incremental_bad_cursor",
+		page_error(rc, 400, "incremental_bad_cursor",
 			       "the cursor was issued for another reader, community or scope");
 		return false;
 	}
@@ -682,7 +688,7 @@ static bool cursor_bound_here(struct read_ctx *rc, const struct comb_cursor *c)
 static bool cursor_current(struct read_ctx *rc, const struct comb_cursor *c)
 {
 	if (c->system_id != rc->system_id || c->epoch != rc->epoch) {
-		send_inc_error(rc->req, 409, "incremental_reset",
+		page_error(rc, 409, "incremental_reset",
 			       "the cursor cannot be continued: read again without a cursor and revalidate saved ids");
 		return false;
 	}
@@ -699,7 +705,7 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 
 	if (rc->in.cursor) {
 		if (comb_cursor_decode(rc->in.cursor, key, &cur)) {
-			send_inc_error(rc->req, 400, "incremental_bad_cursor",
+			page_error(rc, 400, "incremental_bad_cursor",
 				       "the cursor is not one this relay issued");
 			return;
 		}
@@ -709,10 +715,11 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 	/* Served where the cursor's snapshot, and the reader's writes, are; a
 	 * cursor issued before positions were kept names none, and only the
 	 * primary surely holds its snapshot. */
-	if (!http_borrow_read(rc->req, rc->in.cursor && !cur.lsn ? COMB_READ_PRIMARY : cur.lsn))
+	if (!borrow(rc, rc->in.cursor && !cur.lsn ? COMB_READ_PRIMARY
+			: cur.lsn > rc->ask->at_least ? cur.lsn : rc->ask->at_least))
 		return;
 	if (!rc->in.cursor) {
-		cur.community = rc->req->community.id;
+		cur.community = rc->ask->community->id;
 		memcpy(cur.scope, rc->scope, sizeof(cur.scope));
 		cur.phase = COMB_CURSOR_INITIAL;
 	}
@@ -771,120 +778,140 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 	if (rc->pos > cur.lsn)
 		cur.lsn = rc->pos;
 	if (comb_cursor_encode(&cur, key, text, sizeof(text))) {
-		http_send_error(rc->req, 503, "error: out of memory");
+		page_fail(rc, 503, "error: out of memory");
 		return;
 	}
-	if (rc->page) {
-		memcpy(rc->page->cursor, text, sizeof(rc->page->cursor));
-		rc->page->more = more;
-		rc->page->items = rc->nlist;
-	}
-	send_page(rc, text, more);
+	memcpy(rc->page->cursor, text, sizeof(rc->page->cursor));
+	rc->page->more = more;
+	rc->page->status = 200;
 }
 
-/* One incremental read (see incremental_read_for_sync), under admission
- * control when admission is true, skipping the no-change probe when
- * expect_change is true. */
-static void incremental_run(struct request *req, json_t *filter, bool admission,
-			    bool expect_change, struct incremental_page *page)
+/* Where the page's upserts' bytes are read once the connection is given
+ * back: where the read's position is (a standby's), or on the primary,
+ * which holds every event. */
+static struct event_source bytes_source(const struct read_ctx *rc)
 {
-	struct read_ctx rc = {.req = req, .page = page, .expect_change = expect_change};
+	if (rc->lease.server >= 0 && rc->pos)
+		return (struct event_source){.routed = true, .at_least = rc->pos};
+	return (struct event_source){.pool = rc->ask->relay->db};
+}
+
+/* event_bytes_fn: nothing to do with the bytes, now in the cache. */
+static int keep_nothing(void *ctx, const char *raw, size_t len, char *why, size_t whylen)
+{
+	(void)ctx, (void)raw, (void)len, (void)why, (void)whylen;
+	return 0;
+}
+
+/* For a small page, reads what the revision cache lacks of its upserts on
+ * the connection the read holds anyway, so that its answerer finds them
+ * there rather than borrowing another (a larger page's bytes are read a
+ * batch at a time as it is written, no connection held). A failure here
+ * only leaves the answerer to read them. */
+static void warm_small_page(struct read_ctx *rc)
+{
+	const struct incremental_page *pg = rc->page;
+	int64_t seqs[READ_SMALL_ANSWER];
+	char why[128];
+	int i, k = 0;
+
+	if (pg->status != 200 || pg->nitems > READ_SMALL_ANSWER)
+		return;
+	for (i = 0; i < pg->nitems; i++)
+		if (pg->items[i].seq)
+			seqs[k++] = pg->items[i].seq;
+	if (k > 0)
+		read_events_from(rc->ask->relay,
+				 &(struct event_source){.pool = POOL(rc), .held = DB(rc)},
+				 seqs, (size_t)k, keep_nothing, NULL, why, sizeof(why));
+}
+
+/* Reads the page rc->in asks for, on the primary after a standby failed
+ * under it. */
+static void read_once(struct read_ctx *rc, const unsigned char key[32])
+{
+	do {
+		rc->retry = false;
+		rc->page->nitems = 0;
+		rc->pos = 0;
+		if (!rc->in.has_ids)
+			cursor_read(rc, key);
+		else if (borrow(rc, 0))
+			known_ids(rc);
+		if (!rc->retry) {
+			rc->page->bytes = bytes_source(rc);
+			warm_small_page(rc);
+		}
+		give_back(rc);
+	} while (rc->retry);
+}
+
+void incremental_read_page(const struct incremental_ask *ask,
+			   struct incremental_page *page)
+{
+	struct read_ctx rc = {
+		.ask = ask, .page = page, .expect_change = ask->kind == INCREMENTAL_LIVE,
+	};
+	struct relay *relay = ask->relay;
 	unsigned char key[32];
 	struct actor member = {0}, admin = {.community_admin = true};
 	char err[256], token[ADMISSION_TOKEN_LEN];
-	size_t mark;
-	int admitted;
+	bool admission = ask->kind != INCREMENTAL_LIVE;
+	int admitted = 0;
 
 	/* The token's use is recorded first, whatever the answer. */
 	if (admission) {
-		admitted = admit(req, token);
-		if (admitted == COMB_EREPLAY || req->replay_token[0]) {
+		admitted = admit(ask, token);
+		if (admitted == COMB_EREPLAY ||
+		    (admitted == COMB_EUNAVAIL && ask->replay_token && ask->replay_token[0])) {
 			/* used before, or Redis could not record its use */
-			http_refuse_replay(req, admitted);
+			page_fail(&rc, admitted == COMB_EREPLAY ? 401 : 503,
+				  admitted == COMB_EREPLAY ? "auth-required: authorization already used"
+							   : "error: replay store unavailable");
 			return;
 		}
 		if (admitted) {
-			send_inc_error(req, 503, "incremental_busy",
-				       admitted == COMB_EDENIED ? "too many incremental reads are running"
-								: "admission control unavailable");
+			page_error(&rc, 503, "incremental_busy",
+				   admitted == COMB_EDENIED ? "too many incremental reads are running"
+							    : "admission control unavailable");
 			return;
 		}
-	} else if (!http_claim_replay(req)) {
-		return;
 	}
 	comb_buf_init(&rc.named, 64 * INC_MAX_SCOPE);
 	comb_buf_init(&rc.types, 160 * INC_MAX_SCOPE);
-	if (req->capture) {
-		/* written after what the caller put there (read.h) */
-		rc.out = *req->capture;
-		comb_buf_init(req->capture, rc.out.max);
-	} else {
-		comb_buf_init(&rc.out, 64u << 20);
-	}
-	if (!req->relay->cfg.incremental_enabled) {
-		send_inc_error(req, 503, "incremental_unavailable",
-			       "incremental reads are disabled on this relay");
+	if (!relay->cfg.incremental_enabled) {
+		page_error(&rc, 503, "incremental_unavailable",
+			   "incremental reads are disabled on this relay");
 		goto out;
 	}
-	switch (inc_request_parse(filter, &rc.in, err, sizeof(err))) {
+	switch (inc_request_parse(ask->filter, &rc.in, err, sizeof(err))) {
 	case INC_BAD_REQUEST:
-		send_inc_error(req, 400, "incremental_bad_request", err);
+		page_error(&rc, 400, "incremental_bad_request", err);
 		goto out;
 	case INC_BAD_CURSOR:
-		send_inc_error(req, 400, "incremental_bad_cursor", err);
+		page_error(&rc, 400, "incremental_bad_cursor", err);
 		goto out;
 	default:
 		break;
 	}
 	/* Both: the statements choose (READER_KEYS). */
-	snprintf(member.pubkey, sizeof(member.pubkey), "%s", req->pubkey);
-	snprintf(admin.pubkey, sizeof(admin.pubkey), "%s", req->pubkey);
-	access_read_keys_literal(req->relay, &member, rc.keys);
-	access_read_keys_literal(req->relay, &admin, rc.admin_keys);
-	comb_cursor_scope(req->pubkey, rc.in.channels, rc.in.nchannels,
+	snprintf(member.pubkey, sizeof(member.pubkey), "%s", ask->pubkey);
+	snprintf(admin.pubkey, sizeof(admin.pubkey), "%s", ask->pubkey);
+	access_read_keys_literal(relay, &member, rc.keys);
+	access_read_keys_literal(relay, &admin, rc.admin_keys);
+	comb_cursor_scope(ask->pubkey, rc.in.channels, rc.in.nchannels,
 			  rc.in.types, rc.in.ntypes, rc.scope);
 	if (comb_buf_pg_array(&rc.named, rc.in.channels, rc.in.nchannels) ||
 	    comb_buf_pg_array(&rc.types, rc.in.types, rc.in.ntypes) ||
-	    comb_buf_puts(&rc.out, "{\"changes\":[") ||
-	    comb_cursor_key(req->relay->secret_key, key)) {
-		http_send_error(req, 503, "error: out of memory");
+	    comb_cursor_key(relay->secret_key, key)) {
+		page_fail(&rc, 503, "error: out of memory");
 		goto out;
 	}
-	mark = rc.out.len;
-	do {
-		if (req->read_retry) {
-			/* A standby failed under the read, which sent nothing:
-			 * again, from the start, on the primary. */
-			req->read_retry = false;
-			rc.out.len = mark;
-			rc.out.data[mark] = '\0';
-			rc.items = rc.nlist = rc.next = 0;
-			rc.pos = 0;
-		}
-		if (rc.in.has_ids) {
-			if (http_borrow_read(req, 0))
-				known_ids(&rc);
-		} else {
-			cursor_read(&rc, key);
-		}
-	} while (req->read_retry);
+	read_once(&rc, key);
 out:
 	if (admission)
-		release_admission(req->relay, token);
+		release_admission(relay, token);
 	memset(key, 0, sizeof(key));
 	comb_buf_release(&rc.named);
 	comb_buf_release(&rc.types);
-	comb_buf_release(&rc.out);
-	free(rc.list);
-}
-
-void incremental_read(struct request *req, json_t *filter)
-{
-	incremental_run(req, filter, true, false, NULL);
-}
-
-void incremental_read_for_sync(struct request *req, json_t *filter,
-			       enum sync_read kind, struct incremental_page *page)
-{
-	incremental_run(req, filter, kind == SYNC_READ_CATCHUP, kind == SYNC_READ_LIVE, page);
 }

@@ -62,42 +62,108 @@ bool query_small_filter(const struct plain_filter *f);
  * authenticated request req; sends exactly one answer. */
 void handle_query(struct request *req, bool count);
 
-/* What an incremental read answered besides its body: its cursor, more,
- * and how many items its changes hold. */
-struct incremental_page {
-	char cursor[COMB_CURSOR_MAX_TEXT];
-	bool more;
-	int items;
-	/* the answer did not fit req->capture's maximum (status 503): the
-	 * same read with a smaller limit may */
-	bool too_large;
+/* Where read_events_from reads what the revision cache lacks: on held
+ * (borrowed from pool) when not NULL; else, when routed, on a connection
+ * the read router lends at position at_least (that of the statement that
+ * chose the events, so that every one of them is there); else on a
+ * connection of the primary's pool. */
+struct event_source {
+	struct comb_db_pool *pool;
+	PGconn *held;
+	bool routed;
+	comb_lsn at_least;
 };
 
-/* How a resumable sync reads (see incremental_read_for_sync). */
-enum sync_read {
-	SYNC_READ_CATCHUP,  /* under admission control, as over HTTP */
-	SYNC_READ_LIVE,     /* after a signal of the scope: without admission,
-			     * and straight to the change query (the probe
-			     * for a read that finds nothing is skipped) */
+/* How an incremental read is asked for. */
+enum incremental_kind {
+	INCREMENTAL_HTTP,        /* POST /query: under admission control,
+				  * recording the NIP-98 token's use */
+	INCREMENTAL_CATCHUP,     /* a resumable sync's catch-up: under
+				  * admission control, as over HTTP */
+	INCREMENTAL_LIVE,        /* a resumable sync's read after a signal
+				  * of its scope: without admission, and
+				  * straight to the change query (the probe
+				  * for a read that finds nothing is skipped) */
+};
+
+/* Who asks for an incremental read, and what for (all borrowed). */
+struct incremental_ask {
+	struct relay *relay;
+	const struct community *community;
+	const char *pubkey;            /* the reader, authenticated */
+	json_t *filter;                /* an "incremental" filter */
+	enum incremental_kind kind;    /* decides whether admission control
+					* applies and what the read costs,
+					* never which changes it returns */
+	/* INCREMENTAL_HTTP: the verified NIP-98 token whose use the
+	 * admission records ("" for none), and until when it is kept */
+	const char *replay_token;
+	int64_t replay_expires;
+	/* A position the read must see besides its cursor's and the reader's
+	 * writes' (a live signal's), 0 for none. */
+	comb_lsn at_least;
+};
+
+/* One item of a page: an upsert of the stored event seq, or (seq 0) the
+ * removal of d, last seen in channel (may be "") for reason. */
+struct incremental_item {
+	int64_t seq;
+	char d[37], channel[37], reason[16];
 };
 
 /*
- * One incremental read (PROTOCOL.md section 8) for filter (borrowed, an
- * "incremental" filter without #d) as req->pubkey, answered exactly as
- * POST /query answers it, into req->capture with its status in
- * req->status; when that is 200, *page says what the answer holds, so
- * that the caller need not parse it. A 200 answer is written after what
- * the capture held (so that a caller can wrap it in a frame without a
- * copy, bounded by the capture's maximum), any other in its place. The
- * caller fills relay, community,
- * pubkey, capture and db (borrowed from the pool; the answer gives it
- * back). The resumable sync (sync/resume.c) reads its catch-up pages
- * and live frames with it, so its cursors are the HTTP ones; kind says
- * which of the two this read is: it decides whether admission control
- * applies and what the read costs, never which changes it returns.
+ * What one incremental read found, for an answerer to write: the HTTP
+ * JSON answer (incremental_http.c) or a CHANGES frame
+ * (sync/resume.c), each through incremental_page_write. Either an error
+ * (status not 200) or a page of items, in the order a client applies
+ * them, with the cursor to continue from and whether more waits.
  */
-void incremental_read_for_sync(struct request *req, json_t *filter,
-			       enum sync_read kind, struct incremental_page *page);
+struct incremental_page {
+	int status;                 /* 200, or the HTTP status of the error */
+	/* An error: a code of PROTOCOL.md section 8 (incremental_*) with its
+	 * message, or, with code "", message alone ("error: ...",
+	 * "auth-required: ..."). */
+	char code[32];
+	char message[160];
+	struct incremental_item *items; /* owned (incremental_page_release) */
+	int nitems, capitems;
+	bool known_ids;             /* an answer by ids: no cursor, no more */
+	char cursor[COMB_CURSOR_MAX_TEXT];
+	bool more;
+	/* Where the upserts' bytes are read, once the read has given its
+	 * connection back: at the read's position when a standby served it,
+	 * else on the primary. */
+	struct event_source bytes;
+};
+
+/*
+ * Runs the incremental read (PROTOCOL.md section 8) ask describes into
+ * *page (zeroed by the caller), holding a database connection only while
+ * its statements run; nothing is sent. Release the page with
+ * incremental_page_release.
+ */
+void incremental_read_page(const struct incremental_ask *ask,
+			   struct incremental_page *page);
+
+/* Frees what page holds. */
+void incremental_page_release(struct incremental_page *page);
+
+/* Takes what incremental_page_write wrote so far (out, borrowed); returns
+ * 0 to go on (out emptied or not, as it chooses) or a negative COMB_E*. */
+typedef int (*page_flush_fn)(void *ctx, struct comb_buf *out);
+
+/*
+ * Writes page (status 200) as the answer object of PROTOCOL.md section 8,
+ * {"changes":[...],"cursor":...,"more":...} ({"changes":[...]} for known
+ * ids), after what out holds, the upserts' bytes read where page->bytes
+ * says a batch at a time. When flush is not NULL it is called whenever out
+ * holds at least chunk bytes, and at the end. Returns 0, or a negative
+ * COMB_E* with a CLOSED reason in why (COMB_ETOOBIG: out's maximum was
+ * passed; a page of fewer items may fit).
+ */
+int incremental_page_write(struct relay *relay, const struct incremental_page *page,
+			   struct comb_buf *out, size_t chunk, page_flush_fn flush,
+			   void *ctx, char *why, size_t whylen);
 
 /* Takes one stored event's bytes (raw, len: borrowed for the call);
  * returns 0 to go on, or a negative COMB_E* (with a CLOSED message in
@@ -120,18 +186,6 @@ typedef int (*event_bytes_fn)(void *ctx, const char *raw, size_t len,
 int read_events_by_seq(struct relay *relay, PGconn *held,
 		       const int64_t *seqs, size_t n, event_bytes_fn emit,
 		       void *ctx, char *why, size_t whylen);
-
-/* Where read_events_from reads what the revision cache lacks: on held
- * (borrowed from pool) when not NULL; else, when routed, on a connection
- * the read router lends at position at_least (that of the statement that
- * chose the events, so that every one of them is there); else on a
- * connection of the primary's pool. */
-struct event_source {
-	struct comb_db_pool *pool;
-	PGconn *held;
-	bool routed;
-	comb_lsn at_least;
-};
 
 /*
  * Sets *src for the misses of an answer whose events were chosen on

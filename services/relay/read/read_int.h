@@ -43,7 +43,8 @@ bool artifact_query_is_incremental(const json_t *filter, bool count);
 /* Incremental reads (PROTOCOL.md section 8), a cursor-driven feed of
  * current revisions and explicit removals, exact without any clock bound:
  * answers POST /query for a filter whose "artifact" is "incremental"
- * (borrowed); sends exactly one answer (incremental.c). */
+ * (borrowed); sends exactly one answer, written from the page
+ * incremental_read_page reads (incremental_http.c). */
 void incremental_read(struct request *req, json_t *filter);
 
 #endif

@@ -86,6 +86,8 @@ struct resume_sub {
 	struct hub_turn turn;           /* in the run queue */
 	struct resume_sub *timed_prev, *timed_next; /* runnable subs */
 	uint64_t want_xid;              /* read until the horizon passed it */
+	comb_lsn want_lsn;              /* the signals' WAL position: live reads
+					 * run where it has been replayed */
 	bool dirty;                     /* a signal since the last read began */
 	bool registered, runnable, scheduled, running, released;
 	bool timed;                     /* in pool.timed */
@@ -336,6 +338,8 @@ static void signal_sub(void *member, void *ctx)
 	sub->dirty = true;
 	if (s->xid > sub->want_xid)
 		sub->want_xid = s->xid;
+	if (s->lsn > sub->want_lsn)
+		sub->want_lsn = s->lsn;
 	enqueue_locked(sub);
 }
 
@@ -398,65 +402,59 @@ struct page {
 	uint64_t after_xid;             /* the cursor's position */
 };
 
+/* The CLOSED reason for an incremental read's error. */
+static int page_error_reason(const struct incremental_page *page, char *why,
+			     size_t whylen)
+{
+	if (!strcmp(page->code, "incremental_bad_request"))
+		return comb_fail(why, whylen, COMB_EINVAL, "invalid: %s", page->message);
+	if (page->code[0])
+		return comb_fail(why, whylen, COMB_EINVAL, "%s: %s", page->code, page->message);
+	return comb_fail(why, whylen, COMB_EUNAVAIL, "%s", page->message);
+}
+
 /*
- * Reads one page from sub's cursor into pg (limit items), a catch-up or a
- * live read as kind says: the answer goes after what pg->answer held, an
- * error answer in its place; db (borrowed) is given back. Returns 0,
- * COMB_ETOOBIG when the answer would pass pg->answer's maximum (fewer
- * items may fit), or another negative COMB_E*, with the CLOSED reason in
- * why.
+ * Reads one page from sub's cursor (limit items), a catch-up or a live
+ * read as kind says, where position at_least (0: none) has been replayed,
+ * and writes its answer object after what pg->answer
+ * holds. Returns 0, COMB_ETOOBIG when the answer would pass pg->answer's
+ * maximum (fewer items may fit), or another negative COMB_E*, with the
+ * CLOSED reason in why.
  */
-static int read_page(struct resume_sub *sub, PGconn *db, int limit,
-		     enum sync_read kind, struct page *pg, char *why, size_t whylen)
+static int read_page(struct resume_sub *sub, int limit, enum incremental_kind kind,
+		     comb_lsn at_least, struct page *pg, char *why, size_t whylen)
 {
 	struct ws_session *s = sub->session;
-	struct request req = {
-		.relay = s->relay, .db = db, .community = s->community,
-		.capture = &pg->answer,
+	struct incremental_ask ask = {
+		.relay = s->relay, .community = &s->community, .pubkey = s->pubkey,
+		.filter = sub->filter, .kind = kind, .at_least = at_least,
 	};
 	struct incremental_page page = {0};
 	struct comb_cursor decoded;
-	const char *code, *message;
-	json_t *error;
 	int rc;
 
-	snprintf(req.pubkey, sizeof(req.pubkey), "%s", s->pubkey);
 	if (json_object_set_new(sub->filter, "limit", json_integer(limit)) ||
 	    (sub->cursor[0] &&
-	     json_object_set_new(sub->filter, "cursor", json_string(sub->cursor)))) {
-		http_release_db(&req);
+	     json_object_set_new(sub->filter, "cursor", json_string(sub->cursor))))
 		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	incremental_read_page(&ask, &page);
+	if (page.status != 200)
+		rc = page_error_reason(&page, why, whylen);
+	else if (comb_cursor_decode(page.cursor, pool.cursor_key, &decoded))
+		rc = comb_fail(why, whylen, COMB_EINVAL, "error: bad incremental answer");
+	else
+		rc = incremental_page_write(s->relay, &page, &pg->answer, 0, NULL, NULL,
+					    why, whylen);
+	if (rc == COMB_ETOOBIG)
+		rc = comb_fail(why, whylen, COMB_ETOOBIG, "%s", WS_BUDGET_EXCEEDED);
+	if (rc == 0) {
+		memcpy(pg->cursor, page.cursor, sizeof(pg->cursor));
+		pg->more = page.more;
+		pg->items = (size_t)page.nitems;
+		pg->after_xid = decoded.phase == COMB_CURSOR_CHANGES ? decoded.after.xid : 0;
 	}
-	incremental_read_for_sync(&req, sub->filter, kind, &page);
-	http_release_db(&req);
-	if (page.too_large)
-		return comb_fail(why, whylen, COMB_ETOOBIG, "%s", WS_BUDGET_EXCEEDED);
-	if (req.status != 200) {
-		/* an error answer: small, read for its code and message */
-		error = pg->answer.data ? json_loadb(pg->answer.data, pg->answer.len, 0, NULL)
-					: NULL;
-		if (!error)
-			return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
-		code = json_string_value(json_object_get(error, "error"));
-		message = json_string_value(json_object_get(error, "message"));
-		if (code && !strncmp(code, "incremental_bad_request", 23))
-			rc = comb_fail(why, whylen, COMB_EINVAL, "invalid: %s",
-				       message ? message : "bad request");
-		else if (code && message)
-			rc = comb_fail(why, whylen, COMB_EINVAL, "%s: %s", code, message);
-		else
-			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "%s",
-				       code ? code : "error: database unavailable");
-		json_decref(error);
-		return rc;
-	}
-	if (comb_cursor_decode(page.cursor, pool.cursor_key, &decoded))
-		return comb_fail(why, whylen, COMB_EINVAL, "error: bad incremental answer");
-	memcpy(pg->cursor, page.cursor, sizeof(pg->cursor));
-	pg->more = page.more;
-	pg->items = (size_t)page.items;
-	pg->after_xid = decoded.phase == COMB_CURSOR_CHANGES ? decoded.after.xid : 0;
-	return 0;
+	incremental_page_release(&page);
+	return rc;
 }
 
 static void page_release(struct page *pg)
@@ -493,6 +491,7 @@ static int format_changes(struct comb_buf *out, const char *sub_id,
 struct member {
 	struct resume_sub *sub;
 	uint64_t want;                  /* read until the horizon passed it */
+	comb_lsn want_lsn;              /* read where this has been replayed */
 	bool quiet;                     /* an empty frame is due if the cursor moved */
 	bool reading;                   /* still following the group's pages */
 	bool caught_up;                 /* the horizon passed want */
@@ -564,10 +563,12 @@ static void live_read(struct member *group, size_t n)
 	char why[300];
 	size_t i, reading = n;
 	int limit = LIVE_PAGE;
-	PGconn *db;
+	comb_lsn at_least = 0;  /* every member's signals are there */
 
 	comb_buf_init(&frame.buf, MAX_ANSWER + 256);
 	for (i = 0; i < n; i++) {
+		if (group[i].want_lsn > at_least)
+			at_least = group[i].want_lsn;
 		pthread_mutex_lock(&group[i].sub->session->mu);
 		group[i].reading = !group[i].sub->base.dead;
 		pthread_mutex_unlock(&group[i].sub->session->mu);
@@ -583,12 +584,10 @@ static void live_read(struct member *group, size_t n)
 				reader = group[i].sub;
 		if (!reader)
 			break;
-		db = comb_db_acquire(reader->session->relay->db, 2000);
 		/* a page no larger than one connection's subscriptions may
 		 * hold: the frame is queued to each of them */
 		comb_buf_init(&pg.answer, reader->session->held_limit);
-		rc = db ? read_page(reader, db, limit, SYNC_READ_LIVE, &pg, why, sizeof(why))
-			: comb_fail(why, sizeof(why), COMB_EUNAVAIL, "error: database unavailable");
+		rc = read_page(reader, limit, INCREMENTAL_LIVE, at_least, &pg, why, sizeof(why));
 		if (rc == COMB_ETOOBIG && limit > 1) {
 			limit /= 2;  /* the same page again, in fewer items */
 			page_release(&pg);
@@ -647,7 +646,8 @@ static size_t take_group_locked(struct resume_sub *first, struct member *group,
 		sub->dirty = false;
 		sub->retry_at = 0;
 		group[i] = (struct member){
-			.sub = sub, .want = sub->want_xid, .quiet = sub->quiet_at <= now,
+			.sub = sub, .want = sub->want_xid, .want_lsn = sub->want_lsn,
+			.quiet = sub->quiet_at <= now,
 		};
 	}
 	return n;
@@ -885,24 +885,23 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 	while (more && rc == 0) {
 		/* a page is as large as the connection's budget has room for */
 		answer_bound(&pg.answer, ws_session_room(s));
-		db = comb_db_acquire(s->relay->db, 2000);
-		if (!db) {
-			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
-			break;
+		if (first) {
+			db = comb_db_acquire(s->relay->db, 2000);
+			rc = db ? next_xid(db, &noted) : COMB_EUNAVAIL;
+			if (db)
+				comb_db_release(s->relay->db, db, rc && comb_db_conn_lost(db));
+			if (rc) {
+				rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
+				break;
+			}
+			first = false;
 		}
-		if (first && next_xid(db, &noted)) {
-			comb_db_release(s->relay->db, db, comb_db_conn_lost(db));
-			rc = comb_fail(why, whylen, COMB_EUNAVAIL, "error: database unavailable");
-			break;
-		}
-		first = false;
 		if (changes_frame_start(&pg.answer, sub->base.id)) {
-			comb_db_release(s->relay->db, db, false);
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 			break;
 		}
 		/* the answer is read into the frame after its start */
-		rc = read_page(sub, db, limit, SYNC_READ_CATCHUP, &pg, why, whylen);
+		rc = read_page(sub, limit, INCREMENTAL_CATCHUP, 0, &pg, why, whylen);
 		if (rc == COMB_ETOOBIG && limit > 1) {
 			limit /= 2;  /* the same page again, in fewer items */
 			rc = 0;
