@@ -431,23 +431,34 @@ describe('standby failures', () => {
 });
 
 describe('resumable syncs through a node reading a standby', () => {
+	/* Node 0 reads the primary, node 1 the standby, which stays in
+	 * rotation however far behind it is while paused. */
+	const PAUSABLE = {
+		standby: true,
+		nodes: 2,
+		env: { COMB_READ_MAX_LAG_MS: '3600000' },
+		nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
+	};
+
+	/** A channel with a reader and one artifact d1, replayed by the
+	 * standby, which node 1 has in rotation. */
+	async function channelWithOneArtifact(stack) {
+		const admin = stack.admins[0];
+		const reader = newKey();
+		const h = await createChannel(stack, admin);
+		await addMember(stack, admin, h, reader.pk);
+		const d1 = uuid();
+		await accept(stack, admin, { d: d1, h, op: 'create' });
+		await caughtUp(stack);
+		await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+		return { admin, reader, h, d1 };
+	}
+
 	test('a paused standby: the catch-up from a primary cursor and the live changes neither go back nor repeat', async () => {
-		const stack = await startRelay({
-			standby: true,
-			nodes: 2,
-			env: { COMB_READ_MAX_LAG_MS: '3600000' },
-			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
-		});
+		const stack = await startRelay(PAUSABLE);
 		let ws;
 		try {
-			const admin = stack.admins[0];
-			const reader = newKey();
-			const h = await createChannel(stack, admin);
-			await addMember(stack, admin, h, reader.pk);
-			const d1 = uuid();
-			await accept(stack, admin, { d: d1, h, op: 'create' });
-			await caughtUp(stack);
-			await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+			const { admin, reader, h, d1 } = await channelWithOneArtifact(stack);
 
 			await stack.standby.pause();
 			const d2 = uuid();
@@ -508,22 +519,10 @@ describe('resumable syncs through a node reading a standby', () => {
 	});
 
 	test('a live change reaches a sync whose cursor a standby issued, while that standby is paused', async () => {
-		const stack = await startRelay({
-			standby: true,
-			nodes: 2,
-			env: { COMB_READ_MAX_LAG_MS: '3600000' },
-			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, {}],
-		});
+		const stack = await startRelay(PAUSABLE);
 		let ws;
 		try {
-			const admin = stack.admins[0];
-			const reader = newKey();
-			const h = await createChannel(stack, admin);
-			await addMember(stack, admin, h, reader.pk);
-			const d1 = uuid();
-			await accept(stack, admin, { d: d1, h, op: 'create' });
-			await caughtUp(stack);
-			await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+			const { admin, reader, h, d1 } = await channelWithOneArtifact(stack);
 
 			const frames = [];
 			let eose = false;
