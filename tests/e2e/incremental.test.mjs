@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { get, newKey, post, psqlSession, pubkeyOf, readStackEnv, startRelay } from './lib/harness.mjs';
+import { connectWs, get, newKey, post, psqlSession, pubkeyOf, readStackEnv, startRelay } from './lib/harness.mjs';
 import {
 	accept, addMember, assertAccepted, createChannel, editChannel, publish,
 	removeMember, uuid,
@@ -169,6 +169,48 @@ test('admission: a full cluster answers 503 incremental_busy with a jittered Ret
 		r = await post(busy.url, '/query', [{ artifact: 'incremental' }], k, nonce());
 		assert.equal(r.status, 200, r.body);
 	} finally {
+		await busy.stop();
+	}
+});
+
+test('admission: a resumable sync\'s catch-up waits up to 2 s for a slot, then closes busy', async () => {
+	const busy = await startRelay({ env: { COMB_INCREMENTAL_MAX_CONCURRENT: '1' } });
+	const port = readStackEnv().COMB_TEST_REDIS_PORT;
+	const db = String(busy.redisDb);
+	const { execFileSync } = await import('node:child_process');
+	const redis = (...args) => execFileSync('redis-cli', ['-p', port, '-n', db, ...args]);
+	const sockets = [];
+	try {
+		const k = busy.admins[0];
+		// thirty syncs opened at once through one slot: each takes its turn
+		const opened = await Promise.all(Array.from({ length: 30 }, () => connectWs(busy.url, k)));
+		sockets.push(...opened);
+		for (const ws of opened)
+			ws.send(['REQ', 's', { artifact: 'changes' }]);
+		const ends = await Promise.all(opened.map((ws) =>
+			ws.next((m) => (m[0] === 'EOSE' || m[0] === 'CLOSED') && m[1] === 's', 15000)));
+		assert.deepEqual(ends.map((m) => m[0]), ends.map(() => 'EOSE'), JSON.stringify(ends));
+
+		// another node holds the only slot for a moment: the catch-up waits
+		redis('ZADD', 'comb:incremental:active', String(Date.now()), 'other-node');
+		const waiting = await connectWs(busy.url, k);
+		sockets.push(waiting);
+		waiting.send(['REQ', 's', { artifact: 'changes' }]);
+		setTimeout(() => redis('DEL', 'comb:incremental:active'), 500);
+		assert.equal((await waiting.next((m) => m[1] === 's', 10000))[0], 'CHANGES');
+
+		// held for longer than the wait: closed busy, as the protocol says
+		redis('ZADD', 'comb:incremental:active', String(Date.now()), 'other-node');
+		const refused = await connectWs(busy.url, k);
+		sockets.push(refused);
+		const asked = Date.now();
+		refused.send(['REQ', 's', { artifact: 'changes' }]);
+		assert.deepEqual(await refused.next((m) => m[1] === 's', 10000),
+			['CLOSED', 's', 'incremental_busy: too many incremental reads are running']);
+		assert.ok(Date.now() - asked >= 1900, 'it waited for a slot first');
+	} finally {
+		for (const ws of sockets)
+			ws.ws.terminate();
 		await busy.stop();
 	}
 });

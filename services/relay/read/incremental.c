@@ -45,6 +45,7 @@
 #define ADMISSION_KEY "comb:incremental:active"
 #define ADMISSION_LEASE_MS 30000
 #define ADMISSION_TOKEN_LEN 33   /* 16 random bytes in hex */
+#define CATCHUP_ADMISSION_WAIT_MS 2000
 
 /* For comb_db_pool_warm (read.h): calls the change function, the probe,
  * the listing of unscoped first reads and the channel read of plain
@@ -151,6 +152,32 @@ static int admit(const struct incremental_ask *ask, char token[ADMISSION_TOKEN_L
 	if (r)
 		freeReplyObject(r);
 	return rc;
+}
+
+/*
+ * admit, and for a resumable sync's catch-up, which has no Retry-After to
+ * give its client, a wait for a slot: tried again every 5 to 25 ms while
+ * the reads are full, up to CATCHUP_ADMISSION_WAIT_MS (no slot is held
+ * while it waits), so that a thousand syncs reopened at once take turns
+ * rather than being closed busy.
+ */
+static int admit_waiting(const struct incremental_ask *ask, char token[ADMISSION_TOKEN_LEN])
+{
+	struct timespec start, now, pause;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		rc = admit(ask, token);
+		if (rc != COMB_EDENIED || ask->kind != INCREMENTAL_CATCHUP)
+			return rc;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >=
+		    CATCHUP_ADMISSION_WAIT_MS)
+			return rc;
+		pause = (struct timespec){.tv_nsec = (5 + (long)comb_random_below(21)) * 1000000};
+		nanosleep(&pause, NULL);
+	}
 }
 
 /* Gives the slot back without waiting for Redis: the read is done, and a
@@ -861,7 +888,7 @@ void incremental_read_page(const struct incremental_ask *ask,
 
 	/* The token's use is recorded first, whatever the answer. */
 	if (admission) {
-		admitted = admit(ask, token);
+		admitted = admit_waiting(ask, token);
 		if (admitted == COMB_EREPLAY ||
 		    (admitted == COMB_EUNAVAIL && ask->replay_token && ask->replay_token[0])) {
 			/* used before, or Redis could not record its use */

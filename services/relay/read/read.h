@@ -124,7 +124,7 @@ struct incremental_page {
 	 * message, or, with code "", message alone ("error: ...",
 	 * "auth-required: ..."). */
 	char code[32];
-	char message[160];
+	char message[256];
 	struct incremental_item *items; /* owned (incremental_page_release) */
 	int nitems, capitems;
 	bool known_ids;             /* an answer by ids: no cursor, no more */
