@@ -82,6 +82,11 @@ struct read_ctx {
 	bool retry;             /* a standby failed under the read: read again
 				 * on the primary */
 	bool on_primary;        /* after a retry: every read on the primary */
+	/* Admission control (not for INCREMENTAL_LIVE): a slot among the
+	 * cluster's concurrent reads, claimed before the first statement
+	 * (claim_slot) and given back when the read is done. */
+	bool slot_due, slot_held;
+	char slot[ADMISSION_TOKEN_LEN];
 };
 
 /* Records an error of PROTOCOL.md section 8's shape (code and message) as
@@ -157,9 +162,8 @@ static int admit(const struct incremental_ask *ask, char token[ADMISSION_TOKEN_L
 /*
  * admit, and for a resumable sync's catch-up, which has no Retry-After to
  * give its client, a wait for a slot: tried again every 5 to 25 ms while
- * the reads are full, up to CATCHUP_ADMISSION_WAIT_MS (no slot is held
- * while it waits), so that a thousand syncs reopened at once take turns
- * rather than being closed busy.
+ * the reads are full, up to CATCHUP_ADMISSION_WAIT_MS, so that a thousand
+ * syncs reopened at once take turns rather than being closed busy.
  */
 static int admit_waiting(const struct incremental_ask *ask, char token[ADMISSION_TOKEN_LEN])
 {
@@ -187,6 +191,35 @@ static void release_admission(struct relay *relay, const char *token)
 	comb_redis_send(relay->redis, "ZREM %s %s", ADMISSION_KEY, token);
 }
 
+/* Claims the read's slot when one is due (admit_waiting); records the
+ * refusal and returns false when none is had. */
+static bool claim_slot(struct read_ctx *rc)
+{
+	const struct incremental_ask *ask = rc->ask;
+	int admitted;
+
+	if (!rc->slot_due)
+		return true;
+	rc->slot_due = false;
+	admitted = admit_waiting(ask, rc->slot);
+	if (admitted == COMB_EREPLAY ||
+	    (admitted == COMB_EUNAVAIL && ask->replay_token && ask->replay_token[0])) {
+		/* used before, or Redis could not record its use */
+		page_fail(rc, admitted == COMB_EREPLAY ? 401 : 503,
+			  admitted == COMB_EREPLAY ? "auth-required: authorization already used"
+						   : "error: replay store unavailable");
+		return false;
+	}
+	if (admitted) {
+		page_error(rc, 503, "incremental_busy",
+			   admitted == COMB_EDENIED ? "too many incremental reads are running"
+						    : "admission control unavailable");
+		return false;
+	}
+	rc->slot_held = true;
+	return true;
+}
+
 /* Gives the read's connection back, if it holds one. */
 static void give_back(struct read_ctx *rc)
 {
@@ -209,6 +242,10 @@ static bool borrow(struct read_ctx *rc, comb_lsn at_least)
 	if (readpos_borrow(rc->ask->relay, rc->ask->community, rc->ask->pubkey,
 			   at_least, 2000, &rc->lease)) {
 		page_fail(rc, 503, "error: database unavailable");
+		return false;
+	}
+	if (!claim_slot(rc)) {
+		give_back(rc);
 		return false;
 	}
 	return true;
@@ -882,28 +919,15 @@ void incremental_read_page(const struct incremental_ask *ask,
 	struct relay *relay = ask->relay;
 	unsigned char key[32];
 	struct actor member = {0}, admin = {.community_admin = true};
-	char err[256], token[ADMISSION_TOKEN_LEN];
-	bool admission = ask->kind != INCREMENTAL_LIVE;
-	int admitted = 0;
+	char err[256];
 
-	/* The token's use is recorded first, whatever the answer. */
-	if (admission) {
-		admitted = admit_waiting(ask, token);
-		if (admitted == COMB_EREPLAY ||
-		    (admitted == COMB_EUNAVAIL && ask->replay_token && ask->replay_token[0])) {
-			/* used before, or Redis could not record its use */
-			page_fail(&rc, admitted == COMB_EREPLAY ? 401 : 503,
-				  admitted == COMB_EREPLAY ? "auth-required: authorization already used"
-							   : "error: replay store unavailable");
-			return;
-		}
-		if (admitted) {
-			page_error(&rc, 503, "incremental_busy",
-				   admitted == COMB_EDENIED ? "too many incremental reads are running"
-							    : "admission control unavailable");
-			return;
-		}
-	}
+	/* Over HTTP the token's use is recorded first, whatever the answer. A
+	 * catch-up claims its slot once it holds its connection, so that
+	 * syncs opened together queue for connections (in order) rather than
+	 * hold slots while they wait for one. */
+	rc.slot_due = ask->kind != INCREMENTAL_LIVE;
+	if (ask->kind == INCREMENTAL_HTTP && !claim_slot(&rc))
+		return;
 	comb_buf_init(&rc.named, 64 * INC_MAX_SCOPE);
 	comb_buf_init(&rc.types, 160 * INC_MAX_SCOPE);
 	if (!relay->cfg.incremental_enabled) {
@@ -936,8 +960,8 @@ void incremental_read_page(const struct incremental_ask *ask,
 	}
 	read_once(&rc, key);
 out:
-	if (admission)
-		release_admission(relay, token);
+	if (rc.slot_held)
+		release_admission(relay, rc.slot);
 	memset(key, 0, sizeof(key));
 	comb_buf_release(&rc.named);
 	comb_buf_release(&rc.types);
