@@ -951,9 +951,9 @@ async function main() {
 		};
 	});
 
-	// standby_reads (issue 37): the HTTP read mix read through a node whose
-	// reads go to a streaming standby, against the same reads through a
-	// node reading the primary, in the same run
+	// standby_reads (issue 37): the HTTP read mix and req_read's plain REQ
+	// read through a node whose reads go to a streaming standby, against
+	// the same reads through a node reading the primary, in the same run
 	await scenario('standby_reads', nodes, async () => {
 		if (!deltaWritten) {
 			await needCursor();
@@ -1016,13 +1016,40 @@ async function statementsAt(port) {
 	return out;
 }
 
+// The statements (with their calls) the server on port ran for
+// comb_bench since its statistics were reset, most called first, to a
+// file beside the results.
+async function saveStatementsAt(port, file) {
+	const rows = await psqlAt(port,
+		'SELECT calls, round(total_exec_time::numeric, 2), ' +
+		"regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements " +
+		'WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ' +
+		"AND query NOT ILIKE '%pg_stat_statements%' ORDER BY calls DESC, total_exec_time DESC");
+	fs.writeFileSync(path.join(outDir, file), (rows ? rows.split('\n') : []).map((line) => {
+		const [calls, ms, query] = line.split('\t');
+		return `calls ${calls}  total ${ms} ms\n  ${query}`;
+	}).join('\n\n') + '\n');
+}
+
+// The statements and execution time of b less those of a (statementsAt).
+function statementsSince(a, b) {
+	const out = {};
+	for (const k of Object.keys(b))
+		out[k] = b[k] - a[k];
+	return out;
+}
+
 // The standby_reads scenario: a streaming standby of the bench primary
 // (scripts/standby.sh, pg_basebackup -R: the primary's settings with it),
 // relay node 2 reading from it, then the same reads through node 0 (the
 // primary) and node 2: incremental reads with no change (incr-nochange,
-// from a cursor at the head) and the catch-up read after
-// incremental_delta (incr-read from the first read's cursor). The
-// statements each server ran come from its own pg_stat_statements.
+// from a cursor at the head), the catch-up read after incremental_delta
+// (incr-read from the first read's cursor) and req_read's plain REQ of
+// every chat message (req-read, on a new connection each run). The
+// statements each server ran come from its own pg_stat_statements; those
+// of the REQs are also counted apart (before and after them), and so are
+// those of each node's first, untimed REQ (its revision cache may not
+// hold the messages yet: their bytes are then read on the primary).
 async function standbyReads(node0, manifest, cursor0) {
 	const script = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..',
 		'scripts', 'standby.sh');
@@ -1043,8 +1070,10 @@ async function standbyReads(node0, manifest, cursor0) {
 				throw new Error('the standby did not catch up within 120 s');
 			await sleep(100);
 		}
+		// max_limit raised as on node 0, for req_read's REQ
 		node2 = await startRelay(2, {
 			COMB_READ_DATABASE_URLS: `postgresql://postgres@127.0.0.1:${sport}/${dbName}`,
+			COMB_MAX_LIMIT: String(Math.max(1000, state.keys.chats)),
 		});
 		const metrics = () => new Promise((resolve) => {
 			http.get({ host: '127.0.0.1', port: node2.port, path: '/metrics' }, (res) => {
@@ -1064,32 +1093,55 @@ async function standbyReads(node0, manifest, cursor0) {
 			'--cursor-file', cursor0, '--cursor-out', head, '--limit', '1000']);
 		if (first.ok !== true)
 			throw new Error('the catch-up read for the head cursor failed');
-		const mix = async (node) => {
+		const reset = async () => {
+			await psql('SELECT pg_stat_statements_reset()');
+			await psqlAt(sport, 'SELECT pg_stat_statements_reset()');
+		};
+		const both = async () => ({ primary: await statementsAt(pgPort), standby: await statementsAt(sport) });
+		const mix = async (node, half) => {
 			const at = ['--addr', node.addr, '--host', node.host];
+			// untimed, its statements counted: the node's first REQ of
+			// the chat messages (node 2's revision cache does not hold
+			// them yet; node 0's does when req_read ran before)
+			await reset();
+			const reqFirst = await bench('req-read', [...at, '--runs', '1']);
+			const first = await both();
 			// untimed: the node's revision cache and its server's buffers
 			// hold what the catch-up reads, as they do for node 0
 			await bench('incr-read', [...at, '--cursor-file', cursor0, '--limit', '1000']);
-			await psql('SELECT pg_stat_statements_reset()');
-			await psqlAt(sport, 'SELECT pg_stat_statements_reset()');
+			await reset();
 			const cpu0 = procCpuSeconds(node.pid);
 			const nochange = await bench('incr-nochange', [...at, '--cursor-file', head,
 				'--reads', String(P.reads)]);
 			const catchUp = [];
 			for (let i = 0; i < P.runs; i++)
 				catchUp.push(await bench('incr-read', [...at, '--cursor-file', cursor0, '--limit', '1000']));
+			const cpu1 = procCpuSeconds(node.pid);
+			const beforeReq = await both();
+			const req = await bench('req-read', [...at, '--runs', String(P.runs)]);
 			const cpu = procCpuSeconds(node.pid) - cpu0;
+			const after = await both();
+			await saveStatementsAt(pgPort, `pg-standby_reads-${half}-primary.txt`);
+			await saveStatementsAt(sport, `pg-standby_reads-${half}-standby.txt`);
 			const secs = catchUp.map((r) => r.seconds).sort((a, b) => a - b);
 			return {
-				nochange, catchUp, relay_cpu_s: round(cpu, 2),
+				nochange, catchUp, req, relay_cpu_s: round(cpu, 2),
+				req_relay_cpu_s: round(cpu0 + cpu - cpu1, 2),
 				catchup_s: secs[Math.floor(secs.length / 2)],
 				items: catchUp[0]?.items,
-				primary: await statementsAt(pgPort), standby: await statementsAt(sport),
+				...after,
+				req_statements: {
+					primary: statementsSince(beforeReq.primary, after.primary),
+					standby: statementsSince(beforeReq.standby, after.standby),
+				},
+				req_first: { r: reqFirst, ...first },
 				ok: nochange.ok === true && nochange.wrong_answers === 0 &&
-					catchUp.every((r) => r.ok === true && r.items === catchUp[0].items),
+					catchUp.every((r) => r.ok === true && r.items === catchUp[0].items) &&
+					[reqFirst, req].every((r) => r.ok === true && r.events === r.expected_events),
 			};
 		};
-		const onPrimary = await mix(node0);
-		const onStandby = await mix(node2);
+		const onPrimary = await mix(node0, 'primary');
+		const onStandby = await mix(node2, 'standby');
 		const text = await metrics();
 		const metric = (re) => Number(text.match(re)?.[1] ?? NaN);
 		const routed = {
@@ -1104,6 +1156,15 @@ async function standbyReads(node0, manifest, cursor0) {
 			onStandby.standby.exec_ms / (onStandby.primary.exec_ms + onStandby.standby.exec_ms) : null;
 		const ratioNochange = onStandby.nochange.median_ms / onPrimary.nochange.median_ms;
 		const ratioCatchUp = onStandby.catchup_s / onPrimary.catchup_s;
+		const ratioReq = onStandby.req.eose_ms / onPrimary.req.eose_ms;
+		const ratioReqFirst = onStandby.req.first_event_ms / onPrimary.req.first_event_ms;
+		const rs = onStandby.req_statements;
+		const reqReads = rs.primary.calls + rs.standby.calls;
+		const statements = (m) => ({
+			primary_statements: m.primary.calls, primary_exec_ms: round(m.primary.exec_ms, 2),
+			standby_statements: m.standby.calls, standby_exec_ms: round(m.standby.exec_ms, 2),
+			position_samples: { primary: m.primary.sample_calls, standby: m.standby.sample_calls },
+		});
 		const part = (m) => ({
 			nochange_median_ms: round(m.nochange.median_ms), nochange_p99_ms: round(m.nochange.p99_ms),
 			catchup_ms: round(m.catchup_s * 1e3, 2), catchup_items: m.items,
@@ -1111,6 +1172,18 @@ async function standbyReads(node0, manifest, cursor0) {
 			primary_statements: m.primary.calls, primary_exec_ms: round(m.primary.exec_ms, 2),
 			standby_statements: m.standby.calls, standby_exec_ms: round(m.standby.exec_ms, 2),
 			position_samples: { primary: m.primary.sample_calls, standby: m.standby.sample_calls },
+			req_read_events: m.req.events, req_read_expected_events: m.req.expected_events,
+			req_read_first_event_ms: round(m.req.first_event_ms, 2),
+			req_read_eose_ms: round(m.req.eose_ms, 2),
+			req_read_runs_eose_ms: m.req.runs_eose_ms?.map((x) => round(x, 2)),
+			req_read_relay_cpu_s: m.req_relay_cpu_s,
+			req_read_statements: statements(m.req_statements),
+			req_read_first_untimed: {
+				eose_ms: round(m.req_first.r.eose_ms, 2), ok: m.req_first.r.ok === true,
+				...statements(m.req_first),
+			},
+			errors: ((e) => (e.length ? e.slice(0, 10) : undefined))([m.nochange, ...m.catchUp,
+				m.req_first.r, m.req].flatMap((r) => r.errors ?? [])),
 		});
 		return {
 			reads_on_primary: part(onPrimary),
@@ -1120,12 +1193,20 @@ async function standbyReads(node0, manifest, cursor0) {
 			read_exec_time_off_primary: round(execOff, 4),
 			latency_ratio_nochange: round(ratioNochange, 2),
 			latency_ratio_catchup: round(ratioCatchUp, 2),
-			not_measured: 'req_read: WebSocket REQ history does not read from standbys yet',
-			note: 'primary, standby, relays and clients share the machine\'s cores',
+			req_read_statements_off_primary: round(reqReads ? rs.standby.calls / reqReads : null, 4),
+			latency_ratio_req_read: round(ratioReq, 2),
+			latency_ratio_req_read_first_event: round(ratioReqFirst, 2),
+			req_read_filter: `{"kinds":[9],"#h":[chat channel],"limit":${state.keys.chats}}, max_limit raised on both nodes`,
+			note: 'primary, standby, relays and clients share the machine\'s cores; ' +
+				'latency_ratio_req_read is of the EOSE medians; each req-read run makes two statements ' +
+				'on the primary (the reader\'s admin status with the WAL position: at AUTH and for the ' +
+				'REQ) and two where it reads (the newest events, then the rest); the bytes of events ' +
+				'not in the node\'s revision cache are read on the primary (req_read_first_untimed); ' +
+				'req_read_statements counts whatever ran between the REQs\' start and end',
 			target: 'at least 95% of read statements off the primary; latency within 1.5x',
 			ok: onPrimary.ok && onStandby.ok,
 			pass: onPrimary.ok && onStandby.ok && offPrimary >= 0.95 &&
-				ratioNochange <= 1.5 && ratioCatchUp <= 1.5,
+				ratioNochange <= 1.5 && ratioCatchUp <= 1.5 && ratioReq <= 1.5,
 		};
 	} finally {
 		if (node2)
