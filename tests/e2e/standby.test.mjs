@@ -116,6 +116,35 @@ describe('reads on a paused standby', () => {
 		assert.deepEqual(upserts(viaStandby), upserts(viaPrimary));
 	});
 
+	test('a plain REQ on a node reading the standby reads its events\' bytes there too', async () => {
+		// written through node 0: node 1's revision cache has none of them
+		const ds = [];
+		for (let i = 0; i < 24; i++) {
+			ds.push(uuid());
+			await accept(stack, admin, { d: ds.at(-1), h, op: 'create' });
+		}
+		await caughtUp(stack);
+		const before = await routing(stack, 1);
+		const ws = await connectWs(stack.wsUrls[1], reader.sk);
+		try {
+			const events = [];
+			ws.ws.on('message', (data) => {
+				const m = JSON.parse(data.toString('utf8'));
+				if (m[0] === 'EVENT' && m[1] === 'r')
+					events.push(m[2]);
+			});
+			ws.send(['REQ', 'r', { '#h': [h], '#d': ds, limit: 100 }]);
+			await ws.next((m) => m[0] === 'EOSE' && m[1] === 'r', 10000);
+			assert.equal(new Set(events.map((e) => e.tags.find((t) => t[0] === 'd')[1])).size, ds.length);
+			const m = await routing(stack, 1);
+			// the first 16 listed, their bytes, the rest listed, their bytes
+			assert.equal(m.standby - before.standby, 4, 'the listings and the bytes on the standby');
+			assert.equal(m.primary, before.primary, 'the primary served nothing');
+		} finally {
+			ws.ws.close();
+		}
+	});
+
 	test('a cursor from the primary is never served by a standby behind it', async () => {
 		// Both readers hold a cursor of everything so far.
 		await caughtUp(stack);

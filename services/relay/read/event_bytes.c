@@ -125,15 +125,6 @@ out:
 	return rc;
 }
 
-int read_events_by_seq(struct relay *relay, PGconn *held,
-		       const int64_t *seqs, size_t n, event_bytes_fn emit,
-		       void *ctx, char *why, size_t whylen)
-{
-	const struct event_source src = {.pool = relay->db, .held = held};
-
-	return read_events_from(relay, &src, seqs, n, emit, ctx, why, whylen);
-}
-
 int read_events_from(struct relay *relay, const struct event_source *src,
 		     const int64_t *seqs, size_t n, event_bytes_fn emit,
 		     void *ctx, char *why, size_t whylen)
@@ -183,17 +174,26 @@ int read_events_from(struct relay *relay, const struct event_source *src,
 	return rc;
 }
 
-void read_misses_source(struct request *req, struct event_source *src)
+void read_misses_source_of(struct relay *relay, const struct comb_read_lease *lease,
+			   struct event_source *src)
 {
 	PGresult *res;
 	comb_lsn lsn;
 
-	*src = (struct event_source){.pool = req->relay->db};
-	if (!req->db || !req->read.conn || req->read.server < 0)
+	*src = (struct event_source){.pool = relay->db};
+	if (!lease->conn || lease->server < 0)
 		return;
-	res = PQexec(req->db, "SELECT " COMB_READ_POSITION_SQL);
+	res = PQexec(lease->conn, "SELECT " COMB_READ_POSITION_SQL);
 	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
 	    !comb_lsn_parse(PQgetvalue(res, 0, 0), &lsn))
 		*src = (struct event_source){.routed = true, .at_least = lsn};
 	PQclear(res);
+}
+
+void read_misses_source(struct request *req, struct event_source *src)
+{
+	if (!req->db)
+		*src = (struct event_source){.pool = req->relay->db};
+	else
+		read_misses_source_of(req->relay, &req->read, src);
 }

@@ -5,7 +5,7 @@
  * events the caller can read, with access applied inside the SQL before
  * LIMIT so a page is never filtered afterwards. The query lists the
  * events' seqs, and their bytes come from the revision cache, the misses
- * read with one statement a batch at a time (read_events_by_seq). A small
+ * read with one statement a batch at a time (read_events_from). A small
  * answer is sent whole; a larger one as it is read, in a chunked answer,
  * so neither the whole result nor a database connection is held while
  * the client reads.
@@ -117,7 +117,7 @@ struct stream_out {
 };
 
 /* Appends one event to the answer, sending a chunk when enough gathered
- * and the answer is streamed (the emit of read_events_by_seq). */
+ * and the answer is streamed (the emit of read_events_from). */
 static int stream_event(void *ctx, const char *raw, size_t len, char *why,
 			size_t whylen)
 {

@@ -172,22 +172,6 @@ typedef int (*event_bytes_fn)(void *ctx, const char *raw, size_t len,
 			      char *why, size_t whylen);
 
 /*
- * Hands the bytes of the stored events seqs[0..n) to emit, in that order,
- * fetching them a batch at a time from the revision cache (revcache.h)
- * and, for a batch's misses, with one statement whose answers the cache
- * then keeps (event_bytes.c). With held NULL the misses are read on a
- * pooled connection given back before emit runs, so none is held while a
- * client reads; a caller that holds a connection anyway (an HTTP read
- * building its answer) passes it as held. For answers decided in one
- * statement and sent afterwards: stored bytes never change. Returns 0,
- * what emit returned, or a negative COMB_E* with the CLOSED message in
- * why.
- */
-int read_events_by_seq(struct relay *relay, PGconn *held,
-		       const int64_t *seqs, size_t n, event_bytes_fn emit,
-		       void *ctx, char *why, size_t whylen);
-
-/*
  * Sets *src for the misses of an answer whose events were chosen on
  * req->db, to be read once req->db is given back: routed at the position
  * req->db's server has replayed by now (at least what the choosing
@@ -196,7 +180,22 @@ int read_events_by_seq(struct relay *relay, PGconn *held,
  */
 void read_misses_source(struct request *req, struct event_source *src);
 
-/* read_events_by_seq, reading misses where src says. */
+/* read_misses_source for events chosen on the connection of lease (still
+ * held). */
+void read_misses_source_of(struct relay *relay, const struct comb_read_lease *lease,
+			   struct event_source *src);
+
+/*
+ * Hands the bytes of the stored events seqs[0..n) to emit, in that order,
+ * fetching them a batch at a time from the revision cache (revcache.h)
+ * and, for a batch's misses, with one statement whose answers the cache
+ * then keeps (event_bytes.c), on a connection where src says: a held one
+ * (a caller that holds a connection anyway), else one borrowed and given
+ * back before emit runs, so none is held while a client reads. For
+ * answers decided in one statement and sent afterwards: stored bytes
+ * never change. Returns 0, what emit returned, or a negative COMB_E* with
+ * the CLOSED message in why.
+ */
 int read_events_from(struct relay *relay, const struct event_source *src,
 		     const int64_t *seqs, size_t n, event_bytes_fn emit,
 		     void *ctx, char *why, size_t whylen);

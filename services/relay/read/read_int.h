@@ -20,7 +20,7 @@
  * order) as a bare JSON array (query.c): when small (at most
  * READ_SMALL_ANSWER asked for) whole with a length, their bytes read on
  * req->db; else streamed as they are read, req->db given back before the
- * first byte, the bytes fetched a batch at a time (read_events_by_seq) on
+ * first byte, the bytes fetched a batch at a time (read_events_from) on
  * a pooled connection given back before each batch is written, so that
  * the answer holds one batch and one chunk, never a connection, while
  * the client reads. res is the caller's (only its seqs are copied before

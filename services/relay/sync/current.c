@@ -375,7 +375,7 @@ static PGresult *run(PGconn *db, const char *sql, const char *const *params,
  * revision of each artifact the client gets: (d, accepted_seq) ordered by
  * d, in the same transaction as the access checks. Their bytes are
  * fetched afterwards and pushed as the client makes room
- * (read_events_by_seq, read/read.h): memory stays bounded by one batch
+ * (read_events_from, read/read.h): memory stays bounded by one batch
  * plus the outbox whatever the set's size, and no database connection is
  * held while the client reads.
  */
@@ -385,6 +385,8 @@ struct stream {
 	size_t n;
 	size_t sent;
 	struct ws_event_batch batch;  /* frames not pushed yet */
+	struct event_source bytes;    /* where the revision cache's misses
+				       * are read: a server that has them */
 };
 
 static void stream_release(struct stream *st)
@@ -460,7 +462,7 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 }
 
 /* Adds one revision of the snapshot to the frames pushed together,
- * waiting for room (the emit of read_events_by_seq). Returns 0, COMB_EIO
+ * waiting for room (the emit of read_events_from). Returns 0, COMB_EIO
  * when the connection is closing, or COMB_ENOMEM with the CLOSED message
  * in why. */
 static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
@@ -481,8 +483,8 @@ static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
 /*
  * Decides sub's set in one snapshot, on a server at WAL position `at` or
  * later (a standby or the primary, readpos_borrow): its revisions into st
- * (ordered by d). Returns 0, or a negative COMB_E* with the CLOSED message
- * in why.
+ * (ordered by d), and where their bytes are read. Returns 0, or a negative
+ * COMB_E* with the CLOSED message in why.
  */
 static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
 		    char *why, size_t whylen)
@@ -559,6 +561,7 @@ static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
 		goto out;
 	}
 	PQclear(res);
+	read_misses_source_of(s->relay, &lease, &st->bytes);
 out:
 	broken = rc && comb_db_conn_lost(db);
 	comb_read_release(s->relay->reads, &lease, broken);
@@ -637,8 +640,8 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	rc = snapshot(sub, &st, at, why, sizeof(why));
 	t2 = ms_now();
 	if (rc == 0)
-		rc = read_events_by_seq(s->relay, NULL, st.seqs, st.n, stream_emit, &st,
-					why, sizeof(why));
+		rc = read_events_from(s->relay, &st.bytes, st.seqs, st.n, stream_emit, &st,
+				      why, sizeof(why));
 	if (rc == 0) {
 		rc = ws_event_batch_flush(&st.batch);
 		if (rc && rc != COMB_EIO)

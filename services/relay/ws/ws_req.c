@@ -401,10 +401,12 @@ static bool idset_has(const struct idset *set, const char *id)
 /* Runs the stored query of filter f into *result (each event's id and
  * seq, in the filter's order) on a server at WAL position `at` or later
  * (a standby or the primary, readpos_borrow), borrowing its connection
- * for the statement only. Returns 0, or a negative COMB_E* with the
- * CLOSED message in why. */
+ * for the statement only; *bytes says where the events' bytes the
+ * revision cache lacks are read (a server that has them all). Returns 0,
+ * or a negative COMB_E* with the CLOSED message in why. */
 static int query_stored(struct ws_session *s, const struct plain_filter *f,
-			comb_lsn at, PGresult **result, char *why, size_t whylen)
+			comb_lsn at, PGresult **result, struct event_source *bytes,
+			char *why, size_t whylen)
 {
 	char keys[ACCESS_KEYS_LITERAL];
 	struct comb_read_lease lease;
@@ -431,6 +433,10 @@ static int query_stored(struct ws_session *s, const struct plain_filter *f,
 		}
 		rc = COMB_EUNAVAIL;
 	}
+	if (rc == 0)
+		read_misses_source_of(s->relay, &lease, bytes);
+	else
+		*bytes = (struct event_source){.pool = s->relay->db};
 	comb_read_release(s->relay->reads, &lease, comb_db_conn_lost(lease.conn));
 	return rc;
 }
@@ -449,7 +455,7 @@ static bool repeated_filter(const struct plain_sub *sub, size_t i)
 }
 
 /* Adds a stored event to the REQ's frames pushed together (ctx, a
- * ws_event_batch); the emit of read_events_by_seq. */
+ * ws_event_batch); the emit of read_events_from. */
 static int send_event(void *ctx, const char *raw, size_t len, char *why,
 		      size_t whylen)
 {
@@ -498,12 +504,13 @@ static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
 	struct ws_session *s = sub->session;
 	struct plain_filter head = *f;
 	int64_t seqs[FIRST_EVENTS];
+	struct event_source bytes;
 	PGresult *result;
 	int rc, row, added;
 	size_t n = 0;
 
 	head.limit = FIRST_EVENTS;
-	rc = query_stored(s, &head, sub->read_at, &result, why, whylen);
+	rc = query_stored(s, &head, sub->read_at, &result, &bytes, why, whylen);
 	for (row = 0; rc == 0 && row < PQntuples(result) && row < FIRST_EVENTS; row++) {
 		snprintf(first[(*nfirst)++], 65, "%s", PQgetvalue(result, row, 0));
 		added = idset_add(sub, sent, PQgetvalue(result, row, 0));
@@ -514,8 +521,8 @@ static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
 	}
 	PQclear(result);
 	if (rc == 0 && n > 0)
-		rc = read_events_by_seq(s->relay, NULL, seqs, n, send_event, out,
-					why, whylen);
+		rc = read_events_from(s->relay, &bytes, seqs, n, send_event, out,
+				      why, whylen);
 	return rc ? rc : flush_events(out, why, whylen);
 }
 
@@ -536,7 +543,7 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
  * (ws_event_batch), the last batch and EOSE in one write. A filter's
  * query lists its events' ids and seqs, and their bytes come from the
  * revision cache, the misses fetched a batch at a time as the client
- * reads (read_events_by_seq). A filter of more than a few events first
+ * reads (read_events_from), where the listing's server had them. A filter of more than a few events first
  * sends its newest few (send_first): they go out before the rest is
  * listed. At most one filter's list and one batch are held beside the
  * outbox, and no database connection while the client reads. The listing
@@ -547,6 +554,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		       struct idset *sent, char *why, size_t whylen)
 {
 	struct ws_event_batch out;
+	struct event_source bytes;
 	char first[FIRST_EVENTS][65];
 	PGresult *result;
 	int64_t *seqs;
@@ -564,7 +572,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 			rc = send_first(sub, &out, f, sent, first, &nfirst, why, whylen);
 		taken = (size_t)nfirst;
 		if (rc == 0)
-			rc = query_stored(s, f, sub->read_at, &result, why, whylen);
+			rc = query_stored(s, f, sub->read_at, &result, &bytes, why, whylen);
 		seqs = rc ? NULL : malloc(((size_t)PQntuples(result) + 1) * sizeof(*seqs));
 		if (rc == 0 && !seqs)
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
@@ -584,8 +592,8 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		}
 		PQclear(result);
 		if (rc == 0 && n > 0)
-			rc = read_events_by_seq(s->relay, NULL, seqs, n, send_event,
-						&out, why, whylen);
+			rc = read_events_from(s->relay, &bytes, seqs, n, send_event,
+					      &out, why, whylen);
 		free(seqs);
 	}
 	if (rc == 0)
