@@ -474,11 +474,14 @@ int comb_read_acquire(struct comb_read_router *r, comb_lsn at_least,
 		k = choose(r, at_least, &any);
 		if (k >= 0 || !any || left <= 0)
 			break;
-		if (!waited)
+		if (!waited) {
 			r->waits++;
+			/* once: while a reader waits, the monitors sample
+			 * every SAMPLE_HURRY_MS by themselves */
+			pthread_cond_broadcast(&r->hurry);
+		}
 		waited = true;
 		r->waiting++;
-		pthread_cond_broadcast(&r->hurry);
 		wait_ms_on(r, &r->updated, (int)left);
 		r->waiting--;
 	}
