@@ -31,6 +31,10 @@ static long long keep_ms(const struct relay *relay)
 	return ms > KEEP_MIN_MS ? ms : KEEP_MIN_MS;
 }
 
+/* comb_redis_script takes at most 16 arguments: the keys of one call
+ * and its two values. */
+#define KEYS_PER_CALL 14
+
 int readpos_record(struct relay *relay, const struct community *c,
 		   const char *const *authors, size_t n, comb_lsn lsn)
 {
@@ -45,35 +49,39 @@ int readpos_record(struct relay *relay, const struct community *c,
 		"end\n"
 		"return 1";
 	char (*keys)[KEY_MAX];
-	const char **args;
+	const char *args[KEYS_PER_CALL + 2];
 	char pos[24], keep[24];
 	redisReply *r;
-	size_t i;
-	int rc;
+	size_t i, j, nkeys = 0, k;
+	int rc = 0;
 
 	if (comb_read_standbys(relay->reads) == 0 || n == 0)
 		return 0;
 	keys = calloc(n, sizeof(*keys));
-	args = calloc(n + 2, sizeof(*args));
-	if (!keys || !args) {
-		free(keys);
-		free(args);
+	if (!keys)
 		return COMB_EUNAVAIL;
-	}
+	/* each author once (a batch holds many writes of one author) */
 	for (i = 0; i < n; i++) {
-		key_of(c, authors[i], keys[i]);
-		args[i] = keys[i];
+		for (j = 0; j < i && strcmp(authors[j], authors[i]) != 0; j++)
+			;
+		if (j == i)
+			key_of(c, authors[i], keys[nkeys++]);
 	}
 	snprintf(pos, sizeof(pos), "%016" PRIx64, lsn);
 	snprintf(keep, sizeof(keep), "%lld", keep_ms(relay));
-	args[n] = pos;
-	args[n + 1] = keep;
-	r = comb_redis_script(relay->redis, script, (int)n, args, (int)n + 2);
-	rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : COMB_EUNAVAIL;
-	if (r)
-		freeReplyObject(r);
+	/* one call per KEYS_PER_CALL authors: one for any batch of fewer */
+	for (i = 0; i < nkeys && rc == 0; i += k) {
+		k = nkeys - i < KEYS_PER_CALL ? nkeys - i : KEYS_PER_CALL;
+		for (j = 0; j < k; j++)
+			args[j] = keys[i + j];
+		args[k] = pos;
+		args[k + 1] = keep;
+		r = comb_redis_script(relay->redis, script, (int)k, args, (int)k + 2);
+		rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : COMB_EUNAVAIL;
+		if (r)
+			freeReplyObject(r);
+	}
 	free(keys);
-	free(args);
 	return rc;
 }
 
