@@ -1143,6 +1143,7 @@ async function standbyReads(node0, manifest, cursor0) {
 		const onPrimary = await mix(node0, 'primary');
 		const onStandby = await mix(node2, 'standby');
 		const text = await metrics();
+		const writes = await standbyWrites(node0, node2);
 		const metric = (re) => Number(text.match(re)?.[1] ?? NaN);
 		const routed = {
 			standby: metric(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m),
@@ -1203,8 +1204,9 @@ async function standbyReads(node0, manifest, cursor0) {
 				'REQ) and two where it reads (the newest events, then the rest); the bytes of events ' +
 				'not in the node\'s revision cache are read on the primary (req_read_first_untimed); ' +
 				'req_read_statements counts whatever ran between the REQs\' start and end',
+			...writes,
 			target: 'at least 95% of read statements off the primary; latency within 1.5x',
-			ok: onPrimary.ok && onStandby.ok,
+			ok: onPrimary.ok && onStandby.ok && writes.writes_ok,
 			pass: onPrimary.ok && onStandby.ok && offPrimary >= 0.95 &&
 				ratioNochange <= 1.5 && ratioCatchUp <= 1.5 && ratioReq <= 1.5,
 		};
@@ -1213,6 +1215,84 @@ async function standbyReads(node0, manifest, cursor0) {
 			await stopService(node2.svc);
 		await runCapture('bash', [script, 'remove', dir], { echo: false });
 	}
+}
+
+// Redis's commands so far (INFO commandstats): calls per command.
+async function redisCalls() {
+	const r = await runCapture('redis-cli', ['-u', redisUrl, 'INFO', 'commandstats'], { echo: false });
+	const out = {};
+	for (const m of r.stdout.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+		out[m[1]] = Number(m[2]);
+	return r.code === 0 ? out : null;
+}
+
+// The write side of read standbys, after standby_reads' reads: the ingest
+// scenario's workload (artifact creates, 4 connections, 64 unacknowledged
+// each) through node 0 (no standby: no position recorded) and node 2
+// (the standby configured: after each committed batch the primary's WAL
+// position is read, one statement, and recorded in Redis, one EVALSHA),
+// alternating, P.runs times each, each run with artifacts of its own.
+// Both nodes write to the same primary. Around each run: the Redis
+// commands (INFO commandstats, every client's) and the primary's
+// position statements (pg_stat_statements).
+const POSITION_SQL = 'SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()' +
+	' ELSE pg_current_wal_insert_lsn() END)::text';
+
+async function standbyWrites(node0, node2) {
+	const runs = { node0: [], node2: [] };
+	for (let i = 0; i < P.runs; i++) {
+		for (const [name, node] of [['node0', node0], ['node2', node2]]) {
+			await psql('SELECT pg_stat_statements_reset()');
+			const c0 = await redisCalls();
+			const r = await bench('ingest', ['--addr', node.addr, '--host', node.host, '--db', dbUrl,
+				'--events', String(state.keys.artifacts), '--conns', '4', '--window', '64',
+				'--series', `standby-writes-${name}-${i}`]);
+			const c1 = await redisCalls();
+			const positions = Number(await psql('SELECT coalesce(sum(calls), 0) FROM pg_stat_statements' +
+				` WHERE ${ofThisDb} AND query = '${POSITION_SQL.replace(/'/g, "''")}'`));
+			const delta = (k) => (c0 && c1 ? (c1[k] ?? 0) - (c0[k] ?? 0) : null);
+			const all = c0 && c1 ? Object.keys(c1).reduce((t, k) => t + delta(k), 0) : null;
+			runs[name].push({ r, redis_commands: all, redis_evalsha: delta('evalsha') + delta('eval'),
+				position_statements: positions });
+		}
+	}
+	const median = (xs) => {
+		const v = xs.filter((x) => typeof x === 'number').sort((a, b) => a - b);
+		return v.length ? v[Math.floor(v.length / 2)] : null;
+	};
+	const side = (rs) => ({
+		events_per_s: round(median(rs.map((x) => x.r.events_per_s)), 0),
+		runs_events_per_s: rs.map((x) => round(x.r.events_per_s, 0)),
+		ok_latency_p50_ms: round(median(rs.map((x) => x.r.ok_latency_p50_ms)), 2),
+		ok_latency_p99_ms: round(median(rs.map((x) => x.r.ok_latency_p99_ms)), 2),
+		events_per_run: rs[0]?.r.events,
+		stored_per_run: rs.map((x) => x.r.stored),
+		redis_commands_per_run: rs.map((x) => x.redis_commands),
+		redis_evalsha_per_run: rs.map((x) => x.redis_evalsha),
+		primary_position_statements_per_run: rs.map((x) => x.position_statements),
+		errors: ((e) => (e.length ? e.slice(0, 10) : undefined))(rs.flatMap((x) => [
+			...(x.r.errors ?? []), ...(x.r.first_refusal ? [x.r.first_refusal] : [])])),
+	});
+	const w0 = side(runs.node0);
+	const w2 = side(runs.node2);
+	const extra = (k) => median(runs.node2.map((x, i) => x[k] - (runs.node0[i]?.[k] ?? 0)));
+	const events = state.keys.artifacts;
+	const evalsha = median(runs.node2.map((x) => x.redis_evalsha));
+	return {
+		writes_node0_no_standby: w0,
+		writes_node2_with_standby: w2,
+		write_ratio_with_standby: w0.events_per_s && w2.events_per_s
+			? round(w2.events_per_s / w0.events_per_s, 3) : null,
+		position_records_redis_commands: evalsha,
+		position_records_per_event: evalsha !== null && events ? round(evalsha / events, 4) : null,
+		redis_commands_extra_with_standby: extra('redis_commands'),
+		write_note: 'ingest (artifact creates, 4 connections, window 64) alternately through node 0 and ' +
+			'node 2, same primary; write_ratio_with_standby is node 2\'s median events/s over node 0\'s; ' +
+			'position_records_redis_commands is the median EVALSHA/EVAL count of a node-2 run (the ' +
+			'position records: one per committed batch and community), redis_commands counts every ' +
+			'Redis client\'s commands (capture included) during a run',
+		writes_ok: [...runs.node0, ...runs.node2].every((x) => x.r.ok === true),
+	};
 }
 
 main().then((code) => process.exit(code), (err) => {
