@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, newKey, post, startRelay } from './lib/harness.mjs';
+import { connectWs, get, newKey, post, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
 import { accept, addMember, count, createChannel, query, uuid } from './lib/artifacts.mjs';
 
 // NIP-98 tokens are single use: a nonce keeps two identical reads apart.
@@ -142,6 +142,42 @@ describe('reads on a paused standby', () => {
 			assert.equal(m.primary, before.primary, 'the primary served nothing');
 		} finally {
 			ws.ws.close();
+		}
+	});
+
+	test('a WebSocket write batch of many authors through a node reading the standby: every write recorded, each author reads it back', async () => {
+		const authors = Array.from({ length: 16 }, () => newKey());
+		for (const a of authors)
+			await addMember(stack, admin, h, a.pk);
+		// commits wait on a lock, so that the node's group commit takes
+		// all 32 writes (16 authors, 2 each) in one or two batches
+		const locker = psqlSession(stack.dbName);
+		try {
+			const sockets = await Promise.all(authors.map((a) => connectWs(stack.wsUrls[1], a.sk)));
+			await locker.run('BEGIN; LOCK TABLE events IN SHARE MODE;');
+			const writes = authors.flatMap((a, k) => [1, 2].map((i) => {
+				const ev = signEvent(a.sk, { kind: 9, tags: [['h', h]], content: `batch ${i}` });
+				const ok = sockets[k].next((m) => m[0] === 'OK' && m[1] === ev.id, 20000);
+				sockets[k].send(['EVENT', ev]);
+				return ok.then((m) => ({ m, ev, a }));
+			}));
+			await new Promise((r) => setTimeout(r, 1000));
+			await locker.run('COMMIT;');
+			const done = await Promise.all(writes);
+			for (const ws of sockets)
+				ws.ws.close();
+			for (const { m, ev } of done)
+				assert.deepEqual(m, ['OK', ev.id, true, '']);
+			// each author's next read on node 1 sees its write, whatever
+			// the standby has replayed
+			for (const { ev, a } of done.filter((_, i) => i % 2 === 0)) {
+				const q = await post(stack.urls[1], '/query', [{ ids: [ev.id] }], a.sk, nonce());
+				assert.equal(q.status, 200, q.body);
+				assert.deepEqual(JSON.parse(q.body).map((e) => e.id), [ev.id]);
+			}
+			assert.equal((await get(stack.urls[1], '/healthz')).status, 200);
+		} finally {
+			await locker.close();
 		}
 	});
 
