@@ -31,4 +31,4 @@ if [ ! -s "$data/PG_VERSION" ]; then
 fi
 exec setpriv --reuid=postgres --regid=postgres --init-groups \
 	postgres -D "$data" -c listen_addresses='*' -c hot_standby=on \
-	-c hot_standby_feedback=on "$@"
+	-c hot_standby_feedback=on -c max_standby_streaming_delay=5s "$@"

@@ -113,13 +113,15 @@ console.log('compose-test: after the failover a write reached every sync again')
 // Reads go to the standby (compose.yaml's postgres-standby): an
 // incremental read on each relay holds both writes (the standby has
 // replayed them, or the read waited for it or went to the primary), and
-// each relay counts the reads its standby served (retried for up to 30 s:
-// a read right after the writes may still have gone to the primary, and a
-// standby whose replication connection was refused at first retries it).
+// each relay counts the reads its standby served (retried for up to 60 s:
+// a read right after the writes may still have gone to the primary, a
+// standby whose replication connection was refused at first retries it,
+// and one whose replay waits for a conflicting read gets past it within
+// max_standby_streaming_delay).
 for (const [name, base] of [['relay1', relay1], ['relay2', relay2]]) {
 	let served = 0;
 	let text = '';
-	for (let tries = 0; tries < 60 && served === 0; tries++) {
+	for (let tries = 0; tries < 120 && served === 0; tries++) {
 		const r = await post(base, '/query', [{ artifact: 'incremental', '#h': [h] }], owner,
 			{ nip98: { extraTags: [['nonce', uuid()]] } });
 		assert.equal(r.status, 200, `${name}: ${r.body}`);

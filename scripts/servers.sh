@@ -233,7 +233,7 @@ comb_pg_standby_start() {
 	fi
 	# Feedback keeps the primary from vacuuming rows a standby's reads
 	# still see, rather than cancelling those reads.
-	comb__pg_launch "$datadir" "$port" "$durable" "-c hot_standby=on -c hot_standby_feedback=on"
+	comb__pg_launch "$datadir" "$port" "$durable" "-c hot_standby=on -c hot_standby_feedback=on -c max_standby_streaming_delay=5s"
 }
 
 comb_pg_stop() {
