@@ -346,6 +346,29 @@ static int put_removals(struct page_writer *w)
 	return err;
 }
 
+/* Returns err (0: 0), with the CLOSED reason of a failed page write in why. */
+static int write_failed(int err, char *why, size_t whylen)
+{
+	if (!err)
+		return 0;
+	return comb_fail(why, whylen, err, err == COMB_EIO ? "error: client gone"
+				     : err == COMB_ETOOBIG ? "error: answer too large"
+				     : "error: out of memory");
+}
+
+/* Puts the seqs of page's upserts, in order, into seqs (room for
+ * page->nitems); returns how many. */
+static size_t upsert_seqs(const struct incremental_page *page, int64_t *seqs)
+{
+	size_t k = 0;
+	int i;
+
+	for (i = 0; i < page->nitems; i++)
+		if (page->items[i].seq)
+			seqs[k++] = page->items[i].seq;
+	return k;
+}
+
 /* event_bytes_fn: the bytes of the next upsert, after the removals
  * before it. */
 static int put_next_upsert(void *ctx, const char *raw, size_t len,
@@ -360,9 +383,7 @@ static int put_next_upsert(void *ctx, const char *raw, size_t len,
 	err = err ? err : comb_buf_putc(w->out, '}');
 	w->next++;
 	err = err ? err : flush_out(w, false);
-	return err ? comb_fail(why, whylen, err, err == COMB_EIO ? "error: client gone"
-						 : err == COMB_ETOOBIG ? "error: answer too large"
-						 : "error: out of memory") : 0;
+	return write_failed(err, why, whylen);
 }
 
 int incremental_page_write(struct relay *relay, const struct incremental_page *page,
@@ -373,16 +394,19 @@ int incremental_page_write(struct relay *relay, const struct incremental_page *p
 		.page = page, .out = out, .chunk = chunk, .flush = flush, .ctx = ctx,
 	};
 	int64_t *seqs = calloc((size_t)page->nitems + 1, sizeof(*seqs));
-	int i, k = 0, err;
+	size_t k;
+	int err;
 
 	if (!seqs)
 		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
-	for (i = 0; i < page->nitems; i++)
-		if (page->items[i].seq)
-			seqs[k++] = page->items[i].seq;
+	k = upsert_seqs(page, seqs);
 	err = comb_buf_puts(out, "{\"changes\":[");
-	err = err ? err : read_events_from(relay, &page->bytes, seqs, (size_t)k,
-					   put_next_upsert, &w, why, whylen);
+	if (err) {
+		free(seqs);
+		return write_failed(err, why, whylen);
+	}
+	err = read_events_from(relay, &page->bytes, seqs, k, put_next_upsert, &w,
+			       why, whylen);
 	free(seqs);
 	if (err)
 		return err;  /* why is set */
@@ -393,9 +417,7 @@ int incremental_page_write(struct relay *relay, const struct incremental_page *p
 		err = comb_buf_printf(out, "],\"cursor\":\"%s\",\"more\":%s}",
 				      page->cursor, page->more ? "true" : "false");
 	err = err ? err : flush_out(&w, true);
-	return err ? comb_fail(why, whylen, err, err == COMB_EIO ? "error: client gone"
-						 : err == COMB_ETOOBIG ? "error: answer too large"
-						 : "error: out of memory") : 0;
+	return write_failed(err, why, whylen);
 }
 
 void incremental_page_release(struct incremental_page *page)
@@ -877,17 +899,15 @@ static void warm_small_page(struct read_ctx *rc)
 	const struct incremental_page *pg = rc->page;
 	int64_t seqs[READ_SMALL_ANSWER];
 	char why[128];
-	int i, k = 0;
+	size_t k;
 
 	if (pg->status != 200 || pg->nitems > READ_SMALL_ANSWER)
 		return;
-	for (i = 0; i < pg->nitems; i++)
-		if (pg->items[i].seq)
-			seqs[k++] = pg->items[i].seq;
+	k = upsert_seqs(pg, seqs);
 	if (k > 0)
 		read_events_from(rc->ask->relay,
 				 &(struct event_source){.pool = POOL(rc), .held = DB(rc)},
-				 seqs, (size_t)k, keep_nothing, NULL, why, sizeof(why));
+				 seqs, k, keep_nothing, NULL, why, sizeof(why));
 }
 
 /* Reads the page rc->in asks for, on the primary after a standby failed
