@@ -43,8 +43,11 @@
 #include "write/write.h"
 #include "ws/ws.h"
 
-/* The hub's ear on the capture feed (hub/hub.h). */
-static const struct feed_listener hub_listener = {.signal = hub_signal};
+/* The hub's ear on the capture feed (hub/hub.h): the one listener. */
+static const struct feed_listener hub_listener = {
+	.signal = hub_signal,
+	.interrupt = hub_interrupt,
+};
 
 /* civetweb requests in progress; a WebSocket connection is one request
  * for as long as it lasts. */
@@ -446,10 +449,7 @@ int main(void)
 		goto out;
 	}
 	/* the hub hears access changes before anyone hears what follows them */
-	if (feed_listen(&hub_listener)) {
-		comb_error("hub: cannot listen to the capture feed");
-		goto out;
-	}
+	feed_listen(&hub_listener);
 	if (ws_start(&relay, err, sizeof(err))) {
 		comb_error("websocket: %s", err);
 		goto out;
@@ -458,8 +458,8 @@ int main(void)
 		comb_error("sync: %s", err);
 		goto out;
 	}
-	if (ws_resume_start(&relay, err, sizeof(err))) {
-		comb_error("resumable sync: %s", err);
+	if (hub_workers_start(sync_kinds, SYNC_KINDS, err, sizeof(err))) {
+		comb_error("hub: %s", err);
 		goto out;
 	}
 	if (feed_start(&relay, err, sizeof(err))) {
@@ -479,9 +479,9 @@ int main(void)
 out:
 	write_batch_stop();
 	feed_stop();
+	hub_workers_stop();
 	hub_stop();
 	ws_sync_stop();
-	ws_resume_stop();
 	ws_stop();
 	comb_policy_set_free(relay.policy);
 	comb_read_router_free(relay.reads);

@@ -71,8 +71,7 @@ struct fcomm {
 
 static struct {
 	/* set before the thread starts, read-only after */
-	const struct feed_listener *listeners[FEED_MAX_LISTENERS];
-	size_t nlisteners;
+	const struct feed_listener *listener;   /* NULL: none */
 
 	pthread_mutex_t mu;        /* the table, trust, alive */
 	pthread_cond_t trust;      /* a community became trusted, or alive */
@@ -288,21 +287,16 @@ static void ask_marks(int64_t now)
 /* Closes what follows community id (0: every community). */
 static void interrupt_subscribers(int64_t id)
 {
-	size_t i;
-
-	for (i = 0; i < feed.nlisteners; i++)
-		if (feed.listeners[i]->interrupt)
-			feed.listeners[i]->interrupt(id, FEED_INTERRUPTED);
+	if (feed.listener)
+		feed.listener->interrupt(id, FEED_INTERRUPTED);
 	ws_live_interrupt(id, FEED_INTERRUPTED);
 }
 
-/* Hands s to every listener. */
-static void notify_listeners(const struct comb_signal *s)
+/* Hands s to the listener. */
+static void notify_listener(const struct comb_signal *s)
 {
-	size_t i;
-
-	for (i = 0; i < feed.nlisteners; i++)
-		feed.listeners[i]->signal(s);
+	if (feed.listener)
+		feed.listener->signal(s);
 }
 
 /* Every community: untrusted, interrupted. */
@@ -430,13 +424,13 @@ static void dispatch(const struct comb_signal *s)
 	case COMB_SIGNAL_HEAD:
 	case COMB_SIGNAL_MOVE:
 	case COMB_SIGNAL_REDACTION:
-		notify_listeners(s);
+		notify_listener(s);
 		feed_live_push(s);
 		break;
 	case COMB_SIGNAL_MEMBER:
 	case COMB_SIGNAL_CHANNEL:
 	case COMB_SIGNAL_ADMIN:
-		notify_listeners(s);
+		notify_listener(s);
 		break;
 	case COMB_SIGNAL_EVENT:
 	case COMB_SIGNAL_EPHEMERAL:
@@ -623,12 +617,9 @@ static void *feed_main(void *arg)
 	return NULL;
 }
 
-int feed_listen(const struct feed_listener *l)
+void feed_listen(const struct feed_listener *l)
 {
-	if (feed.nlisteners >= FEED_MAX_LISTENERS)
-		return COMB_ETOOBIG;
-	feed.listeners[feed.nlisteners++] = l;
-	return 0;
+	feed.listener = l;
 }
 
 int feed_start(struct relay *relay, char *errbuf, size_t errlen)

@@ -12,9 +12,9 @@
  * or three missed heartbeats interrupt the syncs and live subscriptions
  * of the affected communities (`resync: change feed interrupted`).
  *
- * Signals are handed on without database work on this thread: artifact,
- * membership and channel signals to every listener registered with
- * feed_listen() (the syncs of sync/ register one), stored and ephemeral
+ * Signals are handed on without database work on this thread: every
+ * signal to the listener registered with feed_listen() (the hub, hub/,
+ * which hands them to the syncs of sync/), stored and ephemeral
  * events to live plain subscriptions through a loader thread that fetches
  * each stored event's JSON (loader.c) and then the live registry
  * (live.c), where plain REQs register with ws_live_add().
@@ -39,36 +39,30 @@
 /* Heartbeat intervals without a heartbeat after which the feed is down. */
 #define FEED_MISSED_HEARTBEATS 3
 
-/* Listeners feed_listen() accepts. */
-#define FEED_MAX_LISTENERS 4
-
 /*
- * A subscriber to the capture signals other than the live registry. Both
- * callbacks run on the feed thread and must only queue: never block on a
- * client or the database.
+ * The subscriber to the capture signals beside the live registry (the
+ * hub). Both callbacks run on the feed thread and must only queue: never
+ * block on a client or the database.
  */
 struct feed_listener {
-	/* Hands over one signal (borrowed) of a watched community: head,
-	 * move, redaction, member and channel signals. */
+	/* Hands over one signal (borrowed) of a watched community. */
 	void (*signal)(const struct comb_signal *s);
 	/* Changes of community_id (0: of every community) were lost (a gap,
-	 * a new epoch, a lost link); reason starts with `resync:`. May be
-	 * NULL. */
+	 * a new epoch, a lost link); reason starts with `resync:`. */
 	void (*interrupt)(int64_t community_id, const char *reason);
 };
 
 /*
- * Registers l (borrowed; it must stay valid until feed_stop returns) for
- * every signal and interruption from now on. Call before feed_start, on
- * the starting thread. Returns 0, or COMB_ETOOBIG beyond
- * FEED_MAX_LISTENERS.
+ * Makes l (borrowed; it must stay valid until feed_stop returns) the
+ * listener of every signal and interruption from now on. Call before
+ * feed_start, on the starting thread.
  */
-int feed_listen(const struct feed_listener *l);
+void feed_listen(const struct feed_listener *l);
 
 /*
  * Starts the feed thread and the live loader for relay (borrowed; its
  * configuration names the endpoints and the heartbeat interval). Call
- * after ws_live_start and after every feed_listen. Returns 0,
+ * after ws_live_start and after feed_listen. Returns 0,
  * or COMB_EIO / COMB_ENOMEM with errbuf set.
  */
 int feed_start(struct relay *relay, char *errbuf, size_t errlen);

@@ -1,19 +1,23 @@
 /*
  * hub/: what every kind of subscription of this node is built on, and
- * where signals about who may read arrive for all of them.
+ * the one place where the capture feed's signals and interruptions arrive
+ * for all of them.
  *
  * - Readers (readers.c): each authenticated WebSocket registers its
- *   reader's access (struct reader_access, access.h) here; the capture
- *   feed hands every signal to hub_signal ahead of every other listener,
- *   which applies a change of the reader's community admin status to that
- *   access at once, on the feed's thread, before the feed hands on any
- *   later signal or event. So a plain REQ's next delivery, a new REQ, a
- *   sync's access check and a resumable sync's next read all see the new
- *   status, and nothing written after the change reaches a reader who
- *   lost access (docs/protocol.md, "Access changes reach open
- *   connections").
+ *   reader's access (struct reader_access, access.h) here; hub_signal
+ *   applies a change of the reader's community admin status to that
+ *   access first, on the feed's thread, before it hands the signal to any
+ *   subscription and before the feed hands on any later signal or event.
+ *   So a plain REQ's next delivery, a new REQ, a sync's access check and a
+ *   resumable sync's next read all see the new status, and nothing
+ *   written after the change reaches a reader who lost access
+ *   (docs/protocol.md, "Access changes reach open connections").
+ * - Subscriptions (subs.c): syncs and resumable syncs register a struct
+ *   hub_sub, whose kind (struct hub_kind) says what a signal, an
+ *   interruption and a turn of work mean to it. One lock guards their
+ *   registry and their scheduling; one pool of workers serves their turns
+ *   fairly per connection (turns.c), with timers.
  * - Registry (registry.c): subscriptions by community and channel.
- * - Turns (turns.c): the run queues with fair turns per connection.
  *
  * The hub is the lowest layer of the relay's folders, below the feed and
  * the subscriptions (feed/, session/, sync/, ws/): it never names them,
@@ -32,16 +36,24 @@
 #include "relay.h"
 
 /*
- * Takes one capture signal (borrowed): an admin signal sets the status of
- * every registered reader it names; other signals are not the hub's.
- * main.c registers it as the capture feed's first listener, so that it
- * runs before any later signal or event is handed on. Only takes a lock
- * held briefly; any thread.
+ * Takes one capture signal (borrowed): an admin signal first sets the
+ * status of every registered reader it names; then every registered
+ * subscription the signal may concern gets it through its kind's signal:
+ * those of the signal's channel and the community-wide ones, or, for a
+ * signal without a channel (an admin change), every one of its community.
+ * main.c registers it, with hub_interrupt, as the capture feed's
+ * listener, so that it runs before any later signal or event is handed
+ * on. Only queues; any thread.
  */
 void hub_signal(const struct comb_signal *s);
 
-/* Forgets every registration. Call after feed_stop, once every connection
- * is closed. */
+/* Changes of community (0: of every community) were lost: every
+ * registered subscription of it gets reason (`resync: ...`) through its
+ * kind's interrupt. Any thread that holds no session lock. */
+void hub_interrupt(int64_t community, const char *reason);
+
+/* Forgets every reader. Call after feed_stop and hub_workers_stop, once
+ * every connection is closed. */
 void hub_stop(void);
 
 /*
@@ -75,8 +87,8 @@ int hub_load_admin(struct relay *relay, const struct community *c,
  * (each registered once, whatever repeats) or none, for every channel of
  * its community (the community-wide slot, channel ""). The registry has no
  * lock of its own: its user serializes every call and every use of a
- * slot it found (each kind of subscription keeps a registry of its own,
- * under a lock that fits how it delivers).
+ * slot it found (the subscriptions' lock for hub_sub registrations, the
+ * live registry's read-write lock for plain REQs, feed/).
  */
 #define HUB_BUCKETS 4096
 
@@ -117,25 +129,17 @@ void hub_registry_each(const struct hub_registry *r, int64_t community,
 		       void (*fn)(void *member, void *ctx), void *ctx);
 
 /*
- * Turns (turns.c): the run queue of the subscriptions' work, fair per
- * connection. Each connection is an owner with its own FIFO of turns; the
+ * Turns (turns.c): the run queue of the subscriptions' work (subs.c),
+ * fair per connection. Each connection is an owner with its own FIFO of turns; the
  * queue serves the owners in rotation, one turn each, so one connection
  * with many subscriptions waiting delays another's next turn by at most
  * one turn of its own, however many it holds. The queue has no lock of
- * its own: its user serializes every call (its pool's mutex).
+ * its own: its user serializes every call (the subscriptions' lock).
  */
 struct hub_turn;
 
-/* The run queues of a node, one per kind of work (each served by its own
- * workers); a connection has a place in each. */
-enum hub_queue_kind {
-	HUB_QUEUE_SYNC,     /* current syncs' changes (sync/apply.c) */
-	HUB_QUEUE_RESUME,   /* resumable syncs' reads (sync/resume.c) */
-	HUB_QUEUES,
-};
-
-/* A connection's place in one queue; embedded in its session, zeroed. An
- * owner belongs to one queue only. */
+/* A connection's place in the run queue; embedded in its session,
+ * zeroed. */
 struct hub_owner {
 	struct hub_owner *next;         /* the ring of owners with turns */
 	struct hub_turn *head, *tail;   /* its turns, first in first out */
@@ -174,5 +178,109 @@ size_t hub_queue_take_if(struct hub_queue *q,
 
 /* True when nothing is queued. */
 bool hub_queue_empty(const struct hub_queue *q);
+
+/*
+ * Subscriptions (subs.c). A subscription embeds a struct hub_sub and
+ * registers it with hub_sub_add; from then on the signals of its scope
+ * reach its kind's signal, which notes what changed and calls
+ * hub_wake_locked. Once hub_sub_start made it runnable, a woken
+ * subscription gets a turn: a worker takes it (with others its kind
+ * serves together), calls take under the lock, run without it, and next
+ * under it again, which says when the subscription runs next if no
+ * signal wakes it first. A subscription is taken by one worker at a time.
+ *
+ * Locks: the subscriptions' lock is taken before a session's mu, never
+ * after it: kind callbacks called under it may take a session's mu, and
+ * nobody holding a session's mu calls into this section.
+ */
+
+/* Workers serving every subscription's turns. */
+#define HUB_WORKERS 4
+
+struct hub_sub;
+
+/* What a kind of subscription does with what the hub hands it. Every
+ * callback but run is called under the subscriptions' lock and must not
+ * wait on a client or the database. */
+struct hub_kind {
+	/* Takes signal s (borrowed) of sub's community, of one of its
+	 * channels or of none (an admin change): decides whether it concerns
+	 * sub, and if so notes it and calls hub_wake_locked. */
+	void (*signal)(struct hub_sub *sub, const struct comb_signal *s);
+	/* The changes of sub's community were lost: close sub with reason. */
+	void (*interrupt)(struct hub_sub *sub, const char *reason);
+	/* True when queued sub may be served by the run that serves first
+	 * (of this kind); most is how many one run serves at the most. */
+	bool (*together)(const struct hub_sub *sub, const struct hub_sub *first);
+	size_t most;
+	/* A worker took sub: move what signals noted into what run reads. */
+	void (*take)(struct hub_sub *sub);
+	/* Serves subs[0..n) (taken together), holding no lock. scratch is
+	 * this worker's own, from worker_new (may be NULL). */
+	void (*run)(void *scratch, struct hub_sub **subs, size_t n);
+	/* After its run: when sub runs next unless a signal wakes it first
+	 * (a CLOCK_MONOTONIC time in ms, hub_now_ms), 0 for not before a
+	 * signal, or a negative number to never run it again (it was
+	 * closed). */
+	double (*next)(struct hub_sub *sub, double now);
+	/* A worker's scratch for run, made when it starts and freed when it
+	 * stops; both may be NULL. */
+	void *(*worker_new)(void);
+	void (*worker_free)(void *scratch);
+};
+
+/* A subscription as the hub knows it; embedded in the subscription.
+ * Its owner sets kind, community, channels and turn.owner before
+ * hub_sub_add and keeps them unchanged until hub_sub_remove returns; the
+ * rest is the hub's. */
+struct hub_sub {
+	const struct hub_kind *kind;
+	int64_t community;
+	const char (*channels)[37];     /* borrowed; none: every channel */
+	size_t nchannels;
+	struct hub_turn turn;
+
+	bool registered, runnable, woken, scheduled, running, released;
+	double due;                     /* when next runs it; 0: not timed */
+	struct hub_sub *timed_prev, *timed_next;
+};
+
+/* Starts the workers; kinds[0..n) (borrowed, static) are every kind that
+ * will register. Call before feed_start. Returns 0, or COMB_EIO with
+ * errbuf set. */
+int hub_workers_start(const struct hub_kind *const *kinds, size_t n,
+		      char *errbuf, size_t errlen);
+
+/* Stops the workers. Every subscription must have been removed before
+ * (all connections closed). Safe when hub_workers_start failed or never
+ * ran. */
+void hub_workers_stop(void);
+
+/* True while the workers run. Any thread. */
+bool hub_running(void);
+
+/* Registers sub for the signals and interruptions of its scope. Returns
+ * 0 or COMB_ENOMEM. */
+int hub_sub_add(struct hub_sub *sub);
+
+/* Lets sub run: at once when run_now or when a signal woke it since
+ * hub_sub_add, else when one does. */
+void hub_sub_start(struct hub_sub *sub, bool run_now);
+
+/* Unregisters sub, takes it out of the queue and waits until no worker
+ * runs it; it may then be freed. */
+void hub_sub_remove(struct hub_sub *sub);
+
+/* Queues a turn for sub (at once once runnable); called by a kind's
+ * signal, under the lock. */
+void hub_wake_locked(struct hub_sub *sub);
+
+/* The subscriptions' lock, for a kind's fields its callbacks share with
+ * its other code (a sync's held changes). */
+void hub_lock(void);
+void hub_unlock(void);
+
+/* Now on CLOCK_MONOTONIC, in milliseconds. */
+double hub_now_ms(void);
 
 #endif

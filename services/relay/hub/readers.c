@@ -1,6 +1,6 @@
 /*
  * The readers of open WebSockets on this node, by community, and the
- * signal that applies community admin changes to them (hub.h).
+ * application of community admin changes to them (hub.h).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "hub.h"
+#include "hub_int.h"
 
 #define BUCKETS 256
 
@@ -29,7 +30,7 @@ static unsigned bucket_of(int64_t community)
 	return (unsigned)((uint64_t)community * 11400714819323198485ULL >> 56) % BUCKETS;
 }
 
-void hub_signal(const struct comb_signal *s)
+void readers_apply_admin(const struct comb_signal *s)
 {
 	struct node *n;
 

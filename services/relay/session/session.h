@@ -240,9 +240,8 @@ struct ws_session {
 	/* what the reader may read now (registered with hub/ while
 	 * authenticated) */
 	struct reader_access access;
-	/* its place in each of the subscriptions' run queues (hub/,
-	 * "Turns") */
-	struct hub_owner turns[HUB_QUEUES];
+	/* its place in the subscriptions' run queue (hub/, "Turns") */
+	struct hub_owner turns;
 
 	struct ws_sub *subs;             /* connection thread only */
 

@@ -1,12 +1,13 @@
 /*
- * Applying changes to open syncs (see sync.h and sync_int.h): the
- * held changes of each sync, the run queue, and the workers that re-read
- * changed artifacts and push frames.
+ * Applying changes to open syncs, the `current` kind of subscription of
+ * the hub (see sync.h and sync_int.h): what a signal means to a sync, its
+ * held changes, and its turns, which re-read changed artifacts and push
+ * frames.
  *
  * The feed thread only notes a change (a d, or "access") in the sync's
- * pending set and, once the sync sent its EOSE, puts it on the run queue.
- * A worker takes a batch of runnable syncs and serves all of them with one
- * READ ONLY REPEATABLE READ transaction: the current head of every changed
+ * pending set and wakes it; once the sync sent its EOSE, the hub gives it
+ * turns. A worker takes a batch of woken syncs and serves all of them with
+ * one READ ONLY REPEATABLE READ transaction: the current head of every changed
  * artifact (shared by every sync holding it), whether each sync's reader
  * may still read each of its channels, and, for artifacts that left a
  * sync, the moves with their stored markers. Access is checked in the
@@ -66,6 +67,7 @@ struct head_key {
 };
 
 struct batch {
+	struct relay *relay;       /* borrowed: the syncs' node */
 	struct work *works;
 	size_t n;
 	struct head_key *keys;
@@ -81,139 +83,89 @@ struct batch {
 	char frame_sub[WS_SUB_ID_MAX + 1];
 };
 
-static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t work;       /* the run queue is not empty, or stop */
-	pthread_cond_t idle;       /* a sync stopped running */
-	struct hub_queue run;      /* fair per connection (hub/) */
-	bool stop;
-	int nthreads;
-	pthread_t threads[WS_SYNC_WORKERS];
-	struct relay *relay;
-} pool = {
-	.mu = PTHREAD_MUTEX_INITIALIZER,
-	.work = PTHREAD_COND_INITIALIZER,
-	.idle = PTHREAD_COND_INITIALIZER,
-};
+static struct relay *relay_of(const struct sync_sub *sub)
+{
+	return sub->head.session->relay;
+}
 
 /* ------------------------------------------------------------------ */
-/* scheduling */
+/* signals: what changed, held until a turn applies it */
 
-/* Empties sub's held changes, counted against its connection's budget. */
-static void pending_init(struct sync_sub *sub)
+void sync_pending_init(struct sync_sub *sub)
 {
 	dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
-	dmap_budget(&sub->pending, sub->session);
+	dmap_budget(&sub->pending, sub->head.session);
 }
 
-void sync_sched_init(struct sync_sub *sub)
+static struct sync_sub *sync_of(const struct hub_sub *hs)
 {
-	pending_init(sub);
+	return (struct sync_sub *)sync_head_of(hs);
 }
 
-/* Appends sub to the run queue; the caller holds mu and wakes a worker
- * (at once, or once for a whole series in sync_note_end). */
-static void enqueue_locked(struct sync_sub *sub)
+/* Holds a change of artifact d (NULL: of the reader's access) for sub and
+ * wakes it; the hub's lock is held. */
+static void note_change(struct sync_sub *sub, const uint8_t *d)
 {
-	sub->scheduled = true;
-	sub->turn.owner = &sub->session->turns[HUB_QUEUE_SYNC];
-	hub_queue_push(&pool.run, &sub->turn);
-}
-
-static void schedule_locked(struct sync_sub *sub)
-{
-	enqueue_locked(sub);
-	pthread_cond_signal(&pool.work);
-}
-
-static void unlink_locked(struct sync_sub *sub)
-{
-	hub_queue_remove(&pool.run, &sub->turn);
-	sub->scheduled = false;
-}
-
-/* The next sync to serve: the first of the connection whose turn it is
- * (hub/, "Turns"); the caller holds mu and the queue is not empty. */
-static struct sync_sub *next_locked(void)
-{
-	struct hub_turn *t = hub_queue_pop(&pool.run);
-	struct sync_sub *sub = (struct sync_sub *)(void *)((char *)t -
-							      offsetof(struct sync_sub, turn));
-
-	sub->scheduled = false;
-	return sub;
-}
-
-static bool has_work_locked(const struct sync_sub *sub)
-{
-	return sub->pending.count || sub->access_check || sub->overflow != NULL;
-}
-
-/* Syncs queued since sync_note_begin: one wake-up for all of them, so
- * that a worker finds the whole series and serves it with one batch. */
-static size_t noted;
-
-void sync_note_begin(void)
-{
-	pthread_mutex_lock(&pool.mu);
-	noted = 0;
-}
-
-void sync_note_change(struct sync_sub *sub, const uint8_t *d)
-{
-	if (sub->released || sub->quiet || sub->overflow)
-		return;
 	int rc;
 
+	if (sub->quiet || sub->overflow)
+		return;
 	if (!d)
 		sub->access_check = true;
 	else if ((rc = dmap_put(&sub->pending, d, 0)))
 		sub->overflow = rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
 						   : "resync: too many held changes";
-	if (sub->runnable && !sub->scheduled && !sub->running) {
-		enqueue_locked(sub);
-		noted++;
-	}
+	hub_wake_locked(&sub->head.hub);
 }
 
-void sync_note_end(void)
+/*
+ * The kind's signal (hub.h): head, move and redaction signals of a
+ * synced channel hold the artifact (when #d allows it); member signals of
+ * the reader and channel signals make it check its access, as do admin
+ * signals of its reader; other types never make a frame on a sync.
+ */
+static void current_signal(struct hub_sub *hs, const struct comb_signal *s)
 {
-	if (noted > BATCH)
-		pthread_cond_broadcast(&pool.work);
-	else if (noted)
-		pthread_cond_signal(&pool.work);
-	pthread_mutex_unlock(&pool.mu);
+	struct sync_sub *sub = sync_of(hs);
+	const char *reader = sub->head.session->pubkey;
+	uint8_t d[16];
+
+	if (s->type == COMB_SIGNAL_ADMIN) {
+		if (!strcmp(s->pubkey, reader))
+			note_change(sub, NULL);
+		return;
+	}
+	if (!s->channel[0])
+		return;
+	switch (s->type) {
+	case COMB_SIGNAL_HEAD:
+	case COMB_SIGNAL_MOVE:
+	case COMB_SIGNAL_REDACTION:
+		if (sync_uuid_parse(s->d, d) ||
+		    (sub->has_dfilter && !dmap_get(&sub->dfilter, d)))
+			return;
+		note_change(sub, d);
+		break;
+	case COMB_SIGNAL_MEMBER:
+		if (!strcmp(s->pubkey, reader))
+			note_change(sub, NULL);
+		break;
+	case COMB_SIGNAL_CHANNEL:
+		note_change(sub, NULL);
+		break;
+	default:
+		break;
+	}
 }
 
 const char *sync_overflowed(struct sync_sub *sub)
 {
 	const char *o;
 
-	pthread_mutex_lock(&pool.mu);
+	hub_lock();
 	o = sub->overflow;
-	pthread_mutex_unlock(&pool.mu);
+	hub_unlock();
 	return o;
-}
-
-void sync_make_runnable(struct sync_sub *sub)
-{
-	pthread_mutex_lock(&pool.mu);
-	sub->runnable = true;
-	if (has_work_locked(sub) && !sub->scheduled && !sub->running)
-		schedule_locked(sub);
-	pthread_mutex_unlock(&pool.mu);
-}
-
-void sync_sched_release(struct sync_sub *sub)
-{
-	pthread_mutex_lock(&pool.mu);
-	sub->released = true;
-	if (sub->scheduled)
-		unlink_locked(sub);
-	while (sub->running)
-		pthread_cond_wait(&pool.idle, &pool.mu);
-	dmap_release(&sub->pending);
-	pthread_mutex_unlock(&pool.mu);
 }
 
 /* ------------------------------------------------------------------ */
@@ -426,8 +378,8 @@ static int add_probe(struct batch *b, struct work *w, const char *channel)
 	b->probes[b->nprobes++] = (struct sync_probe){
 		.community = sub->community,
 		.channel = channel,
-		.reader = sub->session->pubkey,
-		.access = &sub->session->access,
+		.reader = sub->head.session->pubkey,
+		.access = &sub->head.session->access,
 	};
 	return 0;
 }
@@ -438,7 +390,7 @@ static void kill_all(struct batch *b, const char *reason)
 
 	for (i = 0; i < b->n; i++) {
 		if (!b->works[i].skip) {
-			sync_kill(b->works[i].sub, reason);
+			sync_close(&b->works[i].sub->head, reason);
 			b->works[i].skip = true;
 		}
 	}
@@ -455,11 +407,11 @@ static int collect(struct batch *b)
 		struct work *w = &b->works[i];
 		struct sync_sub *sub = w->sub;
 
-		pthread_mutex_lock(&sub->session->mu);
-		w->skip = sub->base.dead;
-		pthread_mutex_unlock(&sub->session->mu);
+		pthread_mutex_lock(&sub->head.session->mu);
+		w->skip = sub->head.base.dead;
+		pthread_mutex_unlock(&sub->head.session->mu);
 		if (!w->skip && w->overflow) {
-			sync_kill(sub, w->overflow);
+			sync_close(&sub->head, w->overflow);
 			w->skip = true;
 		}
 		if (w->skip)
@@ -656,7 +608,7 @@ static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
 		};
 		size_t skip = first ? 0 : 1;  /* no first: the query alone */
 
-		*ok = comb_db_exec_together(pool.relay->db, db, steps + skip, 2 - skip,
+		*ok = comb_db_exec_together(b->relay->db, db, steps + skip, 2 - skip,
 					    results + skip) == 0;
 		PQclear(results[0]);
 	}
@@ -681,7 +633,7 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		snprintf(why, whylen, "error: out of memory");
 		return COMB_ENOMEM;
 	}
-	db = comb_db_acquire(pool.relay->db, 2000);
+	db = comb_db_acquire(b->relay->db, 2000);
 	if (!db) {
 		free(index);
 		snprintf(why, whylen, "error: database unavailable");
@@ -698,7 +650,7 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 			/* The new revision's bytes, for the reads that follow. */
 			if (PQgetvalue(b->heads, row, 4)[0] != 't' &&
 			    !PQgetisnull(b->heads, row, 6))
-				revcache_put(pool.relay->revisions,
+				revcache_put(b->relay->revisions,
 					     strtoll(PQgetvalue(b->heads, row, 2), NULL, 10),
 					     PQgetvalue(b->heads, row, 6),
 					     (size_t)PQgetlength(b->heads, row, 6));
@@ -728,7 +680,7 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		}
 	}
 	if (ok) {
-		rc = sync_probe_access(pool.relay->db, db, b->probes, b->nprobes,
+		rc = sync_probe_access(b->relay->db, db, b->probes, b->nprobes,
 				       "COMMIT", &budget);
 		ok = rc == 0;
 	}
@@ -741,7 +693,7 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 			 "error: database unavailable");
 		rc = rc ? rc : COMB_EUNAVAIL;
 	}
-	comb_db_release(pool.relay->db, db, !ok && comb_db_conn_lost(db));
+	comb_db_release(b->relay->db, db, !ok && comb_db_conn_lost(db));
 	free(index);
 	return rc;
 }
@@ -751,28 +703,28 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 static int push(struct batch *b, struct work *w, const char *json, size_t len)
 {
 	struct sync_sub *sub = w->sub;
-	struct ws_session *s = sub->session;
+	struct ws_session *s = sub->head.session;
 	int rc;
 
-	if (b->frame_json != json || strcmp(b->frame_sub, sub->base.id)) {
+	if (b->frame_json != json || strcmp(b->frame_sub, sub->head.base.id)) {
 		comb_buf_reset(&b->frame);
 		b->frame_json = NULL;
-		if (ws_format_event(&b->frame, sub->base.id, json, len)) {
-			sync_kill(sub, "error: out of memory");
+		if (ws_format_event(&b->frame, sub->head.base.id, json, len)) {
+			sync_close(&sub->head, "error: out of memory");
 			return COMB_ENOMEM;
 		}
 		b->frame_json = json;
-		snprintf(b->frame_sub, sizeof(b->frame_sub), "%s", sub->base.id);
+		snprintf(b->frame_sub, sizeof(b->frame_sub), "%s", sub->head.base.id);
 	}
 	pthread_mutex_lock(&s->mu);
-	if (sub->base.dead) {
+	if (sub->head.base.dead) {
 		rc = COMB_EIO;
 	} else {
 		rc = ws_outbox_push(s->outbox, WS_OP_TEXT, b->frame.data, b->frame.len, 0);
 		if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM)
-			sync_kill_locked(sub, "resync: slow consumer");
+			sync_close_locked(&sub->head, "resync: slow consumer");
 		else if (rc)
-			sub->base.dead = true;  /* the connection is closing */
+			sub->head.base.dead = true;  /* the connection is closing */
 	}
 	pthread_mutex_unlock(&s->mu);
 	return rc;
@@ -816,7 +768,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 				return 0;
 			if (!known && sub->known.count >= sub->known.max) {
 				/* A fresh open would be refused now. */
-				sync_kill(sub, "resync: sync set too large");
+				sync_close(&sub->head, "resync: sync set too large");
 				return COMB_ETOOBIG;
 			}
 			rc = push(b, w, json, len);
@@ -824,7 +776,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 				return rc;
 			rc = dmap_put(&sub->known, d, seq);
 			if (rc) {
-				sync_kill(sub, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
+				sync_close(&sub->head, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
 								  : "error: out of memory");
 				return COMB_ENOMEM;
 			}
@@ -843,7 +795,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 	json = k ? move_marker(b, sub, k, &len) : NULL;
 	if (!json) {
 		/* It left, and no stored move says how: say so. */
-		sync_kill(sub, "resync: artifact left the sync");
+		sync_close(&sub->head, "resync: artifact left the sync");
 		return COMB_ENOTFOUND;
 	}
 	rc = push(b, w, json, len);
@@ -857,7 +809,7 @@ static void apply_work(struct batch *b, struct work *w)
 	size_t j;
 
 	if (!probes_readable(b, w)) {
-		sync_kill(w->sub, "resync: access changed");
+		sync_close(&w->sub->head, "resync: access changed");
 		w->skip = true;
 		return;
 	}
@@ -901,98 +853,99 @@ static void run_batch(struct batch *b)
 	b->frame_json = NULL;
 }
 
-static void *worker_main(void *arg)
+/* The kind's take (hub.h): what was held goes to the turn. */
+static void current_take(struct hub_sub *hs)
 {
-	struct batch b;
-	struct sync_sub *sub;
+	struct sync_sub *sub = sync_of(hs);
+
+	sub->taken = sub->pending;
+	sync_pending_init(sub);
+	sub->taken_access = sub->access_check;
+	sub->taken_overflow = sub->overflow;
+	sub->access_check = false;
+	sub->closed = false;
+}
+
+/* The kind's run (hub.h): one batch, one transaction, for n syncs. */
+static void current_run(void *scratch, struct hub_sub **subs, size_t n)
+{
+	struct batch *b = scratch;
 	size_t i;
 
-	(void)arg;
-	memset(&b, 0, sizeof(b));
-	comb_buf_init(&b.frame, MAX_FRAME);
-	b.works = calloc(BATCH, sizeof(*b.works));
-	if (!b.works) {
+	if (!b) {
+		for (i = 0; i < n; i++) {
+			sync_close(&sync_of(subs[i])->head, "error: out of memory");
+			sync_of(subs[i])->closed = true;
+		}
+		return;
+	}
+	b->relay = relay_of(sync_of(subs[0]));
+	for (b->n = 0; b->n < n; b->n++) {
+		struct sync_sub *sub = sync_of(subs[b->n]);
+
+		b->works[b->n] = (struct work){
+			.sub = sub, .pending = sub->taken,
+			.access = sub->taken_access, .overflow = sub->taken_overflow,
+		};
+	}
+	run_batch(b);
+	for (i = 0; i < n; i++) {
+		b->works[i].sub->closed = b->works[i].skip;
+		dmap_release(&b->works[i].pending);
+	}
+	if (b->frame.cap > 4 * 65536)
+		comb_buf_release(&b->frame);
+}
+
+/* The kind's next (hub.h): a closed sync notes nothing more; another
+ * runs again when a signal wakes it. */
+static double current_next(struct hub_sub *hs, double now)
+{
+	struct sync_sub *sub = sync_of(hs);
+
+	(void)now;
+	if (!sub->closed)
+		return 0;
+	sub->quiet = true;
+	return -1;
+}
+
+static void *batch_new(void)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+
+	if (b && !(b->works = calloc(BATCH, sizeof(*b->works)))) {
+		free(b);
+		b = NULL;
+	}
+	if (!b) {
 		comb_error("sync worker: out of memory");
 		return NULL;
 	}
-	pthread_mutex_lock(&pool.mu);
-	for (;;) {
-		while (hub_queue_empty(&pool.run) && !pool.stop)
-			pthread_cond_wait(&pool.work, &pool.mu);
-		if (pool.stop)
-			break;
-		/* a batch takes the connections' turns in rotation, so one with
-		 * many syncs waiting comes after the others' first */
-		for (b.n = 0; !hub_queue_empty(&pool.run) && b.n < BATCH; b.n++) {
-			struct work *w = &b.works[b.n];
-
-			sub = next_locked();
-			sub->running = true;
-			w->sub = sub;
-			w->pending = sub->pending;
-			pending_init(sub);
-			w->access = sub->access_check;
-			w->overflow = sub->overflow;
-			w->skip = false;
-			sub->access_check = false;
-		}
-		pthread_mutex_unlock(&pool.mu);
-		run_batch(&b);
-		pthread_mutex_lock(&pool.mu);
-		for (i = 0; i < b.n; i++) {
-			sub = b.works[i].sub;
-			sub->running = false;
-			if (b.works[i].skip)
-				sub->quiet = true;  /* closed: nothing more to apply */
-			else if (!sub->released && has_work_locked(sub))
-				schedule_locked(sub);
-			dmap_release(&b.works[i].pending);
-		}
-		pthread_cond_broadcast(&pool.idle);
-		if (b.frame.cap > 4 * 65536)
-			comb_buf_release(&b.frame);
-	}
-	pthread_mutex_unlock(&pool.mu);
-	comb_buf_release(&b.frame);
-	free(b.works);
-	free(b.keys);
-	free(b.probes);
-	return NULL;
+	comb_buf_init(&b->frame, MAX_FRAME);
+	return b;
 }
 
-int sync_workers_start(struct relay *relay, char *errbuf, size_t errlen)
+static void batch_free(void *scratch)
 {
-	pthread_attr_t tattr;
-	int i, err = 0;
+	struct batch *b = scratch;
 
-	pool.relay = relay;
-	pool.stop = false;
-	pthread_attr_init(&tattr);
-	pthread_attr_setstacksize(&tattr, 512 * 1024);
-	for (i = 0; i < WS_SYNC_WORKERS && !err; i++) {
-		err = pthread_create(&pool.threads[i], &tattr, worker_main, NULL);
-		if (!err)
-			pool.nthreads++;
-	}
-	pthread_attr_destroy(&tattr);
-	if (err) {
-		sync_workers_stop();
-		return comb_fail(errbuf, errlen, COMB_EIO,
-				 "cannot start the sync workers: %s", strerror(err));
-	}
-	return 0;
+	if (!b)
+		return;
+	comb_buf_release(&b->frame);
+	free(b->works);
+	free(b->keys);
+	free(b->probes);
+	free(b);
 }
 
-void sync_workers_stop(void)
-{
-	int i;
-
-	pthread_mutex_lock(&pool.mu);
-	pool.stop = true;
-	pthread_cond_broadcast(&pool.work);
-	pthread_mutex_unlock(&pool.mu);
-	for (i = 0; i < pool.nthreads; i++)
-		pthread_join(pool.threads[i], NULL);
-	pool.nthreads = 0;
-	pool.run = (struct hub_queue){0};
-}
+const struct hub_kind sync_current_kind = {
+	.signal = current_signal,
+	.interrupt = sync_interrupt,
+	.most = BATCH,
+	.take = current_take,
+	.run = current_run,
+	.next = current_next,
+	.worker_new = batch_new,
+	.worker_free = batch_free,
+};

@@ -2,7 +2,7 @@
  * Opening artifact syncs (see sync.h) and the registry the capture feed
  * finds them in.
  *
- * Order of an open: the filter is checked; the sync enters the registry
+ * Order of an open: the filter is checked; the sync registers with the hub
  * under each of its channels, so that from then on every signal of those
  * channels is held for it; the community's feed must be trusted (feed/feed.h);
  * then one REPEATABLE READ READ ONLY transaction checks that the reader
@@ -11,24 +11,18 @@
  * database connection held, the revisions' bytes are fetched a batch at a
  * time (revision cache, then PostgreSQL) and streamed out as the client
  * reads (see "the snapshot" below); if the feed stayed trusted and nothing
- * overflowed, EOSE; then the workers (apply.c) apply what was
- * held and whatever comes. A change committed after the snapshot began
+ * overflowed, EOSE; then its turns on the hub's workers (apply.c) apply
+ * what was held and whatever comes. A change committed after the snapshot began
  * reaches the sync as a signal (or the feed is interrupted and the sync
  * closed), and re-reading an artifact sends it only when it is newer than
  * what the client holds, so the client's set stays exact.
- *
- * The registry is a hash table of slots per (community, channel) under a
- * read-write lock: the feed thread reads, opens and releases write.
  */
 #include "sync.h"
 
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comb/error.h"
 #include "comb/log.h"
@@ -38,143 +32,6 @@
 #include "read/read.h"
 #include "readpos.h"
 #include "sync_int.h"
-
-static struct {
-	pthread_rwlock_t lock;
-	struct hub_registry registry;   /* of sync_sub, under lock */
-	struct relay *relay;
-	atomic_bool started;
-} reg = {
-	.lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
-};
-
-/* ------------------------------------------------------------------ */
-/* the registry */
-
-static int reg_add(struct sync_sub *sub)
-{
-	int rc;
-
-	pthread_rwlock_wrlock(&reg.lock);
-	rc = hub_registry_add(&reg.registry, sub->community,
-			      (const char (*)[37])sub->channels, sub->nchannels, sub);
-	sub->registered = rc == 0;
-	pthread_rwlock_unlock(&reg.lock);
-	return rc;
-}
-
-static void reg_remove(struct sync_sub *sub)
-{
-	pthread_rwlock_wrlock(&reg.lock);
-	if (sub->registered) {
-		hub_registry_remove(&reg.registry, sub->community,
-				    (const char (*)[37])sub->channels, sub->nchannels, sub);
-		sub->registered = false;
-	}
-	pthread_rwlock_unlock(&reg.lock);
-}
-
-/* Notes an access change for member (a sync_sub) when its reader is ctx. */
-static void note_if_reader(void *member, void *ctx)
-{
-	struct sync_sub *sub = member;
-
-	if (!strcmp(sub->session->pubkey, ctx))
-		sync_note_change(sub, NULL);
-}
-
-/* Has every sync of reader in community check its access again (its
- * community admin status changed: hub/ applied it already). Admin changes
- * are rare, so every slot of the registry is visited. */
-static void note_reader(int64_t community, const char *reader)
-{
-	pthread_rwlock_rdlock(&reg.lock);
-	sync_note_begin();
-	hub_registry_each(&reg.registry, community, note_if_reader, (void *)reader);
-	sync_note_end();
-	pthread_rwlock_unlock(&reg.lock);
-}
-
-/*
- * The feed listener's signal callback: hands a signal (borrowed) from the
- * capture feed to the syncs it concerns: head, move and redaction signals to the syncs covering the
- * channel, member signals to that reader's syncs on the channel, channel
- * signals to every sync covering it, admin signals to every sync of that
- * reader; other types are ignored. Only
- * queues; never blocks on a client or the database.
- */
-static void ws_sync_signal(const struct comb_signal *s)
-{
-	uint8_t d[16];
-	bool has_d = false;
-	struct hub_slot *slot;
-	size_t i;
-
-	if (s->type == COMB_SIGNAL_ADMIN) {
-		note_reader(s->community, s->pubkey);
-		return;
-	}
-	if (!s->channel[0])
-		return;
-	switch (s->type) {
-	case COMB_SIGNAL_HEAD:
-	case COMB_SIGNAL_MOVE:
-	case COMB_SIGNAL_REDACTION:
-		if (sync_uuid_parse(s->d, d))
-			return;
-		has_d = true;
-		break;
-	case COMB_SIGNAL_MEMBER:
-	case COMB_SIGNAL_CHANNEL:
-		break;
-	default:
-		return;  /* chat, moderation, ephemeral: never a frame on a sync */
-	}
-	pthread_rwlock_rdlock(&reg.lock);
-	slot = hub_registry_find(&reg.registry, s->community, s->channel);
-	if (slot)
-		sync_note_begin();
-	for (i = 0; slot && i < slot->n; i++) {
-		struct sync_sub *sub = slot->members[i];
-
-		if (has_d) {
-			if (sub->has_dfilter && !dmap_get(&sub->dfilter, d))
-				continue;
-			sync_note_change(sub, d);
-		} else if (s->type == COMB_SIGNAL_CHANNEL ||
-			   !strcmp(sub->session->pubkey, s->pubkey)) {
-			sync_note_change(sub, NULL);
-		}
-	}
-	if (slot)
-		sync_note_end();
-	pthread_rwlock_unlock(&reg.lock);
-}
-
-/* Closes member (a sync_sub) with CLOSED reason ctx once it is past its
- * trust check. */
-static void interrupt_sub(void *member, void *ctx)
-{
-	struct sync_sub *sub = member;
-
-	pthread_mutex_lock(&sub->session->mu);
-	/* One still waiting for trust has read nothing yet. */
-	if (sub->started)
-		sync_kill_locked(sub, ctx);
-	pthread_mutex_unlock(&sub->session->mu);
-}
-
-/*
- * The feed listener's interrupt callback: closes every sync of
- * community_id (0: of every community) that is past its trust check with
- * CLOSED reason (`resync: change feed interrupted`).
- */
-static void ws_sync_interrupt(int64_t community_id, const char *reason)
-{
-	pthread_rwlock_rdlock(&reg.lock);
-	hub_registry_each(&reg.registry, community_id, interrupt_sub, (void *)reason);
-	pthread_rwlock_unlock(&reg.lock);
-}
 
 /* ------------------------------------------------------------------ */
 /* the filter */
@@ -200,8 +57,8 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	struct sync_sub *sub = (struct sync_sub *)base;
 
 	(void)s;
-	reg_remove(sub);
-	sync_sched_release(sub);
+	hub_sub_remove(&sub->head.hub);
+	dmap_release(&sub->pending);
 	sub_free(sub);
 }
 
@@ -296,18 +153,17 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 		return NULL;
 	}
 	metrics_add(METRIC_SYNCS, 1);
-	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
-	sub->base.release = sub_release;
-	sub->session = s;
 	sub->community = s->community.id;
 	dmap_init(&sub->known, (size_t)cfg->sync_max_events);
 	dmap_budget(&sub->known, s);
-	sync_sched_init(sub);
 	if (copy_filter(sub, &f)) {
 		sub_free(sub);
 		snprintf(why, whylen, "error: out of memory");
 		return NULL;
 	}
+	sync_head_init(&sub->head, s, id, &sync_current_kind,
+		       (const char (*)[37])sub->channels, sub->nchannels, sub_release);
+	sync_pending_init(sub);
 	return sub;
 }
 
@@ -415,7 +271,7 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 		       char *why, size_t whylen)
 {
 	struct sync_sub *sub = st->sub;
-	long max = sub->session->relay->cfg.sync_max_events;
+	long max = sub->head.session->relay->cfg.sync_max_events;
 	const char *values[5] = {params[0], params[1], params[2], params[3]};
 	char limit[24];
 	PGresult *res;
@@ -489,7 +345,7 @@ static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
 static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
 		    char *why, size_t whylen)
 {
-	struct ws_session *s = sub->session;
+	struct ws_session *s = sub->head.session;
 	struct comb_buf channels, types, ds;
 	struct sync_probe *probes = NULL;
 	struct comb_read_lease lease;
@@ -573,25 +429,16 @@ out_nodb:
 	return rc;
 }
 
-/* After the rows: EOSE when the set is still exact, else CLOSED. */
-static void finish(struct ws_session *s, struct sync_sub *sub, uint64_t generation)
+/* After the rows: EOSE when the set is still exact, else CLOSED; then its
+ * turns apply what was held and whatever comes. */
+static void finish(struct sync_sub *sub, uint64_t generation)
 {
 	const char *overflow = sync_overflowed(sub);
 
-	if (!feed_still_trusted(sub->community, generation))
-		sync_kill(sub, FEED_INTERRUPTED);
 	if (overflow)
-		sync_kill(sub, overflow);
-	if (sync_open_end(s, &sub->base, &sub->closing))
-		sync_make_runnable(sub);
-}
-
-static double ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+		sync_close(&sub->head, overflow);
+	if (sync_open_end(&sub->head, generation))
+		hub_sub_start(&sub->head.hub, false);
 }
 
 void ws_sync_open(struct ws_session *s, const char *sub_id,
@@ -602,10 +449,10 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	uint64_t generation;
 	comb_lsn at;
 	char why[300];
-	double t0 = ms_now(), t1, t2;
+	double t0 = hub_now_ms(), t1, t2;
 	int rc;
 
-	if (!atomic_load(&reg.started)) {
+	if (!hub_running()) {
 		ws_send_closed(s, sub_id, "error: sync unavailable", WS_PUSH_WAIT);
 		return;
 	}
@@ -614,31 +461,19 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 		ws_send_closed(s, sub_id, why, WS_PUSH_WAIT);
 		return;
 	}
-	ws_session_add_sub(s, &sub->base);
-	if (reg_add(sub)) {
-		sync_refuse(s, &sub->base, "error: out of memory");
+	if (!sync_open_begin(&sub->head, &generation))
 		return;
-	}
-	/* Registered first: from here every change of the channels is held. */
-	if (feed_wait_trusted(sub->community, feed_trust_wait_ms(&s->relay->cfg),
-			      &generation)) {
-		sync_refuse(s, &sub->base, "error: change feed unavailable");
-		return;
-	}
-	pthread_mutex_lock(&s->mu);
-	sub->started = true;
-	pthread_mutex_unlock(&s->mu);
 	/* the snapshot is read at the primary's position of this moment or
 	 * later: what committed before the registration is in it */
 	if (ws_session_access_now(s, &at)) {
-		sync_refuse(s, &sub->base, "error: database unavailable");
+		sync_refuse(&sub->head, "error: database unavailable");
 		return;
 	}
-	t1 = ms_now();
-	ws_event_batch_init(&st.batch, s, sub->base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
+	t1 = hub_now_ms();
+	ws_event_batch_init(&st.batch, s, sub->head.base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	st.sub = sub;
 	rc = snapshot(sub, &st, at, why, sizeof(why));
-	t2 = ms_now();
+	t2 = hub_now_ms();
 	if (rc == 0)
 		rc = read_events_from(s->relay, &st.bytes, st.seqs, st.n, stream_emit, &st,
 				      why, sizeof(why));
@@ -648,42 +483,15 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 			rc = comb_fail(why, sizeof(why), COMB_ENOMEM, "error: out of memory");
 	}
 	comb_debug("sync %s: %zu of %zu artifacts sent; feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
-		   sub->base.id, st.sent, st.n, t1 - t0, t2 - t1, ms_now() - t2);
+		   sub->head.base.id, st.sent, st.n, t1 - t0, t2 - t1, hub_now_ms() - t2);
 	stream_release(&st);
 	if (rc == COMB_EIO) {
-		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
+		ws_session_drop_sub(s, &sub->head.base);  /* the connection is closing */
 		return;
 	}
 	if (rc) {
-		sync_refuse(s, &sub->base, why);
+		sync_refuse(&sub->head, why);
 		return;
 	}
-	finish(s, sub, generation);
-}
-
-int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen)
-{
-	static const struct feed_listener listener = {
-		.signal = ws_sync_signal,
-		.interrupt = ws_sync_interrupt,
-	};
-	int rc;
-
-	reg.relay = relay;
-	if (feed_listen(&listener))
-		return comb_fail(errbuf, errlen, COMB_EIO,
-				 "cannot listen to the capture feed");
-	rc = sync_workers_start(relay, errbuf, errlen);
-	if (rc)
-		return rc;
-	atomic_store(&reg.started, true);
-	return 0;
-}
-
-void ws_sync_stop(void)
-{
-	if (!atomic_load(&reg.started))
-		return;
-	atomic_store(&reg.started, false);
-	sync_workers_stop();
+	finish(sub, generation);
 }

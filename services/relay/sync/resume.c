@@ -13,8 +13,9 @@
  * trusted; the database's next transaction id is noted (every change
  * committed before the registration lies below it); the catch-up is read
  * page by page, each page one snapshot, and sent as CHANGES frames until
- * `more` is false; if the feed stayed trusted, EOSE. Then the workers
- * read again from the cursor whenever a signal of the scope arrived, and
+ * `more` is false; if the feed stayed trusted, EOSE. Then its turns on the
+ * hub's workers (the `changes` kind of subscription, hub/) read again from
+ * the cursor whenever a signal of the scope arrived, and
  * keep reading (backing off) until the horizon passed the newest signalled
  * transaction and the noted one: a long writing transaction holds the
  * horizon, never causes a miss. Subs waiting to be read with the same
@@ -25,19 +26,17 @@
  * when its cursor moved. A full outbox postpones a frame (the cursor stays where it was)
  * and closes the sub with `resync: slow consumer` only when it stays full.
  *
- * Locks: the pool's mu (registry, scheduling) may be taken before a
- * session's mu, never after it. Database reads and frames are done
- * holding neither, except the push of a frame, under the session's mu so
- * that nothing follows a CLOSED.
+ * Locks: the hub's lock (registry, scheduling, what signals note) may be
+ * taken before a session's mu, never after it. Database reads and frames
+ * are done holding neither, except the push of a frame, under the
+ * session's mu so that nothing follows a CLOSED.
  */
 #include "sync.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comb/cursor.h"
 #include "comb/error.h"
@@ -47,7 +46,6 @@
 #include "read/read.h"
 #include "sync_int.h"
 
-#define RESUME_WORKERS 2
 /* Items per CHANGES frame: the catch-up's, as many as one HTTP read may
  * ask for (each page runs the change query again, so fewer pages cost
  * less; pushed waiting for the client), and the live ones (pushed
@@ -65,57 +63,39 @@
 #define GROUP_MAX 1024
 
 struct resume_sub {
-	struct ws_sub base;             /* first: the session's list */
-	struct ws_session *session;     /* borrowed */
-	int64_t community;
+	struct sync_head head;          /* first */
 	json_t *filter;                 /* owned: the incremental filter */
 	char (*channels)[37];           /* owned, sorted; none: no #h */
 	size_t nchannels;
 
-	/* the opener, then one worker at a time */
+	/* the opener, then the worker running it */
 	char cursor[COMB_CURSOR_MAX_TEXT];  /* read up to here; "" first */
 	char sent[COMB_CURSOR_MAX_TEXT];    /* the cursor of the last frame */
 	double sent_ms;                 /* when a frame last went out */
 	int slow;                       /* frames postponed in a row */
 
-	/* guarded by session->mu */
-	bool started;                   /* past the trust check */
-	struct sync_closing closing;
-
-	/* guarded by pool.mu */
-	struct hub_turn turn;           /* in the run queue */
-	struct resume_sub *timed_prev, *timed_next; /* runnable subs */
+	/* guarded by the hub's lock */
 	uint64_t want_xid;              /* read until the horizon passed it */
 	comb_lsn want_lsn;              /* the signals' WAL position: live reads
 					 * run where it has been replayed */
-	bool dirty;                     /* a signal since the last read began */
-	bool registered, runnable, scheduled, running, released;
-	bool timed;                     /* in pool.timed */
 	double retry_at;                /* 0: none */
 	double quiet_at;
 	int retry_ms;
+
+	/* the worker running it: this turn's read, taken from the above */
+	uint64_t read_xid;              /* read until the horizon passed it */
+	comb_lsn read_lsn;              /* read where this has been replayed */
+	bool read_quiet;                /* an empty frame is due if the cursor moved */
+	bool reading;                   /* still following the group's pages */
+	bool caught_up;                 /* the horizon passed read_xid */
+	bool postponed;                 /* a frame waits for the client to read */
 };
 
+/* What every resumable sync shares: its node and the cursors' key. */
 static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t work;            /* the run queue is not empty, or stop */
-	pthread_cond_t idle;            /* a sub stopped running */
-	struct hub_registry registry;   /* of resume_sub: its #h channels,
-					 * or community-wide without #h */
-	struct hub_queue run;           /* fair per connection (hub/) */
-	struct resume_sub *timed;       /* every runnable sub */
-	double next_scan;               /* no timer is due before this */
-	pthread_t threads[RESUME_WORKERS];
-	int nthreads;
-	bool stop;
-	atomic_bool started;
 	struct relay *relay;
 	unsigned char cursor_key[32];
-} pool = {
-	.mu = PTHREAD_MUTEX_INITIALIZER,
-	.work = PTHREAD_COND_INITIALIZER,
-	.idle = PTHREAD_COND_INITIALIZER,
-};
+} changes;
 
 /*
  * Catch-up frames' buffers kept for the next catch-up: a client that
@@ -174,14 +154,6 @@ static void spare_give(struct comb_buf *b)
 	comb_buf_release(b);
 }
 
-static double ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int cmp_channel(const void *a, const void *b)
 {
 	return strcmp(a, b);
@@ -194,118 +166,13 @@ static bool in_scope(const struct resume_sub *sub, const char *channel)
 		       sizeof(*sub->channels), cmp_channel) != NULL;
 }
 
-/* ------------------------------------------------------------------ */
-/* closing */
-
-/* Closes sub from the relay's side; the caller holds session->mu. Once
- * live the CLOSED is pushed at once; before, the opener sends it. */
-static void kill_locked(struct resume_sub *sub, const char *reason)
+static struct resume_sub *resume_of(const struct hub_sub *hs)
 {
-	sync_close_locked(sub->session, &sub->base, &sub->closing, reason);
-}
-
-static void kill_sub(struct resume_sub *sub, const char *reason)
-{
-	pthread_mutex_lock(&sub->session->mu);
-	kill_locked(sub, reason);
-	pthread_mutex_unlock(&sub->session->mu);
+	return (struct resume_sub *)sync_head_of(hs);
 }
 
 /* ------------------------------------------------------------------ */
-/* scheduling (pool.mu held) */
-
-static void enqueue_locked(struct resume_sub *sub)
-{
-	if (sub->scheduled || sub->running || !sub->runnable || sub->released)
-		return;
-	sub->scheduled = true;
-	hub_queue_push(&pool.run, &sub->turn);
-	pthread_cond_signal(&pool.work);
-}
-
-static void dequeue_locked(struct resume_sub *sub)
-{
-	hub_queue_remove(&pool.run, &sub->turn);
-	sub->scheduled = false;
-}
-
-static struct resume_sub *sub_of_turn(const struct hub_turn *t)
-{
-	return (struct resume_sub *)(void *)((char *)t - offsetof(struct resume_sub, turn));
-}
-
-static void timed_add_locked(struct resume_sub *sub)
-{
-	sub->timed = true;
-	sub->timed_prev = NULL;
-	sub->timed_next = pool.timed;
-	if (pool.timed)
-		pool.timed->timed_prev = sub;
-	pool.timed = sub;
-}
-
-static void timed_remove_locked(struct resume_sub *sub)
-{
-	if (!sub->timed)
-		return;
-	sub->timed = false;
-	if (sub->timed_prev)
-		sub->timed_prev->timed_next = sub->timed_next;
-	else if (pool.timed == sub)
-		pool.timed = sub->timed_next;
-	if (sub->timed_next)
-		sub->timed_next->timed_prev = sub->timed_prev;
-	sub->timed_prev = sub->timed_next = NULL;
-}
-
-static double due_of(const struct resume_sub *sub)
-{
-	return sub->retry_at > 0 && sub->retry_at < sub->quiet_at ? sub->retry_at
-								   : sub->quiet_at;
-}
-
-static void set_timer_locked(struct resume_sub *sub)
-{
-	double due = due_of(sub);
-
-	if (due < pool.next_scan) {
-		pool.next_scan = due;
-		pthread_cond_signal(&pool.work);
-	}
-}
-
-/* Queues every sub whose timer is due and finds the next one. */
-static void scan_timers_locked(double now)
-{
-	struct resume_sub *sub;
-	double next = now + 60000;
-
-	for (sub = pool.timed; sub; sub = sub->timed_next) {
-		double due = due_of(sub);
-
-		if (due <= now)
-			enqueue_locked(sub);
-		else if (due < next)
-			next = due;
-	}
-	pool.next_scan = next;
-}
-
-/* ------------------------------------------------------------------ */
-/* the registry and the feed's callbacks */
-
-/* Registers sub for the signals of its scope. Returns 0 or COMB_ENOMEM. */
-static int reg_add(struct resume_sub *sub)
-{
-	int rc;
-
-	pthread_mutex_lock(&pool.mu);
-	rc = hub_registry_add(&pool.registry, sub->community,
-			      (const char (*)[37])sub->channels, sub->nchannels, sub);
-	sub->registered = rc == 0;
-	pthread_mutex_unlock(&pool.mu);
-	return rc;
-}
+/* signals */
 
 /* True when signal s may change what sub's reader gets. */
 static bool concerns(const struct resume_sub *sub, const struct comb_signal *s)
@@ -318,75 +185,28 @@ static bool concerns(const struct resume_sub *sub, const struct comb_signal *s)
 		return s->channel[0] && in_scope(sub, s->channel);
 	case COMB_SIGNAL_MEMBER:
 		return s->channel[0] && in_scope(sub, s->channel) &&
-		       !strcmp(s->pubkey, sub->session->pubkey);
+		       !strcmp(s->pubkey, sub->head.session->pubkey);
 	case COMB_SIGNAL_ADMIN:
-		return !strcmp(s->pubkey, sub->session->pubkey);
+		return !strcmp(s->pubkey, sub->head.session->pubkey);
 	default:
 		return false;  /* chat, moderation, ephemeral: never a change */
 	}
 }
 
-/* Queues a read for member (a resume_sub) when signal ctx concerns it;
- * the caller holds pool.mu. */
-static void signal_sub(void *member, void *ctx)
+/* The kind's signal (hub.h): a read when the signal concerns sub's
+ * reader and scope, until the horizon passed it and where it has been
+ * replayed. */
+static void changes_signal(struct hub_sub *hs, const struct comb_signal *s)
 {
-	const struct comb_signal *s = ctx;
-	struct resume_sub *sub = member;
+	struct resume_sub *sub = resume_of(hs);
 
 	if (!concerns(sub, s))
 		return;
-	sub->dirty = true;
 	if (s->xid > sub->want_xid)
 		sub->want_xid = s->xid;
 	if (s->lsn > sub->want_lsn)
 		sub->want_lsn = s->lsn;
-	enqueue_locked(sub);
-}
-
-/* Hands the subs of slot (may be NULL) to signal_sub. */
-static void signal_slot(const struct hub_slot *slot, const struct comb_signal *s)
-{
-	size_t i;
-
-	for (i = 0; slot && i < slot->n; i++)
-		signal_sub(slot->members[i], (void *)s);
-}
-
-/* The feed listener's signal callback: a signal of a channel goes to the
- * subs whose scope names it and to those without #h, one without a
- * channel (an admin change) to every sub of its community; each takes it
- * when it concerns its reader and scope. Only queues. */
-static void resume_signal(const struct comb_signal *s)
-{
-	pthread_mutex_lock(&pool.mu);
-	if (s->channel[0]) {
-		signal_slot(hub_registry_find(&pool.registry, s->community, ""), s);
-		signal_slot(hub_registry_find(&pool.registry, s->community, s->channel), s);
-	} else {
-		hub_registry_each(&pool.registry, s->community, signal_sub, (void *)s);
-	}
-	pthread_mutex_unlock(&pool.mu);
-}
-
-/* Closes member (a resume_sub) with reason ctx once past its trust check. */
-static void interrupt_sub(void *member, void *ctx)
-{
-	struct resume_sub *sub = member;
-
-	pthread_mutex_lock(&sub->session->mu);
-	/* One still waiting for trust has read nothing yet. */
-	if (sub->started)
-		kill_locked(sub, ctx);
-	pthread_mutex_unlock(&sub->session->mu);
-}
-
-/* The feed listener's interrupt callback: closes every sub of
- * community_id (0: of every community) past its trust check. */
-static void resume_interrupt(int64_t community_id, const char *reason)
-{
-	pthread_mutex_lock(&pool.mu);
-	hub_registry_each(&pool.registry, community_id, interrupt_sub, (void *)reason);
-	pthread_mutex_unlock(&pool.mu);
+	hub_wake_locked(hs);
 }
 
 /* ------------------------------------------------------------------ */
@@ -424,7 +244,7 @@ static int page_error_reason(const struct incremental_page *page, char *why,
 static int read_page(struct resume_sub *sub, int limit, enum incremental_kind kind,
 		     comb_lsn at_least, struct page *pg, char *why, size_t whylen)
 {
-	struct ws_session *s = sub->session;
+	struct ws_session *s = sub->head.session;
 	struct incremental_ask ask = {
 		.relay = s->relay, .community = &s->community, .pubkey = s->pubkey,
 		.filter = sub->filter, .kind = kind, .at_least = at_least,
@@ -440,7 +260,7 @@ static int read_page(struct resume_sub *sub, int limit, enum incremental_kind ki
 	incremental_read_page(&ask, &page);
 	if (page.status != 200)
 		rc = page_error_reason(&page, why, whylen);
-	else if (comb_cursor_decode(page.cursor, pool.cursor_key, &decoded))
+	else if (comb_cursor_decode(page.cursor, changes.cursor_key, &decoded))
 		rc = comb_fail(why, whylen, COMB_EINVAL, "error: bad incremental answer");
 	else
 		rc = incremental_page_write(s->relay, &page, &pg->answer, 0, NULL, NULL,
@@ -487,17 +307,6 @@ static int format_changes(struct comb_buf *out, const char *sub_id,
 /* ------------------------------------------------------------------ */
 /* live reads (the workers) */
 
-/* One sub of a group read together, and what its read came to. */
-struct member {
-	struct resume_sub *sub;
-	uint64_t want;                  /* read until the horizon passed it */
-	comb_lsn want_lsn;              /* read where this has been replayed */
-	bool quiet;                     /* an empty frame is due if the cursor moved */
-	bool reading;                   /* still following the group's pages */
-	bool caught_up;                 /* the horizon passed want */
-	bool postponed;                 /* a frame waits for the client to read */
-};
-
 /* The CHANGES frame of one page, built once per subscription id: the
  * subs of a group that share an id get the same bytes. */
 struct page_frame {
@@ -506,58 +315,60 @@ struct page_frame {
 	char sub[WS_SUB_ID_MAX + 1];
 };
 
-/* Pushes pg to m's client, if it has items (or, when quiet, a newer
- * cursor), and moves m's cursor on; m stops reading when it was closed
- * or the frame was postponed (its cursor then stays). */
-static void deliver(struct member *m, const struct page *pg, struct page_frame *frame)
+/* Pushes pg to sub's client, if it has items (or, when quiet, a newer
+ * cursor), and moves sub's cursor on; sub stops reading when it was
+ * closed or the frame was postponed (its cursor then stays). */
+static void deliver(struct resume_sub *sub, const struct page *pg,
+		    struct page_frame *frame)
 {
-	struct resume_sub *sub = m->sub;
-	struct ws_session *s = sub->session;
+	struct ws_session *s = sub->head.session;
+	const char *id = sub->head.base.id;
 	int rc;
 
-	if (pg->items > 0 || (m->quiet && strcmp(pg->cursor, sub->sent))) {
-		if (!frame->built || strcmp(frame->sub, sub->base.id)) {
+	if (pg->items > 0 || (sub->read_quiet && strcmp(pg->cursor, sub->sent))) {
+		if (!frame->built || strcmp(frame->sub, id)) {
 			frame->built = false;
-			if (format_changes(&frame->buf, sub->base.id, pg)) {
-				kill_sub(sub, "error: out of memory");
-				m->reading = false;
+			if (format_changes(&frame->buf, id, pg)) {
+				sync_close(&sub->head, "error: out of memory");
+				sub->reading = false;
 				return;
 			}
 			frame->built = true;
-			snprintf(frame->sub, sizeof(frame->sub), "%s", sub->base.id);
+			snprintf(frame->sub, sizeof(frame->sub), "%s", id);
 		}
 		pthread_mutex_lock(&s->mu);
-		rc = sub->base.dead ? COMB_EIO :
+		rc = sub->head.base.dead ? COMB_EIO :
 			ws_outbox_push(s->outbox, WS_OP_TEXT, frame->buf.data,
 				       frame->buf.len, 0);
 		if ((rc == COMB_ETOOBIG || rc == COMB_ENOMEM) && ++sub->slow > SLOW_LIMIT)
-			kill_locked(sub, "resync: slow consumer");
+			sync_close_locked(&sub->head, "resync: slow consumer");
 		else if (rc == COMB_EIO)
-			sub->base.dead = true;  /* the connection is closing */
+			sub->head.base.dead = true;  /* the connection is closing */
 		pthread_mutex_unlock(&s->mu);
 		if (rc) {
 			/* the cursor stays: the same read is done again */
-			m->postponed = rc == COMB_ETOOBIG || rc == COMB_ENOMEM;
-			m->reading = false;
+			sub->postponed = rc == COMB_ETOOBIG || rc == COMB_ENOMEM;
+			sub->reading = false;
 			return;
 		}
 		sub->slow = 0;
-		sub->sent_ms = ms_now();
+		sub->sent_ms = hub_now_ms();
 		memcpy(sub->sent, pg->cursor, sizeof(sub->sent));
 	}
 	memcpy(sub->cursor, pg->cursor, sizeof(sub->cursor));
 	if (!pg->more) {
-		m->caught_up = pg->after_xid > m->want;
-		m->reading = false;
+		sub->caught_up = pg->after_xid > sub->read_xid;
+		sub->reading = false;
 	}
 }
 
 /*
- * Reads the n subs of group, which share one cursor, from that cursor
- * until `more` is false: each page once, sent to every sub still reading
- * (see deliver). Sets each member's caught_up and postponed.
+ * The kind's run (hub.h): reads the n subs of group, which share one
+ * cursor, from that cursor until `more` is false: each page once, sent to
+ * every sub still reading (see deliver). Sets each one's caught_up and
+ * postponed.
  */
-static void live_read(struct member *group, size_t n)
+static void changes_run(void *scratch, struct hub_sub **group, size_t n)
 {
 	struct page_frame frame = {0};
 	char why[300];
@@ -565,13 +376,16 @@ static void live_read(struct member *group, size_t n)
 	int limit = LIVE_PAGE;
 	comb_lsn at_least = 0;  /* every member's signals are there */
 
+	(void)scratch;
 	comb_buf_init(&frame.buf, MAX_ANSWER + 256);
 	for (i = 0; i < n; i++) {
-		if (group[i].want_lsn > at_least)
-			at_least = group[i].want_lsn;
-		pthread_mutex_lock(&group[i].sub->session->mu);
-		group[i].reading = !group[i].sub->base.dead;
-		pthread_mutex_unlock(&group[i].sub->session->mu);
+		struct resume_sub *sub = resume_of(group[i]);
+
+		if (sub->read_lsn > at_least)
+			at_least = sub->read_lsn;
+		pthread_mutex_lock(&sub->head.session->mu);
+		sub->reading = !sub->head.base.dead;
+		pthread_mutex_unlock(&sub->head.session->mu);
 	}
 	while (reading > 0) {
 		struct resume_sub *reader = NULL;
@@ -580,13 +394,13 @@ static void live_read(struct member *group, size_t n)
 
 		/* any sub still reading asks: they all hold the same cursor */
 		for (i = 0; i < n && !reader; i++)
-			if (group[i].reading)
-				reader = group[i].sub;
+			if (resume_of(group[i])->reading)
+				reader = resume_of(group[i]);
 		if (!reader)
 			break;
 		/* a page no larger than one connection's subscriptions may
 		 * hold: the frame is queued to each of them */
-		comb_buf_init(&pg.answer, reader->session->held_limit);
+		comb_buf_init(&pg.answer, reader->head.session->held_limit);
 		rc = read_page(reader, limit, INCREMENTAL_LIVE, at_least, &pg, why, sizeof(why));
 		if (rc == COMB_ETOOBIG && limit > 1) {
 			limit /= 2;  /* the same page again, in fewer items */
@@ -598,143 +412,82 @@ static void live_read(struct member *group, size_t n)
 		frame.built = false;  /* a new page */
 		reading = 0;
 		for (i = 0; i < n; i++) {
-			if (!group[i].reading)
+			struct resume_sub *sub = resume_of(group[i]);
+
+			if (!sub->reading)
 				continue;
 			if (rc) {
-				kill_sub(group[i].sub, why);
-				group[i].reading = false;
+				sync_close(&sub->head, why);
+				sub->reading = false;
 				continue;
 			}
-			deliver(&group[i], &pg, &frame);
-			reading += group[i].reading;
+			deliver(sub, &pg, &frame);
+			reading += sub->reading;
 		}
 		page_release(&pg);
 	}
 	comb_buf_release(&frame.buf);
 }
 
-/* True when the sub of turn t holds the cursor of sub `first` (ctx), so
- * that one read serves both. */
-static bool same_cursor(const struct hub_turn *t, const void *ctx)
+/* The kind's together (hub.h): sub holds the cursor of first, so that
+ * one read serves both. */
+static bool same_cursor(const struct hub_sub *hs, const struct hub_sub *first_hs)
 {
-	const struct resume_sub *sub = sub_of_turn(t), *first = ctx;
+	const struct resume_sub *sub = resume_of(hs), *first = resume_of(first_hs);
 
-	return sub->community == first->community && !strcmp(sub->cursor, first->cursor);
+	return first->cursor[0] && hs->community == first_hs->community &&
+	       !strcmp(sub->cursor, first->cursor);
 }
 
-/*
- * Takes from the run queue, after first (taken already), the subs that
- * hold first's cursor, up to GROUP_MAX in all, marking each running.
- * Returns how many group holds.
- */
-static size_t take_group_locked(struct resume_sub *first, struct member *group,
-				double now)
+/* The kind's take (hub.h): this turn reads until the horizon passed what
+ * was signalled, where it has been replayed. */
+static void changes_take(struct hub_sub *hs)
 {
-	struct hub_turn *taken[GROUP_MAX];
-	size_t n = 1, i, k = 0;
+	struct resume_sub *sub = resume_of(hs);
 
-	group[0].sub = first;
-	if (first->cursor[0])
-		k = hub_queue_take_if(&pool.run, same_cursor, first, taken, GROUP_MAX - 1);
-	for (i = 0; i < k; i++)
-		group[n++].sub = sub_of_turn(taken[i]);
-	for (i = 0; i < n; i++) {
-		struct resume_sub *sub = group[i].sub;
-
-		sub->scheduled = false;
-		sub->running = true;
-		sub->dirty = false;
-		sub->retry_at = 0;
-		group[i] = (struct member){
-			.sub = sub, .want = sub->want_xid, .want_lsn = sub->want_lsn,
-			.quiet = sub->quiet_at <= now,
-		};
-	}
-	return n;
+	sub->retry_at = 0;
+	sub->read_xid = sub->want_xid;
+	sub->read_lsn = sub->want_lsn;
+	sub->read_quiet = sub->quiet_at <= hub_now_ms();
+	sub->caught_up = sub->postponed = false;
 }
 
-/* After its read: schedules m's next one (the caller holds pool.mu). */
-static void after_read_locked(struct member *m, double now)
+/* The kind's next (hub.h): a closed sub never runs again; one not caught
+ * up reads again after a backoff (longer when its frame waits for the
+ * client); every sub reads again when it has been quiet for
+ * COMB_SYNC_QUIET_MS. */
+static double changes_next(struct hub_sub *hs, double now)
 {
-	struct resume_sub *sub = m->sub;
+	struct resume_sub *sub = resume_of(hs);
 	bool dead;
 
-	sub->running = false;
-	if (sub->released) {
-		pthread_cond_broadcast(&pool.idle);
-		return;
-	}
-	pthread_mutex_lock(&sub->session->mu);
-	dead = sub->base.dead;
-	pthread_mutex_unlock(&sub->session->mu);
-	if (dead) {
-		/* closed: nothing more is read for it */
-		sub->runnable = false;
-		timed_remove_locked(sub);
-		return;
-	}
-	if (m->quiet)
+	pthread_mutex_lock(&sub->head.session->mu);
+	dead = sub->head.base.dead;
+	pthread_mutex_unlock(&sub->head.session->mu);
+	if (dead)
+		return -1;
+	if (sub->read_quiet)
 		sub->sent_ms = now;  /* the next quiet read is a full interval away */
-	sub->quiet_at = sub->sent_ms + pool.relay->cfg.sync_quiet_ms;
-	if (m->caught_up) {
+	sub->quiet_at = sub->sent_ms + changes.relay->cfg.sync_quiet_ms;
+	if (sub->caught_up) {
 		sub->retry_ms = RETRY_FIRST_MS;
-	} else {
-		/* a postponed frame waits for the client to read */
-		sub->retry_at = now + (m->postponed ? 20 * RETRY_FIRST_MS : sub->retry_ms);
-		if (!m->postponed && sub->retry_ms < RETRY_MAX_MS)
-			sub->retry_ms *= 2;
+		return sub->quiet_at;
 	}
-	if (sub->dirty)
-		enqueue_locked(sub);
-	else
-		set_timer_locked(sub);
+	sub->retry_at = now + (sub->postponed ? 20 * RETRY_FIRST_MS : sub->retry_ms);
+	if (!sub->postponed && sub->retry_ms < RETRY_MAX_MS)
+		sub->retry_ms *= 2;
+	return sub->retry_at < sub->quiet_at ? sub->retry_at : sub->quiet_at;
 }
 
-static void *worker_main(void *arg)
-{
-	struct member group[GROUP_MAX];
-	struct resume_sub *first;
-	size_t n, i;
-	double now;
-
-	(void)arg;
-	pthread_mutex_lock(&pool.mu);
-	for (;;) {
-		while (!pool.stop && hub_queue_empty(&pool.run)) {
-			struct timespec until;
-			double wait_ms;
-
-			now = ms_now();
-			if (now >= pool.next_scan) {
-				scan_timers_locked(now);
-				continue;
-			}
-			wait_ms = pool.next_scan - now;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += (time_t)(wait_ms / 1000);
-			until.tv_nsec += (long)((wait_ms - (double)(long)(wait_ms / 1000) * 1000) * 1e6);
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&pool.work, &pool.mu, &until);
-		}
-		if (pool.stop)
-			break;
-		first = sub_of_turn(hub_queue_pop(&pool.run));
-		n = take_group_locked(first, group, ms_now());
-		pthread_mutex_unlock(&pool.mu);
-
-		live_read(group, n);
-
-		pthread_mutex_lock(&pool.mu);
-		now = ms_now();
-		for (i = 0; i < n; i++)
-			after_read_locked(&group[i], now);
-	}
-	pthread_mutex_unlock(&pool.mu);
-	return NULL;
-}
+const struct hub_kind sync_changes_kind = {
+	.signal = changes_signal,
+	.interrupt = sync_interrupt,
+	.together = same_cursor,
+	.most = GROUP_MAX,
+	.take = changes_take,
+	.run = changes_run,
+	.next = changes_next,
+};
 
 /* ------------------------------------------------------------------ */
 /* lifecycle */
@@ -752,17 +505,7 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	struct resume_sub *sub = (struct resume_sub *)base;
 
 	(void)s;
-	pthread_mutex_lock(&pool.mu);
-	if (sub->registered)
-		hub_registry_remove(&pool.registry, sub->community,
-				    (const char (*)[37])sub->channels, sub->nchannels, sub);
-	sub->released = true;
-	if (sub->scheduled)
-		dequeue_locked(sub);
-	timed_remove_locked(sub);
-	while (sub->running)
-		pthread_cond_wait(&pool.idle, &pool.mu);
-	pthread_mutex_unlock(&pool.mu);
+	hub_sub_remove(&sub->head.hub);
 	sub_free(sub);
 }
 
@@ -834,11 +577,8 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 		sub->nchannels = in.nchannels;
 		qsort(sub->channels, sub->nchannels, sizeof(*sub->channels), cmp_channel);
 	}
-	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
-	sub->base.release = sub_release;
-	sub->session = s;
-	sub->turn.owner = &s->turns[HUB_QUEUE_RESUME];
-	sub->community = s->community.id;
+	sync_head_init(&sub->head, s, id, &sync_changes_kind,
+		       (const char (*)[37])sub->channels, sub->nchannels, sub_release);
 	sub->retry_ms = RETRY_FIRST_MS;
 	metrics_add(METRIC_RESUMABLE_SYNCS, 1);
 	return sub;
@@ -873,7 +613,7 @@ static int next_xid(PGconn *db, uint64_t *out)
  */
 static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 {
-	struct ws_session *s = sub->session;
+	struct ws_session *s = sub->head.session;
 	struct page pg = {0};  /* answer: each page's frame, read in place */
 	uint64_t noted = 0;
 	bool first = true, more = true;
@@ -896,7 +636,7 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 			}
 			first = false;
 		}
-		if (changes_frame_start(&pg.answer, sub->base.id)) {
+		if (changes_frame_start(&pg.answer, sub->head.base.id)) {
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 			break;
 		}
@@ -933,31 +673,26 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 	if (rc == 0) {
 		/* every change committed before the registration lies below
 		 * noted; the live reads go on until the horizon passed it */
-		pthread_mutex_lock(&pool.mu);
+		hub_lock();
 		if (noted > 0 && noted - 1 > sub->want_xid)
 			sub->want_xid = noted - 1;
-		pthread_mutex_unlock(&pool.mu);
-		sub->sent_ms = ms_now();
+		hub_unlock();
+		sub->sent_ms = hub_now_ms();
 	}
 	return rc;
 }
 
-/* After the catch-up: EOSE when it is still exact, else CLOSED; then the
- * workers take over. */
-static void finish(struct ws_session *s, struct resume_sub *sub, uint64_t generation)
+/* After the catch-up: EOSE when it is still exact, else CLOSED; then its
+ * turns take over, the first at once: it sends what was signalled during
+ * the catch-up and learns whether the horizon passed the registration. */
+static void finish(struct resume_sub *sub, uint64_t generation)
 {
-	if (!feed_still_trusted(sub->community, generation))
-		kill_sub(sub, FEED_INTERRUPTED);
-	if (!sync_open_end(s, &sub->base, &sub->closing))
+	if (!sync_open_end(&sub->head, generation))
 		return;
-	pthread_mutex_lock(&pool.mu);
-	sub->runnable = true;
-	sub->quiet_at = sub->sent_ms + s->relay->cfg.sync_quiet_ms;
-	timed_add_locked(sub);
-	/* one read at once: it sends what was signalled during the catch-up
-	 * and learns whether the horizon passed the registration */
-	enqueue_locked(sub);
-	pthread_mutex_unlock(&pool.mu);
+	hub_lock();
+	sub->quiet_at = sub->sent_ms + changes.relay->cfg.sync_quiet_ms;
+	hub_unlock();
+	hub_sub_start(&sub->head.hub, true);
 }
 
 void ws_resume_open(struct ws_session *s, const char *sub_id,
@@ -972,7 +707,7 @@ void ws_resume_open(struct ws_session *s, const char *sub_id,
 		ws_send_closed(s, sub_id, "error: incremental_unavailable", WS_PUSH_WAIT);
 		return;
 	}
-	if (!atomic_load(&pool.started)) {
+	if (!hub_running()) {
 		ws_send_closed(s, sub_id, "error: sync unavailable", WS_PUSH_WAIT);
 		return;
 	}
@@ -981,72 +716,31 @@ void ws_resume_open(struct ws_session *s, const char *sub_id,
 		ws_send_closed(s, sub_id, why, WS_PUSH_WAIT);
 		return;
 	}
-	ws_session_add_sub(s, &sub->base);
-	/* Registered first: from here every change of the scope marks it. */
-	if (reg_add(sub)) {
-		sync_refuse(s, &sub->base, "error: out of memory");
+	if (!sync_open_begin(&sub->head, &generation))
 		return;
-	}
-	if (feed_wait_trusted(sub->community, feed_trust_wait_ms(&s->relay->cfg),
-			      &generation)) {
-		sync_refuse(s, &sub->base, "error: change feed unavailable");
-		return;
-	}
-	pthread_mutex_lock(&s->mu);
-	sub->started = true;
-	pthread_mutex_unlock(&s->mu);
 	rc = catch_up(sub, why, sizeof(why));
 	if (rc == COMB_EIO) {
-		ws_session_drop_sub(s, &sub->base);  /* the connection is closing */
+		ws_session_drop_sub(s, &sub->head.base);  /* the connection is closing */
 		return;
 	}
 	if (rc) {
-		sync_refuse(s, &sub->base, why);
+		sync_refuse(&sub->head, why);
 		return;
 	}
-	finish(s, sub, generation);
+	finish(sub, generation);
 }
 
-int ws_resume_start(struct relay *relay, char *errbuf, size_t errlen)
+int sync_changes_start(struct relay *relay, char *errbuf, size_t errlen)
 {
-	static const struct feed_listener listener = {
-		.signal = resume_signal,
-		.interrupt = resume_interrupt,
-	};
-	int i;
-
-	pool.relay = relay;
-	pool.next_scan = ms_now() + 60000;
-	if (comb_cursor_key(relay->secret_key, pool.cursor_key))
+	changes.relay = relay;
+	if (comb_cursor_key(relay->secret_key, changes.cursor_key))
 		return comb_fail(errbuf, errlen, COMB_EIO, "cannot derive the cursor key");
-	if (feed_listen(&listener))
-		return comb_fail(errbuf, errlen, COMB_EIO,
-				 "cannot listen to the capture feed");
-	for (i = 0; i < RESUME_WORKERS; i++) {
-		if (pthread_create(&pool.threads[i], NULL, worker_main, NULL)) {
-			ws_resume_stop();
-			return comb_fail(errbuf, errlen, COMB_EIO,
-					 "cannot start a resumable sync worker");
-		}
-		pool.nthreads++;
-	}
-	atomic_store(&pool.started, true);
 	return 0;
 }
 
-void ws_resume_stop(void)
+void sync_changes_stop(void)
 {
-	int i;
-
-	atomic_store(&pool.started, false);
-	pthread_mutex_lock(&pool.mu);
-	pool.stop = true;
-	pthread_cond_broadcast(&pool.work);
-	pthread_mutex_unlock(&pool.mu);
-	for (i = 0; i < pool.nthreads; i++)
-		pthread_join(pool.threads[i], NULL);
-	pool.nthreads = 0;
-	memset(pool.cursor_key, 0, sizeof(pool.cursor_key));
+	memset(changes.cursor_key, 0, sizeof(changes.cursor_key));
 	pthread_mutex_lock(&spare.mu);
 	while (spare.n > 0)
 		comb_buf_release(&spare.bufs[--spare.n]);

@@ -10,32 +10,35 @@
  * `moved` marker when an artifact leaves the synced channels. When it
  * cannot stay exact it closes the sync with a `resync:` reason.
  *
- * ws/ws_req.c calls ws_sync_open on the connection's thread; ws_sync_start
- * registers a listener with the capture feed (feed/), which calls it on
- * the feed's thread; a small pool of workers (apply.c) re-reads
- * changed artifacts and pushes frames without ever waiting on a client.
- * The held changes and the uuid map are sync_int.h's. The only public
- * header of the folder.
+ * ws/ws_req.c calls ws_sync_open on the connection's thread. Each sync
+ * registers with the hub (hub/), which hands it the capture feed's
+ * signals on the feed's thread and gives it turns on its workers: a
+ * `current` sync's turn (apply.c) re-reads changed artifacts and pushes
+ * frames without ever waiting on a client, a resumable sync's (resume.c)
+ * reads again from its cursor. The held changes and the uuid map are
+ * sync_int.h's. The only public header of the folder.
  */
 #ifndef COMB_SYNC_H
 #define COMB_SYNC_H
 
 #include <jansson.h>
 
+#include "hub/hub.h"
 #include "session/session.h"
 
-/* Worker threads that apply changes to open syncs. */
-#define WS_SYNC_WORKERS 2
+/* The kinds of subscription of this folder, for hub_workers_start. */
+#define SYNC_KINDS 2
+extern const struct hub_kind *const sync_kinds[SYNC_KINDS];
 
 /*
- * Starts the workers (relay borrowed for its database pool, policy and
- * configuration) and registers the syncs with the capture feed; call
- * before feed_start. Returns 0, or COMB_EIO with errbuf set.
+ * Prepares syncs of both kinds (relay borrowed: the resumable syncs'
+ * cursor key); call before the hub's workers start. Returns 0, or
+ * COMB_EIO with errbuf set.
  */
 int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen);
 
-/* Stops the workers. Every sync must have been released before (all
- * connections closed). Safe when ws_sync_start failed or never ran. */
+/* Forgets what ws_sync_start prepared, once every connection is closed
+ * and the hub's workers stopped. Safe when it failed or never ran. */
 void ws_sync_stop(void);
 
 /*
@@ -53,14 +56,8 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 /*
  * Resumable sync (resume.c, PROTOCOL.md section 7.1): a REQ whose only
  * filter is {"artifact":"changes"} with optionally #h, #type and an
- * incremental cursor. ws_resume_start registers it with the capture feed
- * and starts its workers (call before feed_start; 0, or COMB_EIO with
- * errbuf set); ws_resume_stop stops them once every connection is
- * closed, and is safe when ws_resume_start failed or never ran.
+ * incremental cursor.
  */
-int ws_resume_start(struct relay *relay, char *errbuf, size_t errlen);
-void ws_resume_stop(void);
-
 /*
  * Opens resumable sync sub_id for filter (borrowed) on session s, under
  * the same conditions as ws_sync_open. Answers on its own, on the calling

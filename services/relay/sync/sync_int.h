@@ -1,14 +1,15 @@
 /*
- * Internals of artifact sync shared by current.c (filter, snapshot, EOSE,
- * the registry the capture feed looks syncs up in) and apply.c
- * (the workers that re-read changed artifacts and send frames), and the
- * small uuid map both use (uuid_map.c).
+ * Internals of artifact sync shared by sub.c (what a sync of either kind
+ * is to its connection and the hub, opening and closing it), current.c
+ * (filter, snapshot, EOSE), apply.c (the `current` kind's turns: re-read
+ * changed artifacts and send frames), resume.c (the `changes` kind) and
+ * the small uuid map (uuid_map.c).
  *
- * Locks, never nested except as written: the registry's rwlock, then
- * (inside it) one sync's session mu or the workers' pool mu. The session
- * mu guards a sync's delivery state (dead, started, live); the pool mu
- * guards its held changes and scheduling. Database reads and frames are
- * done holding neither.
+ * Locks, never nested except as written: the hub's subscriptions' lock
+ * (hub/, held around every kind callback but run), then (inside it) one
+ * sync's session mu. The session mu guards a sync's delivery state (dead,
+ * started, live); the hub's lock guards what signals note for it.
+ * Database reads and frames are done holding neither.
  */
 #ifndef COMB_WS_SYNC_INT_H
 #define COMB_WS_SYNC_INT_H
@@ -20,6 +21,7 @@
 #include <stdint.h>
 
 #include "comb/db.h"
+#include "hub/hub.h"
 #include "session/session.h"
 
 /* Distinct changed artifacts a sync may hold before it is closed with
@@ -70,7 +72,7 @@ int sync_uuid_parse(const char *text, uint8_t out[16]);
 void sync_uuid_format(const uint8_t d[16], char out[37]);
 
 /* ------------------------------------------------------------------ */
-/* who sends the CLOSED of a sync of either kind (sub.c) */
+/* a sync of either kind (sub.c) */
 
 /* Guarded by the session's mu. */
 struct sync_closing {
@@ -78,32 +80,67 @@ struct sync_closing {
 	char dead_reason[300];          /* the CLOSED owed while not live */
 };
 
-/*
- * Closes base (a sync of session s) from the relay's side with reason;
- * the caller holds s->mu. Once live the CLOSED is pushed at once (using
- * the outbox's reserve); before, the opener sends it instead of EOSE.
- */
-void sync_close_locked(struct ws_session *s, struct ws_sub *base,
-		       struct sync_closing *c, const char *reason);
+/* What a sync of either kind is to its connection and to the hub; the
+ * first member of both. */
+struct sync_head {
+	struct ws_sub base;             /* first: the session's list */
+	struct ws_session *session;     /* borrowed */
+	struct hub_sub hub;             /* its registration (hub/) */
+	/* guarded by session->mu */
+	bool started;                   /* past the trust check */
+	struct sync_closing closing;
+};
 
-/* Drops base from s and sends CLOSED with message (the connection's
- * thread, while opening). */
-void sync_refuse(struct ws_session *s, struct ws_sub *base, const char *message);
+/* The sync whose registration is hs. */
+struct sync_head *sync_head_of(const struct hub_sub *hs);
+
+/* Makes h the head of sync id on session s, for kind, in s's community,
+ * of channels[0..n) (borrowed; none: every channel). */
+void sync_head_init(struct sync_head *h, struct ws_session *s, const char *id,
+		    const struct hub_kind *kind, const char (*channels)[37], size_t n,
+		    void (*release)(struct ws_session *s, struct ws_sub *base));
 
 /*
- * The end of an opening: unless base was closed meanwhile, sends EOSE
- * and makes it live. One closed before is refused instead; one closed
- * while EOSE was on its way gets its CLOSED right after EOSE. Returns true
- * when base is live and its live phase is the caller's to start.
+ * Closes h from the relay's side with reason; the caller holds
+ * h->session->mu. Once live the CLOSED is pushed at once (using the
+ * outbox's reserve); before, the opener sends it instead of EOSE.
  */
-bool sync_open_end(struct ws_session *s, struct ws_sub *base, struct sync_closing *c);
+void sync_close_locked(struct sync_head *h, const char *reason);
+
+/* Same, taking the session's mu. */
+void sync_close(struct sync_head *h, const char *reason);
+
+/* The kinds' interrupt (hub/): closes the sync of hs with reason once it
+ * is past its trust check (one still waiting for it has read nothing). */
+void sync_interrupt(struct hub_sub *hs, const char *reason);
+
+/* Drops h from its session and sends CLOSED with message (the
+ * connection's thread, while opening). */
+void sync_refuse(struct sync_head *h, const char *message);
+
+/*
+ * The start of an opening, on the connection's thread: adds h to its
+ * session, registers it with the hub (from then on every signal of its
+ * scope reaches it) and waits until the community's feed is trusted,
+ * storing the feed's generation. Returns false when h was refused (and
+ * dropped).
+ */
+bool sync_open_begin(struct sync_head *h, uint64_t *generation);
+
+/*
+ * The end of an opening: unless h was closed meanwhile or the feed was
+ * interrupted since generation, sends EOSE and makes it live. One closed
+ * before is refused instead; one closed while EOSE was on its way gets its
+ * CLOSED right after EOSE. Returns true when h is live and its turns are
+ * the caller's to start (hub_sub_start).
+ */
+bool sync_open_end(struct sync_head *h, uint64_t generation);
 
 /* ------------------------------------------------------------------ */
 /* one sync */
 
 struct sync_sub {
-	struct ws_sub base;             /* first: the session's list */
-	struct ws_session *session;     /* borrowed */
+	struct sync_head head;          /* first */
 	int64_t community;
 	char (*channels)[37];           /* owned, sorted, distinct */
 	size_t nchannels;
@@ -111,24 +148,22 @@ struct sync_sub {
 	size_t ntypes;
 	struct dmap dfilter;            /* the #d values; count 0: any d */
 	bool has_dfilter;
-	bool registered;                /* in the registry */
 
-	/* the opener, then one worker at a time */
+	/* the opener, then the worker running it */
 	struct dmap known;              /* d -> accepted_seq the client holds */
 
-	/* guarded by session->mu */
-	bool started;                   /* past the trust check */
-	struct sync_closing closing;
-
-	/* guarded by the pool's mu (apply.c) */
+	/* guarded by the hub's lock (apply.c) */
 	struct dmap pending;            /* changed d's not applied yet */
 	bool access_check;              /* membership or policy changed */
 	const char *overflow;           /* why pending could not hold a
 					 * change (the CLOSED reason), or NULL */
-	bool runnable;                  /* EOSE sent: the workers may apply */
 	bool quiet;                     /* closed: nothing more is noted */
-	bool scheduled, running, released;
-	struct hub_turn turn;           /* in the workers' run queue */
+
+	/* the worker running it: what it took from the above */
+	struct dmap taken;
+	bool taken_access;
+	const char *taken_overflow;
+	bool closed;                    /* the run closed it */
 };
 
 /* ------------------------------------------------------------------ */
@@ -148,16 +183,6 @@ const char *sync_find_channel(const struct sync_sub *sub, const char *channel);
 
 /* True when type is allowed by sub's #type (always without one). */
 bool sync_has_type(const struct sync_sub *sub, const char *type);
-
-/*
- * Closes sub from the relay's side with reason; the caller holds
- * sub->session->mu. Once live the CLOSED is pushed at once (using the
- * outbox's reserve); before, the opener sends it instead of EOSE.
- */
-void sync_kill_locked(struct sync_sub *sub, const char *reason);
-
-/* Same, taking the session's mu. */
-void sync_kill(struct sync_sub *sub, const char *reason);
 
 /* ------------------------------------------------------------------ */
 /* access (apply.c) */
@@ -185,36 +210,22 @@ int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
 		      bool *budget);
 
 /* ------------------------------------------------------------------ */
-/* the workers (apply.c) */
+/* the kinds (apply.c, resume.c) */
 
-/* Starts and stops the worker threads. */
-int sync_workers_start(struct relay *relay, char *errbuf, size_t errlen);
-void sync_workers_stop(void);
+/* A `current` sync (apply.c) and a resumable one (resume.c). */
+extern const struct hub_kind sync_current_kind;
+extern const struct hub_kind sync_changes_kind;
 
-/* Prepares the scheduling fields of a new sync. */
-void sync_sched_init(struct sync_sub *sub);
-
-/*
- * Records that artifact d (NULL: the reader's access) of sub changed; the
- * change is held until sync_make_runnable and applied afterwards by a
- * worker. The feed thread calls it under the registry's read lock, for
- * every sync a signal concerns, between sync_note_begin (which takes the
- * pool's mu) and sync_note_end (which wakes the workers once and releases
- * it).
- */
-void sync_note_begin(void);
-void sync_note_change(struct sync_sub *sub, const uint8_t *d);
-void sync_note_end(void);
+/* Prepares a new sync's held changes, counted against its connection's
+ * budget. */
+void sync_pending_init(struct sync_sub *sub);
 
 /* The CLOSED reason when sub's held changes overflowed (too many, or
  * over the connection's budget), else NULL. */
 const char *sync_overflowed(struct sync_sub *sub);
 
-/* After EOSE: lets the workers apply what is held and what comes. */
-void sync_make_runnable(struct sync_sub *sub);
-
-/* Stops scheduling sub and waits until no worker uses it; it may then be
- * freed. Call after it left the registry. */
-void sync_sched_release(struct sync_sub *sub);
+/* The cursor key of the resumable syncs, set by ws_sync_start (resume.c). */
+int sync_changes_start(struct relay *relay, char *errbuf, size_t errlen);
+void sync_changes_stop(void);
 
 #endif
