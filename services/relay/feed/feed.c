@@ -289,7 +289,6 @@ static void interrupt_subscribers(int64_t id)
 {
 	if (feed.listener)
 		feed.listener->interrupt(id, FEED_INTERRUPTED);
-	ws_live_interrupt(id, FEED_INTERRUPTED);
 }
 
 /* Hands s to the listener. */

@@ -16,8 +16,8 @@
  * signal to the listener registered with feed_listen() (the hub, hub/,
  * which hands them to the syncs of sync/), stored and ephemeral
  * events to live plain subscriptions through a loader thread that fetches
- * each stored event's JSON (loader.c) and then the live registry
- * (live.c), where plain REQs register with ws_live_add().
+ * each stored event's JSON (loader.c) and then the live dispatcher
+ * (live.c).
  *
  * feed/ is below every part that reads or writes: they register here and
  * are called back, the feed never names them. The only public header of
@@ -106,13 +106,10 @@ int feed_trust_wait_ms(const struct comb_config *cfg);
 bool feed_still_trusted(int64_t community_id, uint64_t generation);
 
 /*
- * live.c, live delivery: the registry of WebSocket subscriptions
- * waiting for new events, and the dispatcher thread that hands each new
- * event to the subscriptions that want it and whose reader may read it
- * now.
+ * live.c, live delivery: the dispatcher thread that hands each new event
+ * to the subscriptions that want it (plain REQs, registered with the hub,
+ * hub/, whose kind takes events) and whose reader may read it now.
  *
- * Interest is registered per (community, channel): an entry names the
- * channels it covers, or none to cover every channel of its community.
  * Access is decided per recipient at delivery, from the database's current
  * facts about the event's channel and the recipient's role in it, against
  * the read keys the policy plugins gave that recipient (access.h); events
@@ -129,65 +126,15 @@ bool feed_still_trusted(int64_t community_id, uint64_t generation);
  * every live subscription is interrupted. */
 #define WS_LIVE_MAX_BACKLOG 65536
 
-/* One event being delivered; everything borrowed for the call. */
-struct ws_live_event {
-	int64_t community_id;
-	const char *channel;           /* canonical uuid, or NULL for none */
-	const struct comb_event *ev;   /* parsed */
-	const char *json;              /* the event as served */
-	size_t json_len;
-};
-
-struct ws_live_entry;
-
-/* Called under the registry's read lock; must not block or take locks
- * that a thread calling ws_live_add/remove may hold. */
-typedef bool (*ws_live_match_fn)(struct ws_live_entry *e,
-				 const struct ws_live_event *ev, bool *named);
-typedef void (*ws_live_deliver_fn)(struct ws_live_entry *e,
-				   const struct ws_live_event *ev);
-typedef void (*ws_live_interrupt_fn)(struct ws_live_entry *e,
-				     const char *reason);
-
-/*
- * A registered interest. The owner fills the public part before
- * ws_live_add and keeps it unchanged (and alive) until ws_live_remove
- * returns.
- */
-struct ws_live_entry {
-	int64_t community_id;
-	const char (*channels)[37];  /* borrowed; the channels covered */
-	size_t nchannels;            /* 0: every channel of the community */
-	const char *reader;          /* borrowed pubkey hex of the recipient */
-	const struct reader_access *access; /* borrowed: what reader may read */
-	/* True when the entry wants ev; *named tells whether the filter that
-	 * matched names the event's channel (it counts for unlisted ones). */
-	ws_live_match_fn match;
-	/* Hands over an event the reader may read. Must not block: push
-	 * without WS_PUSH_WAIT and close the subscription when it is full. */
-	ws_live_deliver_fn deliver;
-	/* Tells the entry that events were lost (dispatcher overflow, access
-	 * could not be checked); reason starts with `resync:` or `error:`. */
-	ws_live_interrupt_fn interrupt;
-	bool registered;             /* internal */
-};
-
 /*
  * Starts the dispatcher thread (relay borrowed for its database pool and
  * policy). Returns 0, or COMB_EIO / COMB_ENOMEM with errbuf set.
  */
 int ws_live_start(struct relay *relay, char *errbuf, size_t errlen);
 
-/* Stops the dispatcher and drops queued events. Every entry must have been
- * removed (all connections closed) before. */
+/* Stops the dispatcher and drops queued events. Every subscription must
+ * have been removed (all connections closed) before. */
 void ws_live_stop(void);
-
-/* Registers e. Returns 0 or COMB_ENOMEM (nothing registered then). */
-int ws_live_add(struct ws_live_entry *e);
-
-/* Unregisters e (nothing when it is not registered). When this returns no
- * delivery to e is in progress and none will start. */
-void ws_live_remove(struct ws_live_entry *e);
 
 /*
  * The local feed, called by the write path (write/) on the writing
@@ -215,8 +162,5 @@ struct ws_live_local *ws_live_local_take(const struct community *c,
 					 const struct comb_event *ev,
 					 bool accepted);
 void ws_live_local_deliver(struct ws_live_local *taken, bool committed);
-
-/* Subscriptions registered now (for metrics and tests). */
-long ws_live_entries(void);
 
 #endif

@@ -1,8 +1,7 @@
 /*
  * What the files of feed/ call of each other: the feed thread (feed.c)
  * hands event signals to the loader (loader.c), which hands events to
- * the live registry's dispatcher (live.c); the feed also switches the
- * local feed and interrupts live entries.
+ * the live dispatcher (live.c); the feed also switches the local feed.
  */
 #ifndef COMB_FEED_INT_H
 #define COMB_FEED_INT_H
@@ -32,22 +31,6 @@ int ws_live_deliver_event(int64_t community_id, const char *channel,
  * every event, so that none arrives twice.
  */
 void ws_live_set_local_feed(bool on);
-
-/*
- * True when a subscription may want events of community_id in channel
- * (NULL for none): some entry covers the channel or the whole community.
- * Errs towards true when the registry is busy. Lets the capture feed skip
- * loading events nobody on this node listens to. Any thread.
- */
-bool ws_live_wanted(int64_t community_id, const char *channel);
-
-/*
- * Tells every entry of community_id (0: of every community) that events
- * were lost, through its interrupt callback with reason (`resync: ...` or
- * `error: ...`). Used by the capture feed on a gap, a new epoch or a lost
- * link. Any thread that holds no session lock.
- */
-void ws_live_interrupt(int64_t community_id, const char *reason);
 
 /* loader.c: the loader that turns event signals into live events. */
 

@@ -1,12 +1,10 @@
 /*
- * The live delivery registry and its dispatcher (see feed.h).
- *
- * The registry (hub/, one slot per (community, channel) and one per
- * community for entries that cover every channel) is guarded by a
- * writer-preferring read-write lock. The dispatcher holds the read lock
- * while it delivers one event (matching, one access query for all the
- * candidates, pushing), so ws_live_remove, which takes the write lock,
- * returns only when no delivery to the removed entry can be running.
+ * The live dispatcher (see feed.h): the queue of events to deliver, and
+ * the thread that hands each to the subscriptions the hub finds for it
+ * (hub_candidates: matching, under the hub's lock) whose reader may read
+ * it now (one access query for all of them). The hub holds the
+ * candidates while they are delivered to, so a subscription removed
+ * meanwhile is freed only once no delivery to it can be running.
  */
 #include "feed_int.h"
 
@@ -32,12 +30,6 @@ struct item {
 	char json[];
 };
 
-/* A subscription that wants the event being delivered. */
-struct candidate {
-	struct ws_live_entry *entry;
-	bool named;
-};
-
 /* One reader's role in the event's channel, from the access query. */
 struct reader_role {
 	const char *pubkey;   /* borrowed from the result */
@@ -45,10 +37,6 @@ struct reader_role {
 };
 
 static struct {
-	pthread_rwlock_t lock;
-	struct hub_registry registry; /* of ws_live_entry, under lock */
-	atomic_long entries;
-
 	pthread_mutex_t qmu;
 	pthread_cond_t qcond;
 	struct item *head, *tail;
@@ -59,90 +47,17 @@ static struct {
 	pthread_t thread;
 	struct relay *relay;
 
-	struct candidate *cands;      /* dispatcher thread only */
+	struct hub_sub **cands;       /* dispatcher thread only */
 	size_t ncands, capcands;
 } live = {
-	.lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
 	.qmu = PTHREAD_MUTEX_INITIALIZER,
 	.qcond = PTHREAD_COND_INITIALIZER,
 };
 
 static atomic_bool local_feed = true;
 
-int ws_live_add(struct ws_live_entry *e)
-{
-	int rc;
-
-	pthread_rwlock_wrlock(&live.lock);
-	rc = hub_registry_add(&live.registry, e->community_id, e->channels,
-			      e->nchannels, e);
-	if (rc == 0) {
-		e->registered = true;
-		atomic_fetch_add(&live.entries, 1);
-	}
-	pthread_rwlock_unlock(&live.lock);
-	return rc;
-}
-
-void ws_live_remove(struct ws_live_entry *e)
-{
-	pthread_rwlock_wrlock(&live.lock);
-	if (e->registered) {
-		hub_registry_remove(&live.registry, e->community_id, e->channels,
-				    e->nchannels, e);
-		e->registered = false;
-		atomic_fetch_sub(&live.entries, 1);
-	}
-	pthread_rwlock_unlock(&live.lock);
-}
-
-long ws_live_entries(void)
-{
-	return atomic_load(&live.entries);
-}
-
 /* ------------------------------------------------------------------ */
 /* the dispatcher */
-
-static int cand_push(struct ws_live_entry *e, bool named)
-{
-	struct candidate *grown;
-	size_t cap, i;
-
-	/* An entry covering two slots is considered once. */
-	for (i = 0; i < live.ncands; i++) {
-		if (live.cands[i].entry == e) {
-			live.cands[i].named = live.cands[i].named || named;
-			return 0;
-		}
-	}
-	if (live.ncands == live.capcands) {
-		cap = live.capcands ? 2 * live.capcands : 64;
-		grown = realloc(live.cands, cap * sizeof(*grown));
-		if (!grown)
-			return COMB_ENOMEM;
-		live.cands = grown;
-		live.capcands = cap;
-	}
-	live.cands[live.ncands++] = (struct candidate){e, named};
-	return 0;
-}
-
-static void gather(const struct hub_slot *s, const struct ws_live_event *ev)
-{
-	size_t i;
-	bool named;
-
-	if (!s)
-		return;
-	for (i = 0; i < s->n; i++) {
-		struct ws_live_entry *e = s->members[i];
-
-		named = false;
-		if (e->match(e, ev, &named) && cand_push(e, named))
-			comb_warn("live delivery: out of memory, an event was not delivered");
-	}
-}
 
 static int cmp_role(const void *a, const void *b)
 {
@@ -154,10 +69,8 @@ static void interrupt_candidates(const char *reason)
 {
 	size_t i;
 
-	for (i = 0; i < live.ncands; i++) {
-		if (live.cands[i].entry->interrupt)
-			live.cands[i].entry->interrupt(live.cands[i].entry, reason);
-	}
+	for (i = 0; i < live.ncands; i++)
+		live.cands[i]->kind->interrupt(live.cands[i], reason);
 }
 
 /*
@@ -165,7 +78,7 @@ static void interrupt_candidates(const char *reason)
  * one query loads the channel's facts and every candidate reader's active
  * role in it.
  */
-static void deliver_in_channel(const struct ws_live_event *ev)
+static void deliver_in_channel(const struct hub_event *ev)
 {
 	struct comb_buf readers;
 	struct reader_role *roles = NULL, key, *found;
@@ -180,14 +93,14 @@ static void deliver_in_channel(const struct ws_live_event *ev)
 	rc = comb_buf_putc(&readers, '{');
 	for (i = 0; i < live.ncands && rc == 0; i++)
 		rc = comb_buf_printf(&readers, "%s%s", i ? "," : "",
-				     live.cands[i].entry->reader);
+				     live.cands[i]->reader);
 	if (rc == 0)
 		rc = comb_buf_putc(&readers, '}');
 	if (rc) {
 		interrupt_candidates("error: live delivery out of memory");
 		goto out;
 	}
-	snprintf(community, sizeof(community), "%lld", (long long)ev->community_id);
+	snprintf(community, sizeof(community), "%lld", (long long)ev->community);
 	db = comb_db_acquire(live.relay->db, 2000);
 	if (db)
 		res = PQexecParams(db,
@@ -225,16 +138,16 @@ static void deliver_in_channel(const struct ws_live_event *ev)
 	facts.deleted = PQgetvalue(res, 0, 4)[0] == 't';
 	facts.archived = PQgetvalue(res, 0, 5)[0] == 't';
 	for (i = 0; i < live.ncands; i++) {
-		struct ws_live_entry *e = live.cands[i].entry;
+		struct hub_sub *sub = live.cands[i];
 
-		key.pubkey = e->reader;
+		key.pubkey = sub->reader;
 		found = bsearch(&key, roles, (size_t)n, sizeof(*roles), cmp_role);
 		if (!found)
 			continue;
 		facts.role = found->role;
-		facts.named = live.cands[i].named;
-		if (reader_access_readable(e->access, comb_policy_read_key(&facts)))
-			e->deliver(e, ev);
+		facts.named = sub->named;
+		if (reader_access_readable(sub->access, comb_policy_read_key(&facts)))
+			sub->kind->deliver(sub, ev);
 	}
 out:
 	free(roles);
@@ -246,79 +159,39 @@ out:
 
 static void dispatch(const struct item *it)
 {
-	struct ws_live_event lev = {
-		.community_id = it->community_id,
+	struct hub_event hev = {
+		.community = it->community_id,
 		.channel = it->has_channel ? it->channel : NULL,
 		.json = it->json,
 		.json_len = it->len,
 	};
 	struct comb_event ev;
 	char err[128];
+	long found;
 	size_t i;
 
 	if (comb_event_parse(&ev, it->json, it->len, it->len, err, sizeof(err))) {
 		comb_warn("live delivery: unparsable event dropped: %s", err);
 		return;
 	}
-	lev.ev = &ev;
-	live.ncands = 0;
-	pthread_rwlock_rdlock(&live.lock);
-	gather(hub_registry_find(&live.registry, it->community_id, ""), &lev);
-	if (it->has_channel)
-		gather(hub_registry_find(&live.registry, it->community_id, it->channel), &lev);
+	hev.ev = &ev;
+	found = hub_candidates(&hev, &live.cands, &live.capcands);
+	if (found < 0) {
+		comb_warn("live delivery: out of memory, an event was not delivered");
+		hub_interrupt_events(it->community_id, "error: live delivery out of memory");
+	}
+	live.ncands = found > 0 ? (size_t)found : 0;
 	if (live.ncands && it->has_channel) {
-		deliver_in_channel(&lev);
+		deliver_in_channel(&hev);
 	} else {
 		/* Events without a channel are readable by their author only. */
 		for (i = 0; i < live.ncands; i++) {
-			if (!strcmp(live.cands[i].entry->reader, ev.pubkey))
-				live.cands[i].entry->deliver(live.cands[i].entry, &lev);
+			if (!strcmp(live.cands[i]->reader, ev.pubkey))
+				live.cands[i]->kind->deliver(live.cands[i], &hev);
 		}
 	}
-	pthread_rwlock_unlock(&live.lock);
+	hub_candidates_done(live.cands, live.ncands);
 	comb_event_release(&ev);
-}
-
-/* Tells entry member (a ws_live_entry) that events were lost; ctx is the
- * reason. */
-static void interrupt_entry(void *member, void *ctx)
-{
-	struct ws_live_entry *e = member;
-
-	if (e->interrupt)
-		e->interrupt(e, ctx);
-}
-
-/* Tells every registered entry that events were lost. */
-static void interrupt_all(const char *reason)
-{
-	pthread_rwlock_rdlock(&live.lock);
-	hub_registry_each(&live.registry, 0, interrupt_entry, (void *)reason);
-	pthread_rwlock_unlock(&live.lock);
-}
-
-bool ws_live_wanted(int64_t community_id, const char *channel)
-{
-	bool wanted;
-
-	if (atomic_load(&live.entries) == 0)
-		return false;
-	/* Never wait behind a delivery: when busy, let the loader find out. */
-	if (pthread_rwlock_tryrdlock(&live.lock))
-		return true;
-	wanted = hub_registry_find(&live.registry, community_id, "") != NULL ||
-		 (channel && hub_registry_find(&live.registry, community_id, channel) != NULL);
-	pthread_rwlock_unlock(&live.lock);
-	return wanted;
-}
-
-void ws_live_interrupt(int64_t community_id, const char *reason)
-{
-	if (atomic_load(&live.entries) == 0)
-		return;
-	pthread_rwlock_rdlock(&live.lock);
-	hub_registry_each(&live.registry, community_id, interrupt_entry, (void *)reason);
-	pthread_rwlock_unlock(&live.lock);
 }
 
 static void *dispatcher_main(void *arg)
@@ -346,7 +219,7 @@ static void *dispatcher_main(void *arg)
 		}
 		pthread_mutex_unlock(&live.qmu);
 		if (lost)
-			interrupt_all(FEED_INTERRUPTED);
+			hub_interrupt_events(0, FEED_INTERRUPTED);
 		if (it)
 			dispatch(it);
 		free(it);
@@ -406,7 +279,7 @@ int ws_live_deliver_event(int64_t community_id, const char *channel,
 		return COMB_EIO;
 	/* Nobody listens: a subscription that starts later reads the
 	 * committed event from the database. */
-	if (atomic_load(&live.entries) == 0)
+	if (hub_event_subs() == 0)
 		return 0;
 	it = malloc(sizeof(*it) + len + 1);
 	if (!it)

@@ -23,6 +23,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed_int.h"
+#include "hub/hub.h"
 #include "revcache.h"
 
 /* Signals waiting for the loader beyond which live delivery of the
@@ -68,11 +69,11 @@ void feed_live_push(const struct comb_signal *s)
 		return;
 	if (s->type != COMB_SIGNAL_EPHEMERAL && !s->id[0])
 		return;  /* nothing to load */
-	if (!ws_live_wanted(s->community, channel))
+	if (!hub_wanted(s->community, channel))
 		return;
 	it = calloc(1, sizeof(*it) + s->payload_len + 1);
 	if (!it) {
-		ws_live_interrupt(s->community, "error: live delivery out of memory");
+		hub_interrupt_events(s->community, "error: live delivery out of memory");
 		return;
 	}
 	it->community = s->community;
@@ -99,7 +100,7 @@ void feed_live_push(const struct comb_signal *s)
 		free(it);
 		comb_warn("feed: live loader backlog full, community %" PRId64
 			  " interrupted", s->community);
-		ws_live_interrupt(s->community, FEED_INTERRUPTED);
+		hub_interrupt_events(s->community, FEED_INTERRUPTED);
 	}
 }
 
@@ -132,7 +133,7 @@ static void interrupt_batch(struct litem *batch, const char *reason)
 
 	for (it = batch; it; it = it->next) {
 		if (it->community != last)
-			ws_live_interrupt(it->community, reason);
+			hub_interrupt_events(it->community, reason);
 		last = it->community;
 	}
 }

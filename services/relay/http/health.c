@@ -6,6 +6,7 @@
 #include "comb/db.h"
 #include "comb/redis.h"
 #include "feed/feed.h"
+#include "hub/hub.h"
 #include "http_int.h"
 #include "metrics.h"
 
@@ -59,7 +60,7 @@ void handle_metrics(struct request *req)
 {
 	struct metrics_state state = {
 		.feed_alive = feed_alive(),
-		.subscriptions = ws_live_entries(),
+		.subscriptions = hub_event_subs(),
 		.stopping = atomic_load(&req->relay->draining),
 	};
 	struct comb_buf b;

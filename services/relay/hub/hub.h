@@ -12,11 +12,12 @@
  *   resumable sync's next read all see the new status, and nothing
  *   written after the change reaches a reader who lost access
  *   (docs/protocol.md, "Access changes reach open connections").
- * - Subscriptions (subs.c): syncs and resumable syncs register a struct
- *   hub_sub, whose kind (struct hub_kind) says what a signal, an
- *   interruption and a turn of work mean to it. One lock guards their
- *   registry and their scheduling; one pool of workers serves their turns
- *   fairly per connection (turns.c), with timers.
+ * - Subscriptions (subs.c): plain REQs, syncs and resumable syncs
+ *   register a struct hub_sub, whose kind (struct hub_kind) says what a
+ *   signal, an interruption, a live event and a turn of work mean to it.
+ *   One lock guards their registry and their scheduling; one pool of
+ *   workers serves their turns fairly per connection (turns.c), with
+ *   timers; the live dispatcher (feed/) finds in it who wants an event.
  * - Registry (registry.c): subscriptions by community and channel.
  *
  * The hub is the lowest layer of the relay's folders, below the feed and
@@ -31,6 +32,7 @@
 #include <stdint.h>
 
 #include "access.h"
+#include "comb/event.h"
 #include "comb/readroute.h"
 #include "comb/signal.h"
 #include "relay.h"
@@ -87,8 +89,7 @@ int hub_load_admin(struct relay *relay, const struct community *c,
  * (each registered once, whatever repeats) or none, for every channel of
  * its community (the community-wide slot, channel ""). The registry has no
  * lock of its own: its user serializes every call and every use of a
- * slot it found (the subscriptions' lock for hub_sub registrations, the
- * live registry's read-write lock for plain REQs, feed/).
+ * slot it found (the subscriptions' lock, subs.c).
  */
 #define HUB_BUCKETS 4096
 
@@ -199,15 +200,34 @@ bool hub_queue_empty(const struct hub_queue *q);
 
 struct hub_sub;
 
+/* An event being delivered live (feed/); everything borrowed. */
+struct hub_event {
+	int64_t community;
+	const char *channel;            /* canonical uuid, or NULL for none */
+	const struct comb_event *ev;    /* parsed */
+	const char *json;               /* the event as served */
+	size_t json_len;
+};
+
 /* What a kind of subscription does with what the hub hands it. Every
  * callback but run is called under the subscriptions' lock and must not
  * wait on a client or the database. */
 struct hub_kind {
 	/* Takes signal s (borrowed) of sub's community, of one of its
 	 * channels or of none (an admin change): decides whether it concerns
-	 * sub, and if so notes it and calls hub_wake_locked. */
+	 * sub, and if so notes it and calls hub_wake_locked. NULL: signals
+	 * are not this kind's. */
 	void (*signal)(struct hub_sub *sub, const struct comb_signal *s);
-	/* The changes of sub's community were lost: close sub with reason. */
+	/* For a kind that takes live events (NULL otherwise): true when sub
+	 * wants ev, setting *named when the filter that matched names the
+	 * event's channel (it counts for unlisted ones). */
+	bool (*match)(struct hub_sub *sub, const struct hub_event *ev, bool *named);
+	/* Hands over an event sub's reader may read, holding no lock of the
+	 * hub. Must not block: push without waiting and close the
+	 * subscription when its connection cannot take it. */
+	void (*deliver)(struct hub_sub *sub, const struct hub_event *ev);
+	/* The changes (or events) of sub's community were lost: close sub
+	 * with reason. Holds the hub's lock or not, as the caller says. */
 	void (*interrupt)(struct hub_sub *sub, const char *reason);
 	/* True when queued sub may be served by the run that serves first
 	 * (of this kind); most is how many one run serves at the most. */
@@ -230,17 +250,20 @@ struct hub_kind {
 };
 
 /* A subscription as the hub knows it; embedded in the subscription.
- * Its owner sets kind, community, channels and turn.owner before
- * hub_sub_add and keeps them unchanged until hub_sub_remove returns; the
- * rest is the hub's. */
+ * Its owner sets kind, community, channels, reader, access and
+ * turn.owner before hub_sub_add and keeps them unchanged until
+ * hub_sub_remove returns; the rest is the hub's. */
 struct hub_sub {
 	const struct hub_kind *kind;
 	int64_t community;
 	const char (*channels)[37];     /* borrowed; none: every channel */
 	size_t nchannels;
+	const char *reader;             /* borrowed pubkey hex */
+	const struct reader_access *access; /* borrowed: what reader may read */
 	struct hub_turn turn;
 
 	bool registered, runnable, woken, scheduled, running, released;
+	bool named;                     /* hub_candidates: see match */
 	double due;                     /* when next runs it; 0: not timed */
 	struct hub_sub *timed_prev, *timed_next;
 };
@@ -270,6 +293,29 @@ void hub_sub_start(struct hub_sub *sub, bool run_now);
 /* Unregisters sub, takes it out of the queue and waits until no worker
  * runs it; it may then be freed. */
 void hub_sub_remove(struct hub_sub *sub);
+
+/*
+ * Live events (the dispatcher of feed/, one thread): finds the
+ * subscriptions that want ev, those of its channel and the
+ * community-wide ones whose kind takes events and matches it, each once
+ * with its named flag, into *out (grown as needed; *cap its room), and
+ * holds them: hub_sub_remove waits until hub_candidates_done. Returns how
+ * many, or -1 when out of memory (nothing held).
+ */
+long hub_candidates(const struct hub_event *ev, struct hub_sub ***out, size_t *cap);
+void hub_candidates_done(struct hub_sub **subs, size_t n);
+
+/* True when a subscription that takes events may want those of
+ * community in channel (NULL for none). Errs towards true when the hub is
+ * busy. Any thread. */
+bool hub_wanted(int64_t community, const char *channel);
+
+/* Like hub_interrupt, for the subscriptions that take events only (their
+ * events were lost, not the signals). */
+void hub_interrupt_events(int64_t community, const char *reason);
+
+/* Registered subscriptions that take events (for /health). */
+long hub_event_subs(void);
 
 /* Queues a turn for sub (at once once runnable); called by a kind's
  * signal, under the lock. */

@@ -34,6 +34,7 @@ static struct {
 	size_t woken;                   /* turns queued by the signal being handed on */
 	const struct hub_kind *kinds[MAX_KINDS];
 	size_t nkinds;
+	atomic_long event_subs;         /* registered subs that take events */
 	pthread_t threads[HUB_WORKERS];
 	int nthreads;
 	bool stop;
@@ -157,6 +158,8 @@ int hub_sub_add(struct hub_sub *sub)
 	rc = hub_registry_add(&hub.registry, sub->community, sub->channels,
 			      sub->nchannels, sub);
 	sub->registered = rc == 0;
+	if (rc == 0 && sub->kind->match)
+		atomic_fetch_add(&hub.event_subs, 1);
 	pthread_mutex_unlock(&hub.mu);
 	return rc;
 }
@@ -173,9 +176,12 @@ void hub_sub_start(struct hub_sub *sub, bool run_now)
 void hub_sub_remove(struct hub_sub *sub)
 {
 	pthread_mutex_lock(&hub.mu);
-	if (sub->registered)
+	if (sub->registered) {
 		hub_registry_remove(&hub.registry, sub->community, sub->channels,
 				    sub->nchannels, sub);
+		if (sub->kind->match)
+			atomic_fetch_sub(&hub.event_subs, 1);
+	}
 	sub->registered = false;
 	sub->released = true;
 	if (sub->scheduled)
@@ -195,7 +201,8 @@ static void signal_member(void *member, void *ctx)
 {
 	struct hub_sub *sub = member;
 
-	sub->kind->signal(sub, ctx);
+	if (sub->kind->signal)
+		sub->kind->signal(sub, ctx);
 }
 
 static void signal_slot(const struct hub_slot *slot, const struct comb_signal *s)
@@ -229,11 +236,129 @@ static void interrupt_member(void *member, void *ctx)
 	sub->kind->interrupt(sub, ctx);
 }
 
+/* Same, for members that take events. */
+static void interrupt_event_member(void *member, void *ctx)
+{
+	struct hub_sub *sub = member;
+
+	if (sub->kind->match)
+		sub->kind->interrupt(sub, ctx);
+}
+
 void hub_interrupt(int64_t community, const char *reason)
 {
 	pthread_mutex_lock(&hub.mu);
 	hub_registry_each(&hub.registry, community, interrupt_member, (void *)reason);
 	pthread_mutex_unlock(&hub.mu);
+}
+
+void hub_interrupt_events(int64_t community, const char *reason)
+{
+	if (atomic_load(&hub.event_subs) == 0)
+		return;
+	pthread_mutex_lock(&hub.mu);
+	hub_registry_each(&hub.registry, community, interrupt_event_member, (void *)reason);
+	pthread_mutex_unlock(&hub.mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* live events */
+
+/* Adds the members of slot (may be NULL) that want ev to *out, once
+ * each, marking them running. Returns 0 or COMB_ENOMEM. */
+static int gather(const struct hub_slot *slot, const struct hub_event *ev,
+		  struct hub_sub ***out, size_t *cap, size_t *n)
+{
+	size_t i;
+
+	for (i = 0; slot && i < slot->n; i++) {
+		struct hub_sub *sub = slot->members[i];
+		bool named = false;
+
+		if (!sub->kind->match || !sub->kind->match(sub, ev, &named))
+			continue;
+		if (sub->running) {
+			/* met in the other slot already */
+			sub->named = sub->named || named;
+			continue;
+		}
+		if (*n == *cap) {
+			size_t room = *cap ? 2 * *cap : 64;
+			struct hub_sub **grown = realloc(*out, room * sizeof(*grown));
+
+			if (!grown)
+				return COMB_ENOMEM;
+			*out = grown;
+			*cap = room;
+		}
+		sub->running = true;
+		sub->named = named;
+		(*out)[(*n)++] = sub;
+	}
+	return 0;
+}
+
+long hub_candidates(const struct hub_event *ev, struct hub_sub ***out, size_t *cap)
+{
+	size_t n = 0, i;
+	int rc;
+
+	pthread_mutex_lock(&hub.mu);
+	rc = gather(hub_registry_find(&hub.registry, ev->community, ""), ev, out, cap, &n);
+	if (rc == 0 && ev->channel)
+		rc = gather(hub_registry_find(&hub.registry, ev->community, ev->channel),
+			    ev, out, cap, &n);
+	if (rc) {
+		for (i = 0; i < n; i++)
+			(*out)[i]->running = false;
+		pthread_cond_broadcast(&hub.idle);
+	}
+	pthread_mutex_unlock(&hub.mu);
+	return rc ? -1 : (long)n;
+}
+
+void hub_candidates_done(struct hub_sub **subs, size_t n)
+{
+	size_t i;
+
+	if (n == 0)
+		return;
+	pthread_mutex_lock(&hub.mu);
+	for (i = 0; i < n; i++)
+		subs[i]->running = false;
+	pthread_cond_broadcast(&hub.idle);
+	pthread_mutex_unlock(&hub.mu);
+}
+
+/* True when a member of slot (may be NULL) takes events. */
+static bool takes_events(const struct hub_slot *slot)
+{
+	size_t i;
+
+	for (i = 0; slot && i < slot->n; i++)
+		if (((const struct hub_sub *)slot->members[i])->kind->match)
+			return true;
+	return false;
+}
+
+bool hub_wanted(int64_t community, const char *channel)
+{
+	bool wanted;
+
+	if (atomic_load(&hub.event_subs) == 0)
+		return false;
+	/* never wait behind the hub: when busy, let the loader find out */
+	if (pthread_mutex_trylock(&hub.mu))
+		return true;
+	wanted = takes_events(hub_registry_find(&hub.registry, community, "")) ||
+		 (channel && takes_events(hub_registry_find(&hub.registry, community, channel)));
+	pthread_mutex_unlock(&hub.mu);
+	return wanted;
+}
+
+long hub_event_subs(void)
+{
+	return atomic_load(&hub.event_subs);
 }
 
 /* ------------------------------------------------------------------ */

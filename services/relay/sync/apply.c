@@ -127,7 +127,7 @@ static void note_change(struct sync_sub *sub, const uint8_t *d)
 static void current_signal(struct hub_sub *hs, const struct comb_signal *s)
 {
 	struct sync_sub *sub = sync_of(hs);
-	const char *reader = sub->head.session->pubkey;
+	const char *reader = hs->reader;
 	uint8_t d[16];
 
 	if (s->type == COMB_SIGNAL_ADMIN) {

@@ -185,9 +185,9 @@ static bool concerns(const struct resume_sub *sub, const struct comb_signal *s)
 		return s->channel[0] && in_scope(sub, s->channel);
 	case COMB_SIGNAL_MEMBER:
 		return s->channel[0] && in_scope(sub, s->channel) &&
-		       !strcmp(s->pubkey, sub->head.session->pubkey);
+		       !strcmp(s->pubkey, sub->head.hub.reader);
 	case COMB_SIGNAL_ADMIN:
-		return !strcmp(s->pubkey, sub->head.session->pubkey);
+		return !strcmp(s->pubkey, sub->head.hub.reader);
 	default:
 		return false;  /* chat, moderation, ephemeral: never a change */
 	}

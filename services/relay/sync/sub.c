@@ -75,6 +75,8 @@ void sync_head_init(struct sync_head *h, struct ws_session *s, const char *id,
 	h->hub.community = s->community.id;
 	h->hub.channels = channels;
 	h->hub.nchannels = n;
+	h->hub.reader = s->pubkey;
+	h->hub.access = &s->access;
 	h->hub.turn.owner = &s->turns;
 }
 

@@ -24,6 +24,7 @@
 #include "comb/log.h"
 #include "comb/uuid.h"
 #include "feed/feed.h"
+#include "hub/hub.h"
 #include "protocol_limits.h"
 #include "readpos.h"
 #include "read/read.h"
@@ -54,7 +55,7 @@ struct plain_sub {
 	size_t nfilters;
 	char (*channels)[37];            /* live interest; none: community */
 	size_t nchannels;
-	struct ws_live_entry live;
+	struct hub_sub hub;              /* its registration (hub/) */
 	/* guarded by session->mu */
 	bool pending;                    /* before its EOSE went out */
 	bool awaiting_feed;              /* before its feed was trusted */
@@ -73,9 +74,9 @@ struct plain_sub {
 };
 
 
-static struct plain_sub *sub_of(struct ws_live_entry *e)
+static struct plain_sub *sub_of(const struct hub_sub *hs)
 {
-	return (struct plain_sub *)(void *)((char *)e - offsetof(struct plain_sub, live));
+	return (struct plain_sub *)(void *)((char *)hs - offsetof(struct plain_sub, hub));
 }
 
 /* ------------------------------------------------------------------ */
@@ -144,7 +145,8 @@ bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev
 }
 
 /* ------------------------------------------------------------------ */
-/* live delivery callbacks (dispatcher thread) */
+/* the kind of subscription a plain REQ is to the hub: live events from
+ * the dispatcher's thread (feed/), interruptions */
 
 /* Closes sub from the relay's side; the caller holds session->mu. While
  * pending, the REQ's own thread sends the CLOSED after its EOSE. */
@@ -159,10 +161,10 @@ static void kill_locked(struct plain_sub *sub, const char *reason)
 		ws_send_closed(sub->session, sub->base.id, reason, WS_PUSH_RESERVED);
 }
 
-static bool live_match(struct ws_live_entry *e, const struct ws_live_event *ev,
-		       bool *named)
+/* The kind's match (hub.h): some filter matches the event. */
+static bool live_match(struct hub_sub *hs, const struct hub_event *ev, bool *named)
 {
-	struct plain_sub *sub = sub_of(e);
+	struct plain_sub *sub = sub_of(hs);
 	bool any = false;
 	size_t i;
 
@@ -196,9 +198,12 @@ static void sub_unhold(struct plain_sub *sub, size_t bytes)
 	ws_session_unhold(sub->session, bytes);
 }
 
-static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev)
+/* The kind's deliver (hub.h): held while the stored events are sent,
+ * else pushed without waiting; an event sent as a stored one is not sent
+ * again. */
+static void live_deliver(struct hub_sub *hs, const struct hub_event *ev)
 {
-	struct plain_sub *sub = sub_of(e);
+	struct plain_sub *sub = sub_of(hs);
 	struct ws_session *s = sub->session;
 	struct comb_buf frame;
 	struct held *h;
@@ -247,15 +252,21 @@ static void live_deliver(struct ws_live_entry *e, const struct ws_live_event *ev
 
 /* An interruption of the feed closes the subscription, unless it has not
  * read anything yet: it is still waiting for a trusted feed. */
-static void live_interrupt(struct ws_live_entry *e, const char *reason)
+static void live_interrupt(struct hub_sub *hs, const char *reason)
 {
-	struct plain_sub *sub = sub_of(e);
+	struct plain_sub *sub = sub_of(hs);
 
 	pthread_mutex_lock(&sub->session->mu);
 	if (!sub->awaiting_feed)
 		kill_locked(sub, reason);
 	pthread_mutex_unlock(&sub->session->mu);
 }
+
+static const struct hub_kind plain_kind = {
+	.interrupt = live_interrupt,
+	.match = live_match,
+	.deliver = live_deliver,
+};
 
 /* ------------------------------------------------------------------ */
 /* lifecycle */
@@ -277,7 +288,7 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	struct plain_sub *sub = (struct plain_sub *)base;
 
 	(void)s;
-	ws_live_remove(&sub->live);
+	hub_sub_remove(&sub->hub);
 	free_held(sub);
 	ws_session_unhold(sub->session, atomic_load(&sub->held_bytes));
 	free(sub->stored.ids);
@@ -765,13 +776,12 @@ static struct plain_sub *sub_new(struct ws_session *s, const char *id,
 		goto fail;
 	}
 	atomic_init(&sub->held_bytes, cost);
-	sub->live = (struct ws_live_entry){
-		.community_id = s->community.id,
+	sub->hub = (struct hub_sub){
+		.kind = &plain_kind,
+		.community = s->community.id,
 		.reader = s->pubkey,
 		.access = &s->access,
-		.match = live_match,
-		.deliver = live_deliver,
-		.interrupt = live_interrupt,
+		.turn.owner = &s->turns,
 	};
 	return sub;
 fail:
@@ -810,9 +820,9 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 	}
 	ws_session_add_sub(s, &sub->base);
 	if (set_channels(sub)) {
-		sub->live.channels = (const char (*)[37])sub->channels;
-		sub->live.nchannels = sub->nchannels;
-		if (ws_live_add(&sub->live)) {
+		sub->hub.channels = (const char (*)[37])sub->channels;
+		sub->hub.nchannels = sub->nchannels;
+		if (hub_sub_add(&sub->hub)) {
 			ws_session_drop_sub(s, &sub->base);
 			ws_send_closed(s, id, "error: out of memory", WS_PUSH_WAIT);
 			return;
