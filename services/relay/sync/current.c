@@ -62,27 +62,6 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	sub_free(sub);
 }
 
-/* Only these keys make a sync: anything else could let an artifact leave
- * the set through an edit without the client being told. */
-static int check_keys(const json_t *filter, char *why, size_t whylen)
-{
-	const char *key;
-	json_t *value;
-
-	json_object_foreach((json_t *)filter, key, value) {
-		(void)value;
-		if (!strcmp(key, "artifact") || !strcmp(key, "kinds") ||
-		    !strcmp(key, "#h") || !strcmp(key, "#type") || !strcmp(key, "#d"))
-			continue;
-		if (!strcmp(key, "limit") || !strcmp(key, "offset"))
-			return comb_fail(why, whylen, COMB_EINVAL,
-					 "invalid: a sync takes no %s", key);
-		return comb_fail(why, whylen, COMB_EINVAL,
-				 "invalid: a sync filter may hold only #h, #type, #d and kinds");
-	}
-	return 0;
-}
-
 /* Copies the parsed filter into sub. */
 static int copy_filter(struct sync_sub *sub, const struct artifact_filter *f)
 {
@@ -137,7 +116,11 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 	struct sync_sub *sub;
 	char err[200];
 
-	if (check_keys(filter, why, whylen))
+	/* Only these keys: anything else could let an artifact leave the set
+	 * through an edit without the client being told. */
+	static const char *const keys[] = {"artifact", "kinds", "#h", "#type", "#d", NULL};
+
+	if (sync_check_keys(filter, keys, "a sync", "#h, #type, #d and kinds", why, whylen))
 		return NULL;
 	if (artifact_filter_parse(filter, cfg->max_limit, &f, err, sizeof(err))) {
 		snprintf(why, whylen, "invalid: %s", err);

@@ -509,27 +509,6 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	sub_free(sub);
 }
 
-/* Only these keys: anything else could let an artifact leave the scope
- * unseen, or is not part of a resumable sync. */
-static int check_keys(const json_t *filter, char *why, size_t whylen)
-{
-	const char *key;
-	json_t *value;
-
-	json_object_foreach((json_t *)filter, key, value) {
-		(void)value;
-		if (!strcmp(key, "artifact") || !strcmp(key, "#h") ||
-		    !strcmp(key, "#type") || !strcmp(key, "cursor"))
-			continue;
-		if (!strcmp(key, "limit") || !strcmp(key, "offset"))
-			return comb_fail(why, whylen, COMB_EINVAL,
-					 "invalid: a resumable sync takes no %s", key);
-		return comb_fail(why, whylen, COMB_EINVAL,
-				 "invalid: a resumable sync filter may hold only #h, #type and cursor");
-	}
-	return 0;
-}
-
 static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 				  const json_t *filter, char *why, size_t whylen)
 {
@@ -539,7 +518,12 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 	char err[200];
 	size_t i;
 
-	if (check_keys(filter, why, whylen))
+	/* Only these keys: anything else could let an artifact leave the scope
+	 * unseen, or is not part of a resumable sync. */
+	static const char *const keys[] = {"artifact", "#h", "#type", "cursor", NULL};
+
+	if (sync_check_keys(filter, keys, "a resumable sync", "#h, #type and cursor",
+			    why, whylen))
 		return NULL;
 	sub = calloc(1, sizeof(*sub));
 	if (!sub || !(sub->filter = json_deep_copy(filter)) ||

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comb/error.h"
 #include "feed/feed.h"
 #include "session/session.h"
 #include "sync.h"
@@ -43,6 +44,28 @@ bool sync_has_type(const struct sync_sub *sub, const char *type)
 {
 	return !sub->types ||
 	       bsearch(&type, sub->types, sub->ntypes, sizeof(*sub->types), sync_cmp_type);
+}
+
+int sync_check_keys(const json_t *filter, const char *const *keys, const char *what,
+		    const char *allowed, char *why, size_t whylen)
+{
+	const char *key;
+	json_t *value;
+	size_t i;
+
+	json_object_foreach((json_t *)filter, key, value) {
+		(void)value;
+		for (i = 0; keys[i] && strcmp(keys[i], key); i++)
+			;
+		if (keys[i])
+			continue;
+		if (!strcmp(key, "limit") || !strcmp(key, "offset"))
+			return comb_fail(why, whylen, COMB_EINVAL,
+					 "invalid: %s takes no %s", what, key);
+		return comb_fail(why, whylen, COMB_EINVAL,
+				 "invalid: %s filter may hold only %s", what, allowed);
+	}
+	return 0;
 }
 
 const struct hub_kind *const sync_kinds[SYNC_KINDS] = {

@@ -91,6 +91,13 @@ struct sync_head {
 	struct sync_closing closing;
 };
 
+/* Refuses a filter holding a key outside keys (NULL-terminated):
+ * `invalid: <what> takes no limit` (or offset), else `invalid: <what>
+ * filter may hold only <allowed>`. Returns 0 or COMB_EINVAL with the
+ * CLOSED message in why. */
+int sync_check_keys(const json_t *filter, const char *const *keys, const char *what,
+		    const char *allowed, char *why, size_t whylen);
+
 /* The sync whose registration is hs. */
 struct sync_head *sync_head_of(const struct hub_sub *hs);
 
