@@ -160,4 +160,29 @@ bool reader_access_readable(const struct reader_access *ra, int key);
 void reader_access_literal(const struct reader_access *ra,
 			   char out[ACCESS_KEYS_LITERAL]);
 
+/* One question "may this reader read this channel now?". */
+struct access_probe {
+	int64_t community;
+	const char *channel;            /* borrowed canonical uuid */
+	const char *reader;             /* borrowed pubkey hex */
+	const struct reader_access *access; /* borrowed */
+	bool named;                     /* the reader's request names the
+					 * channel in #h */
+	bool readable;                  /* the answer */
+};
+
+/*
+ * Answers n probes with one query on db, borrowed from dbs (inside the
+ * caller's transaction when it has one), as the policy would for each
+ * reader's request; probes of the same community, channel and reader
+ * share one row of it (a channel that does not exist is readable by
+ * nobody). then, SQL without parameters (such as COMMIT) or NULL, runs
+ * right after the query in the same round trip. Returns 0, or
+ * COMB_EUNAVAIL (the query or then failed; *budget tells whether the
+ * query ran past the statement budget) or COMB_ENOMEM.
+ */
+int access_probe_all(struct comb_db_pool *dbs, PGconn *db,
+		     struct access_probe *probes, size_t n, const char *then,
+		     bool *budget);
+
 #endif

@@ -422,6 +422,19 @@ describe('REQ', () => {
 		await liveEvent(outsider, 'broad', open.id);
 	});
 
+	test('an unlisted channel reaches a live REQ that names it, not a broad one', async () => {
+		const unlisted = await createChannel(admin, [['visibility', 'unlisted']]);
+		const outsider = await client();
+		await subscribe(outsider, 'broad', { kinds: [9] });
+		await subscribe(outsider, 'named', { kinds: [9], '#h': [unlisted] });
+		// both filters in one REQ: the one naming the channel lets it through
+		await subscribe(outsider, 'both', { kinds: [9] }, { kinds: [9], '#h': [unlisted] });
+		const ev = await accept(admin, chatTemplate(unlisted, 'quiet corner'));
+		await liveEvent(outsider, 'named', ev.id);
+		await liveEvent(outsider, 'both', ev.id);
+		await noEvent(outsider, 'broad');
+	});
+
 	test('CLOSE stops delivery at once and other subscriptions go on', async () => {
 		const channel = await createChannel(admin);
 		const reader = await client();

@@ -30,12 +30,6 @@ struct item {
 	char json[];
 };
 
-/* One reader's role in the event's channel, from the access query. */
-struct reader_role {
-	const char *pubkey;   /* borrowed from the result */
-	enum comb_role role;
-};
-
 static struct {
 	pthread_mutex_t qmu;
 	pthread_cond_t qcond;
@@ -59,12 +53,8 @@ static atomic_bool local_feed = true;
 /* ------------------------------------------------------------------ */
 /* the dispatcher */
 
-static int cmp_role(const void *a, const void *b)
-{
-	return strcmp(((const struct reader_role *)a)->pubkey,
-		      ((const struct reader_role *)b)->pubkey);
-}
-
+/* Tells every candidate of the event being delivered that events were
+ * lost. */
 static void interrupt_candidates(const char *reason)
 {
 	size_t i;
@@ -76,85 +66,42 @@ static void interrupt_candidates(const char *reason)
 /*
  * Delivers ev to the candidates whose reader may read its channel now:
  * one query loads the channel's facts and every candidate reader's active
- * role in it.
+ * role in it (access_probe_all).
  */
 static void deliver_in_channel(const struct hub_event *ev)
 {
-	struct comb_buf readers;
-	struct reader_role *roles = NULL, key, *found;
-	struct comb_policy_channel facts = {0};
-	char community[24];
-	PGresult *res = NULL;
+	struct access_probe *probes = calloc(live.ncands, sizeof(*probes));
 	PGconn *db = NULL;
+	bool budget;
 	size_t i;
-	int n = 0, rc = 0, k;
+	int rc = probes ? 0 : COMB_ENOMEM;
 
-	comb_buf_init(&readers, live.ncands * 67 + 3);
-	rc = comb_buf_putc(&readers, '{');
 	for (i = 0; i < live.ncands && rc == 0; i++)
-		rc = comb_buf_printf(&readers, "%s%s", i ? "," : "",
-				     live.cands[i]->reader);
-	if (rc == 0)
-		rc = comb_buf_putc(&readers, '}');
+		probes[i] = (struct access_probe){
+			.community = ev->community,
+			.channel = ev->channel,
+			.reader = live.cands[i]->reader,
+			.access = live.cands[i]->access,
+			.named = live.cands[i]->named,
+		};
+	if (rc == 0) {
+		db = comb_db_acquire(live.relay->db, 2000);
+		rc = db ? access_probe_all(live.relay->db, db, probes, live.ncands,
+					   NULL, &budget)
+			: COMB_EUNAVAIL;
+	}
 	if (rc) {
-		interrupt_candidates("error: live delivery out of memory");
-		goto out;
+		comb_warn("live delivery: the access check failed%s",
+			  db ? "" : ": no database connection");
+		interrupt_candidates(rc == COMB_ENOMEM ? "error: live delivery out of memory"
+						       : "error: live delivery unavailable");
 	}
-	snprintf(community, sizeof(community), "%lld", (long long)ev->community);
-	db = comb_db_acquire(live.relay->db, 2000);
-	if (db)
-		res = PQexecParams(db,
-			"SELECT r.pk, m.role, c.visibility, c.is_dm, c.deleted, c.archived"
-			" FROM channels c"
-			" CROSS JOIN (SELECT DISTINCT unnest($3::text[]) AS pk) r"
-			" LEFT JOIN members m ON m.community_id = c.community_id"
-			" AND m.channel_id = c.id AND m.pubkey = r.pk AND m.active"
-			" WHERE c.community_id = $1 AND c.id = $2::uuid",
-			3, NULL,
-			(const char *const[]){community, ev->channel, readers.data},
-			NULL, NULL, 0);
-	if (!db || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		comb_warn("live delivery: access query failed: %s",
-			  db ? PQresultErrorMessage(res) : "no database connection");
-		interrupt_candidates("error: live delivery unavailable");
-		goto out;
-	}
-	n = PQntuples(res);
-	if (n == 0)
-		goto out;  /* no such channel: nobody reads it */
-	roles = calloc((size_t)n, sizeof(*roles));
-	if (!roles) {
-		interrupt_candidates("error: live delivery out of memory");
-		goto out;
-	}
-	for (k = 0; k < n; k++) {
-		roles[k].pubkey = PQgetvalue(res, k, 0);
-		roles[k].role = PQgetisnull(res, k, 1) ? COMB_ROLE_NONE :
-			(enum comb_role)strtol(PQgetvalue(res, k, 1), NULL, 10);
-	}
-	qsort(roles, (size_t)n, sizeof(*roles), cmp_role);
-	facts.visibility = (enum comb_visibility)strtol(PQgetvalue(res, 0, 2), NULL, 10);
-	facts.is_dm = PQgetvalue(res, 0, 3)[0] == 't';
-	facts.deleted = PQgetvalue(res, 0, 4)[0] == 't';
-	facts.archived = PQgetvalue(res, 0, 5)[0] == 't';
-	for (i = 0; i < live.ncands; i++) {
-		struct hub_sub *sub = live.cands[i];
-
-		key.pubkey = sub->reader;
-		found = bsearch(&key, roles, (size_t)n, sizeof(*roles), cmp_role);
-		if (!found)
-			continue;
-		facts.role = found->role;
-		facts.named = sub->named;
-		if (reader_access_readable(sub->access, comb_policy_read_key(&facts)))
-			sub->kind->deliver(sub, ev);
-	}
-out:
-	free(roles);
-	PQclear(res);
+	for (i = 0; i < live.ncands && rc == 0; i++)
+		if (probes[i].readable)
+			live.cands[i]->kind->deliver(live.cands[i], ev);
 	if (db)
 		comb_db_release(live.relay->db, db, comb_db_conn_lost(db));
-	comb_buf_release(&readers);
+	free(probes);
 }
 
 static void dispatch(const struct item *it)

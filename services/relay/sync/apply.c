@@ -72,7 +72,7 @@ struct batch {
 	size_t n;
 	struct head_key *keys;
 	size_t nkeys, capkeys;
-	struct sync_probe *probes;
+	struct access_probe *probes;
 	size_t nprobes, capprobes;
 	PGresult *heads, *moves;
 	/* The last frame built: ["EVENT",frame_sub,*frame_json] (frame_json
@@ -169,153 +169,6 @@ const char *sync_overflowed(struct sync_sub *sub)
 }
 
 /* ------------------------------------------------------------------ */
-/* access */
-
-/* A probe in the order that puts equal (community, channel, reader)
- * side by side. */
-struct probe_ref {
-	const struct sync_probe *probe;
-	size_t index;
-};
-
-static int cmp_probe(const void *a, const void *b)
-{
-	const struct sync_probe *x = ((const struct probe_ref *)a)->probe;
-	const struct sync_probe *y = ((const struct probe_ref *)b)->probe;
-	int c;
-
-	if (x->community != y->community)
-		return x->community < y->community ? -1 : 1;
-	c = strcmp(x->channel, y->channel);
-	return c ? c : strcmp(x->reader, y->reader);
-}
-
-/*
- * Numbers the distinct (community, channel, reader) of probes from 0 into
- * group[] and appends one array element per group. Syncs of one reader
- * and channel (a user's tabs and devices) then cost one row. Returns the
- * number of groups, or 0 when out of memory.
- */
-static size_t group_probes(const struct sync_probe *probes, size_t n,
-			   size_t *group, struct comb_buf *cids,
-			   struct comb_buf *chans, struct comb_buf *readers)
-{
-	struct probe_ref *refs = malloc(n * sizeof(*refs));
-	size_t i, groups = 0;
-	int rc;
-
-	if (!refs)
-		return 0;
-	for (i = 0; i < n; i++)
-		refs[i] = (struct probe_ref){.probe = &probes[i], .index = i};
-	qsort(refs, n, sizeof(*refs), cmp_probe);
-	rc = comb_buf_putc(cids, '{');
-	rc = rc ? rc : comb_buf_putc(chans, '{');
-	rc = rc ? rc : comb_buf_putc(readers, '{');
-	for (i = 0; i < n && rc == 0; i++) {
-		const struct sync_probe *p = refs[i].probe;
-		const char *sep = groups ? "," : "";
-
-		if (i && cmp_probe(&refs[i - 1], &refs[i]) == 0) {
-			group[refs[i].index] = groups - 1;
-			continue;
-		}
-		group[refs[i].index] = groups++;
-		rc = comb_buf_printf(cids, "%s%" PRId64, sep, p->community);
-		rc = rc ? rc : comb_buf_printf(chans, "%s%s", sep, p->channel);
-		rc = rc ? rc : comb_buf_printf(readers, "%s%s", sep, p->reader);
-	}
-	rc = rc ? rc : comb_buf_putc(cids, '}');
-	rc = rc ? rc : comb_buf_putc(chans, '}');
-	rc = rc ? rc : comb_buf_putc(readers, '}');
-	free(refs);
-	return rc ? 0 : groups;
-}
-
-static struct comb_db_stmt probe_stmt = COMB_DB_STMT(
-	"SELECT q.i, c.visibility, c.is_dm, c.deleted, c.archived, m.role"
-	" FROM unnest($1::bigint[], $2::uuid[], $3::text[]) WITH ORDINALITY"
-	"  AS q(cid, ch, pk, i)"
-	" JOIN channels c ON c.community_id = q.cid AND c.id = q.ch"
-	" LEFT JOIN members m ON m.community_id = q.cid AND m.channel_id = q.ch"
-	"  AND m.pubkey = q.pk AND m.active", 3);
-
-int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
-		      struct sync_probe *probes, size_t n, const char *then,
-		      bool *budget)
-{
-	struct comb_buf cids, chans, readers;
-	PGresult *results[2] = {NULL, NULL}, *res;
-	size_t i, groups, *group = NULL;
-	int *key = NULL;  /* per group: its read key, -1 without a channel */
-	int rc = 0, row;
-
-	*budget = false;
-	for (i = 0; i < n; i++)
-		probes[i].readable = false;
-	if (n == 0)
-		return then && comb_db_exec(db, then, NULL, 0) ? COMB_EUNAVAIL : 0;
-	comb_buf_init(&cids, n * 24 + 8);
-	comb_buf_init(&chans, n * 40 + 8);
-	comb_buf_init(&readers, n * 68 + 8);
-	group = malloc(n * sizeof(*group));
-	key = malloc(n * sizeof(*key));
-	groups = group && key ? group_probes(probes, n, group, &cids, &chans, &readers) : 0;
-	if (groups == 0) {
-		rc = COMB_ENOMEM;
-		goto out;
-	}
-	{
-		const char *const params[] = {cids.data, chans.data, readers.data};
-		const struct comb_db_step steps[] = {
-			{.stmt = &probe_stmt, .params = params},
-			{.sql = then},
-		};
-
-		rc = comb_db_exec_together(dbs, db, steps, then ? 2 : 1, results);
-	}
-	res = results[0];
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		*budget = comb_db_is_error(res, "57014");
-		if (!*budget)
-			comb_warn("sync access check failed: %s",
-				  res ? PQresultErrorMessage(res) : PQerrorMessage(db));
-		rc = COMB_EUNAVAIL;
-		goto out;
-	}
-	if (rc)
-		goto out;  /* then failed */
-	for (i = 0; i < groups; i++)
-		key[i] = -1;
-	for (row = 0; row < PQntuples(res); row++) {
-		long g = strtol(PQgetvalue(res, row, 0), NULL, 10);
-		struct comb_policy_channel facts = {0};
-
-		if (g < 1 || (size_t)g > groups)
-			continue;
-		facts.visibility = (enum comb_visibility)strtol(PQgetvalue(res, row, 1), NULL, 10);
-		facts.is_dm = PQgetvalue(res, row, 2)[0] == 't';
-		facts.deleted = PQgetvalue(res, row, 3)[0] == 't';
-		facts.archived = PQgetvalue(res, row, 4)[0] == 't';
-		facts.role = PQgetisnull(res, row, 5) ? COMB_ROLE_NONE :
-			(enum comb_role)strtol(PQgetvalue(res, row, 5), NULL, 10);
-		facts.named = 1;  /* every channel of a sync is named in #h */
-		key[g - 1] = comb_policy_read_key(&facts);
-	}
-	for (i = 0; i < n; i++)
-		probes[i].readable = reader_access_readable(probes[i].access, key[group[i]]);
-out:
-	PQclear(results[0]);
-	PQclear(results[1]);
-	free(group);
-	free(key);
-	comb_buf_release(&cids);
-	comb_buf_release(&chans);
-	comb_buf_release(&readers);
-	return rc;
-}
-
-/* ------------------------------------------------------------------ */
 /* one batch */
 
 static int cmp_key(const void *a, const void *b)
@@ -360,7 +213,7 @@ static int add_key(struct batch *b, int64_t community, const uint8_t d[16])
 static int add_probe(struct batch *b, struct work *w, const char *channel)
 {
 	const struct sync_sub *sub = w->sub;
-	struct sync_probe *grown;
+	struct access_probe *grown;
 	size_t cap, i;
 
 	for (i = w->probe_first; i < b->nprobes; i++) {
@@ -375,11 +228,12 @@ static int add_probe(struct batch *b, struct work *w, const char *channel)
 		b->probes = grown;
 		b->capprobes = cap;
 	}
-	b->probes[b->nprobes++] = (struct sync_probe){
+	b->probes[b->nprobes++] = (struct access_probe){
 		.community = sub->community,
 		.channel = channel,
-		.reader = sub->head.session->pubkey,
-		.access = &sub->head.session->access,
+		.reader = sub->head.hub.reader,
+		.access = sub->head.hub.access,
+		.named = true,  /* every channel of a sync is in #h */
 	};
 	return 0;
 }
@@ -680,7 +534,7 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		}
 	}
 	if (ok) {
-		rc = sync_probe_access(b->relay->db, db, b->probes, b->nprobes,
+		rc = access_probe_all(b->relay->db, db, b->probes, b->nprobes,
 				       "COMMIT", &budget);
 		ok = rc == 0;
 	}

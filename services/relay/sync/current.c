@@ -330,7 +330,7 @@ static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
 {
 	struct ws_session *s = sub->head.session;
 	struct comb_buf channels, types, ds;
-	struct sync_probe *probes = NULL;
+	struct access_probe *probes = NULL;
 	struct comb_read_lease lease;
 	const char *params[4];
 	PGresult *res = NULL;
@@ -370,13 +370,14 @@ static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
 	}
 	PQclear(res);
 	for (i = 0; i < sub->nchannels; i++)
-		probes[i] = (struct sync_probe){
+		probes[i] = (struct access_probe){
 			.community = sub->community,
 			.channel = sub->channels[i],
 			.reader = s->pubkey,
 			.access = &s->access,
+			.named = true,  /* every channel of a sync is in #h */
 		};
-	rc = sync_probe_access(lease.pool, db, probes, sub->nchannels, NULL,
+	rc = access_probe_all(lease.pool, db, probes, sub->nchannels, NULL,
 			       &budget);
 	if (rc) {
 		snprintf(why, whylen, "%s", budget ? "error: query budget exceeded" :

@@ -192,31 +192,6 @@ const char *sync_find_channel(const struct sync_sub *sub, const char *channel);
 bool sync_has_type(const struct sync_sub *sub, const char *type);
 
 /* ------------------------------------------------------------------ */
-/* access (apply.c) */
-
-/* One question "may this reader read this channel of a sync now?". */
-struct sync_probe {
-	int64_t community;
-	const char *channel;            /* borrowed canonical uuid */
-	const char *reader;             /* borrowed pubkey hex */
-	const struct reader_access *access; /* borrowed */
-	bool readable;                  /* the answer */
-};
-
-/*
- * Answers n probes with one query on db, borrowed from dbs (inside the
- * caller's transaction when it has one), as the policy would for a
- * request naming each channel in #h; probes of the same community,
- * channel and reader share one row of it. then, SQL without parameters
- * (such as COMMIT) or NULL, runs right after the query in the same round
- * trip. Returns 0, or COMB_EUNAVAIL (the query or then failed; *budget
- * tells whether the query ran past the statement budget) or COMB_ENOMEM.
- */
-int sync_probe_access(struct comb_db_pool *dbs, PGconn *db,
-		      struct sync_probe *probes, size_t n, const char *then,
-		      bool *budget);
-
-/* ------------------------------------------------------------------ */
 /* the kinds (apply.c, resume.c) */
 
 /* A `current` sync (apply.c) and a resumable one (resume.c). */
