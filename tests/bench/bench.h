@@ -449,6 +449,7 @@ int bench_cmd_incr_read(int argc, char **argv);
 int bench_cmd_incr_visibility(int argc, char **argv);
 int bench_cmd_sync_snapshot(int argc, char **argv);
 int bench_cmd_sync_live(int argc, char **argv);
+int bench_cmd_req_live(int argc, char **argv);
 int bench_cmd_ingest(int argc, char **argv);
 int bench_cmd_chat_ingest(int argc, char **argv);
 int bench_cmd_conns(int argc, char **argv);

@@ -6,7 +6,7 @@
  *
  * usage: comb-bench keys|load|floor-copy|insert-floor|fanout-floor|
  *                   incr-initial|incr-nochange|incr-delta|incr-read|incr-visibility|
- *                   sync-snapshot|sync-live|req-read|req-burst|
+ *                   sync-snapshot|sync-live|req-live|req-read|req-burst|
  *                   resume-catchup|resume-live|resume-reconnect|
  *                   ingest|chat-ingest|conns|machine-probe [--option value]...
  * Common options: --seed S (default comb-bench-1), --scale F (1.0 is the
@@ -64,6 +64,7 @@ static const struct {
 	{"incr-visibility", bench_cmd_incr_visibility},
 	{"sync-snapshot", bench_cmd_sync_snapshot},
 	{"sync-live", bench_cmd_sync_live},
+	{"req-live", bench_cmd_req_live},
 	{"req-read", bench_cmd_req_read},
 	{"req-burst", bench_cmd_req_burst},
 	{"resume-catchup", bench_cmd_resume_catchup},

@@ -252,12 +252,12 @@ out:
 	return rc || bad ? 1 : 0;
 }
 
-/* ---- sync-live ---- */
+/* ---- sync-live and req-live ---- */
 
 struct sync_live {
-	struct comb_buf req;  /* the sync REQ of the live channel */
+	struct comb_buf req;  /* the REQ of the live channel */
 	int *snapshot;        /* [nsubs] events before EOSE */
-	int expected;         /* events the snapshot holds */
+	int expected;         /* events the snapshot holds; -1: any */
 };
 
 /* Sends the sync REQ of the live channel to subscriber sub. */
@@ -295,7 +295,7 @@ static json_t *sync_live_opening_error(struct bench_live *lv, int sub)
 {
 	struct sync_live *sl = lv->ctx;
 
-	if (!lv->subs[sub].eose || sl->snapshot[sub] == sl->expected)
+	if (!lv->subs[sub].eose || sl->expected < 0 || sl->snapshot[sub] == sl->expected)
 		return NULL;
 	return json_sprintf("a snapshot held %d events, %d expected", sl->snapshot[sub],
 			    sl->expected);
@@ -307,8 +307,26 @@ static const struct bench_live_ops sync_live_ops = {
 	.opening_error = sync_live_opening_error,
 };
 
-int bench_cmd_sync_live(int argc, char **argv)
+/* The plain REQ of the live channel's revisions: one stored event, then
+ * every revision live. */
+static int plain_req(struct comb_buf *b, const struct bench_layout *l, int channel)
 {
+	char id[37];
+
+	bench_channel_id(l, channel, id);
+	comb_buf_reset(b);
+	return comb_buf_printf(b, "[\"REQ\",\"live\",{\"kinds\":[45010],\"#h\":[\"%s\"],"
+			       "\"limit\":1}]", id);
+}
+
+/*
+ * sync-live (plain false): subscribers hold a `current` sync of the live
+ * channel; req-live (plain true): a plain REQ of its revisions. Both
+ * time each edit from the writer's OK to its frame at every subscriber.
+ */
+static int live_latency(int argc, char **argv, bool plain)
+{
+	const char *name = plain ? "req-live" : "sync-live";
 	const char *manifest = bench_opt(argc, argv, "--manifest", NULL);
 	struct bench_nodes nodes;
 	int nsubs = (int)bench_opt_long(argc, argv, "--subs", 1000);
@@ -318,7 +336,7 @@ int bench_cmd_sync_live(int argc, char **argv)
 	struct bench_manifest m = {0};
 	struct bench_layout l;
 	const struct bench_item *arts[BENCH_PER_CHANNEL];
-	char prev[BENCH_PER_CHANNEL][65];
+	char prev[BENCH_PER_CHANNEL][65], series[40], d[37], h[37];
 	double setup_s = 0, t0;
 	json_t *errors = json_array();
 	int na = 0, e, rc, completed = 0;
@@ -328,7 +346,7 @@ int bench_cmd_sync_live(int argc, char **argv)
 	comb_buf_init(&sl.req, 65536);
 	if (!manifest || !bench_nodes_from_opts(&nodes, argc, argv) || nsubs < 1 ||
 	    nedits < 1) {
-		bench_log("sync-live: --addrs, --hosts (as many) and --manifest are required");
+		bench_log("%s: --addrs, --hosts (as many) and --manifest are required", name);
 		return 2;
 	}
 	rc = bench_live_init(&lv, &sync_live_ops, &sl, nsubs, nodes.n, nedits);
@@ -336,26 +354,39 @@ int bench_cmd_sync_live(int argc, char **argv)
 	rc = rc ? rc : bench_manifest_read(manifest, &m);
 	if (rc)
 		goto out;
-	live_channel = l.live_channel;
+	/* plain REQs follow the ingest channel, where their writes add
+	 * artifacts no other scenario counts, as its owner (the reader is no
+	 * member there) */
+	live_channel = plain ? BENCH_CH_INGEST : l.live_channel;
+	bench_channel_id(&l, live_channel, h);
 	for (k = 0; k < m.readable && na < BENCH_PER_CHANNEL; k++)
-		if (m.items[k].channel == live_channel)
+		if (m.items[k].channel == l.live_channel)
 			arts[na++] = &m.items[k];
-	sl.expected = na;
+	sl.expected = plain ? -1 : na;
 	sl.snapshot = calloc((size_t)nsubs, sizeof(*sl.snapshot));
 	if (!sl.snapshot || na == 0) {
 		rc = na == 0 ? COMB_EINVAL : COMB_ENOMEM;
 		goto out;
 	}
 
-	/* The edits, signed before anything is timed: each names the
-	 * revision the previous edit of its artifact made. */
+	/* The edits, signed before anything is timed: for syncs each names
+	 * the revision the previous edit of its artifact made (the loaded
+	 * ones first); for plain REQs each creates an artifact of its own. */
 	for (e = 0; e < na; e++)
 		memcpy(prev[e], arts[e]->id, 65);
+	snprintf(series, sizeof(series), "req-live-%lld", (long long)bench_unix_time());
 	for (e = 0; e < nedits && rc == 0; e++) {
 		int a = e % na;
 
-		rc = bench_revision(&lv.edits[e], l.admin_pk, arts[a]->d, arts[a]->h, "update",
-				    prev[a], bench_unix_time(), 0x11fe0000ULL + (uint64_t)e);
+		if (plain) {
+			bench_artifact_id(&l, series, e, d);
+			rc = bench_revision(&lv.edits[e], l.admin_pk, d, h, "create",
+					    NULL, bench_unix_time(), 0x12fe0000ULL + (uint64_t)e);
+		} else {
+			rc = bench_revision(&lv.edits[e], l.admin_pk, arts[a]->d, arts[a]->h,
+					    "update", prev[a], bench_unix_time(),
+					    0x11fe0000ULL + (uint64_t)e);
+		}
 		rc = rc ? rc : comb_event_sign(&lv.edits[e], l.admin_sk);
 		memcpy(prev[a], lv.edits[e].id, 65);
 	}
@@ -364,7 +395,7 @@ int bench_cmd_sync_live(int argc, char **argv)
 
 	/* Subscribers over the nodes, then the writer on the first node. */
 	t0 = bench_now();
-	rc = bench_live_connect(&lv, 0, &nodes, l.reader_sk, errors);
+	rc = bench_live_connect(&lv, 0, &nodes, plain ? l.admin_sk : l.reader_sk, errors);
 	if (rc)
 		goto report;
 	lv.writer = bench_ws_connect(&lv.loop, nodes.addr[0], nodes.host[0], l.admin_sk, 0);
@@ -375,7 +406,8 @@ int bench_cmd_sync_live(int argc, char **argv)
 							   lv.loop.first_error));
 		goto report;
 	}
-	rc = sync_req(&sl.req, "live", &l, &live_channel, 1);
+	rc = plain ? plain_req(&sl.req, &l, live_channel)
+		   : sync_req(&sl.req, "live", &l, &live_channel, 1);
 	rc = rc ? rc : bench_live_open(&lv, 0, 120, errors);
 	setup_s = bench_now() - t0;
 	if (json_array_size(errors) || rc)
@@ -386,7 +418,7 @@ int bench_cmd_sync_live(int argc, char **argv)
 	bench_live_tally(&lv, completed, false, errors);
 report:
 	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:f,s:o,s:o,s:o,s:b,s:o}",
-		"command", "sync-live", "subscribers", nsubs, "nodes", nodes.n,
+		"command", name, "subscribers", nsubs, "nodes", nodes.n,
 		"edits", nedits, "edits_completed", completed,
 		"snapshot_events", na,
 		"p50_ms", bench_live_ms(&lv, 0.5), "p99_ms", bench_live_ms(&lv, 0.99),
@@ -401,11 +433,21 @@ report:
 		rc = rc ? rc : COMB_EINVAL;
 out:
 	if (rc && rc != COMB_EINVAL)
-		bench_log("sync-live failed: %s", comb_strerror(rc));
+		bench_log("%s failed: %s", name, comb_strerror(rc));
 	json_decref(errors);
 	free(sl.snapshot);
 	bench_live_release(&lv);
 	comb_buf_release(&sl.req);
 	bench_manifest_release(&m);
 	return rc ? 1 : 0;
+}
+
+int bench_cmd_sync_live(int argc, char **argv)
+{
+	return live_latency(argc, argv, false);
+}
+
+int bench_cmd_req_live(int argc, char **argv)
+{
+	return live_latency(argc, argv, true);
 }

@@ -926,6 +926,29 @@ async function main() {
 		'at least 5,000 events/s',
 		(perS) => perS >= 5000);
 
+	// req_live_latency: as sync_live_latency, for plain REQs of one
+	// channel's revisions (kinds [45010], #h): the loader, the hub's
+	// candidates and one access probe per write, instead of a sync's turn.
+	// Each write creates an artifact in the ingest channel, which no
+	// scenario counts after the ingest ones
+	await scenario('req_live_latency', nodes, async () => {
+		const r = await bench('req-live', [...overNodes, '--manifest', manifest,
+			'--subs', String(P.liveSubs), '--edits', String(P.liveEdits)]);
+		return {
+			...await withLiveFloor(r),
+			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
+			edits_delivered: r.edits_completed,
+			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
+			min_ms: round(r.min_ms), frames_before_ok: r.frames_before_ok,
+			per_node: r.per_node, setup_s: round(r.setup_s, 2),
+			figure: 'writer OK -> the EVENT frame of the write, per plain REQ subscriber and write',
+			target: 'none of its own (BENCHMARKS.md sets none): every subscriber receives every write once, in order',
+			ok: r.ok === true,
+			pass: r.ok === true,
+			errors: r.errors?.length ? r.errors : undefined,
+		};
+	});
+
 	// connections: a node of its own, sized for them
 	await stopService(node1.svc);
 	const threads = Math.ceil((P.conns + 64) * 8 / 7) + 16;
