@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
 import { connectWs, get, newKey, post, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
-import { accept, addMember, count, createChannel, query, uuid } from './lib/artifacts.mjs';
+import { accept, addMember, count, createChannel, query, removeMember, uuid } from './lib/artifacts.mjs';
 
 // NIP-98 tokens are single use: a nonce keeps two identical reads apart.
 function nonce() {
@@ -537,6 +537,58 @@ describe('plain REQs through a node reading a standby', () => {
 			// the first 16 listed, their bytes, the rest listed, their bytes
 			assert.equal(m.standby - before.standby, 4, 'the listings and the bytes on the standby');
 			assert.equal(m.primary, before.primary, 'the primary served nothing');
+		} finally {
+			ws?.ws.close();
+			await stack.stop();
+		}
+	});
+});
+
+describe('live re-reads of syncs through a node reading a standby', () => {
+	test('a live edit is re-read on the standby once it has replayed it, nothing on the primary', async () => {
+		// node 1's reads wait long enough for the standby to replay the
+		// edit (its signal's WAL position) rather than going to the primary
+		const stack = await startRelay({
+			standby: true,
+			nodes: 2,
+			nodeEnv: [{ COMB_READ_DATABASE_URLS: null }, { COMB_READ_WAIT_MS: '3000' }],
+		});
+		let ws;
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin, { visibility: 'private' });
+			await addMember(stack, admin, h, reader.pk);
+			let rev = await accept(stack, admin, { d: uuid(), h, op: 'create' });
+			const d = rev.tags.find((t) => t[0] === 'd')[1];
+			await caughtUp(stack);
+			await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+			ws = await connectWs(stack.wsUrls[1], reader.sk);
+			ws.send(['REQ', 'sync', { artifact: 'current', '#h': [h] }]);
+			await ws.next((m) => m[0] === 'EOSE' && m[1] === 'sync', 10000);
+			ws.drain();  // the snapshot
+			// An edit whose re-read still went to the primary (the standby
+			// did not replay it within the wait) is not the one measured
+			// (at most three edits).
+			let measured = null;
+			for (let attempt = 0; attempt < 3 && !measured; attempt++) {
+				const before = await routing(stack, 1);
+				rev = await accept(stack, admin, { d, h, op: 'update', prev: rev.id, title: `edit ${attempt}` });
+				const got = await ws.next((m) => m[0] === 'EVENT' && m[1] === 'sync', 10000);
+				assert.equal(got[2].id, rev.id, 'the frame holds the edit');
+				const m = await routing(stack, 1);
+				if (m.fallbacks === before.fallbacks)
+					measured = { before, m };
+			}
+			assert.ok(measured, 'a re-read on the standby');
+			const { before, m } = measured;
+			assert.ok(m.standby > before.standby, 'the standby served the re-read');
+			assert.equal(m.primary, before.primary, 'the primary served nothing');
+			// and a member removed on the primary: the next re-read, on the
+			// standby, sees it in the same snapshot as the data
+			await removeMember(stack, admin, h, reader.pk);
+			const closed = await ws.next((f) => f[1] === 'sync' && ['CLOSED', 'EVENT'].includes(f[0]), 10000);
+			assert.deepEqual(closed, ['CLOSED', 'sync', 'resync: access changed']);
 		} finally {
 			ws?.ws.close();
 			await stack.stop();

@@ -68,6 +68,8 @@ struct head_key {
 
 struct batch {
 	struct relay *relay;       /* borrowed: the syncs' node */
+	comb_lsn at_least;         /* the read runs where this has been replayed */
+	struct comb_db_pool *pool; /* the server it runs on (its statements) */
 	struct work *works;
 	size_t n;
 	struct head_key *keys;
@@ -102,14 +104,20 @@ static struct sync_sub *sync_of(const struct hub_sub *hs)
 	return (struct sync_sub *)sync_head_of(hs);
 }
 
-/* Holds a change of artifact d (NULL: of the reader's access) for sub and
- * wakes it; the hub's lock is held. */
-static void note_change(struct sync_sub *sub, const uint8_t *d)
+/* Holds a change of artifact d (NULL: of the reader's access) that signal
+ * s announced for sub and wakes it; the hub's lock is held. The re-read
+ * runs where the signal's position has been replayed (on the primary when
+ * the signal does not tell). */
+static void note_change(struct sync_sub *sub, const uint8_t *d,
+			const struct comb_signal *s)
 {
+	comb_lsn at = s->lsn ? s->lsn : COMB_READ_PRIMARY;
 	int rc;
 
 	if (sub->quiet || sub->overflow)
 		return;
+	if (at > sub->want_lsn)
+		sub->want_lsn = at;
 	if (!d)
 		sub->access_check = true;
 	else if ((rc = dmap_put(&sub->pending, d, 0)))
@@ -132,7 +140,7 @@ static void current_signal(struct hub_sub *hs, const struct comb_signal *s)
 
 	if (s->type == COMB_SIGNAL_ADMIN) {
 		if (!strcmp(s->pubkey, reader))
-			note_change(sub, NULL);
+			note_change(sub, NULL, s);
 		return;
 	}
 	if (!s->channel[0])
@@ -144,14 +152,14 @@ static void current_signal(struct hub_sub *hs, const struct comb_signal *s)
 		if (sync_uuid_parse(s->d, d) ||
 		    (sub->has_dfilter && !dmap_get(&sub->dfilter, d)))
 			return;
-		note_change(sub, d);
+		note_change(sub, d, s);
 		break;
 	case COMB_SIGNAL_MEMBER:
 		if (!strcmp(s->pubkey, reader))
-			note_change(sub, NULL);
+			note_change(sub, NULL, s);
 		break;
 	case COMB_SIGNAL_CHANNEL:
-		note_change(sub, NULL);
+		note_change(sub, NULL, s);
 		break;
 	default:
 		break;
@@ -462,7 +470,7 @@ static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
 		};
 		size_t skip = first ? 0 : 1;  /* no first: the query alone */
 
-		*ok = comb_db_exec_together(b->relay->db, db, steps + skip, 2 - skip,
+		*ok = comb_db_exec_together(b->pool, db, steps + skip, 2 - skip,
 					    results + skip) == 0;
 		PQclear(results[0]);
 	}
@@ -473,8 +481,16 @@ static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
 
 /* Reads heads, access and moves in one snapshot. Returns 0, or a negative
  * COMB_E* with the CLOSED reason in why. */
-static int read_db(struct batch *b, char *why, size_t whylen)
+/*
+ * Reads the batch on a server that has replayed position at (one of the
+ * node's standbys or the primary, comb/readroute.h): the heads, the moves
+ * and the access probes in one snapshot. Returns 0, or a negative COMB_E*
+ * with the CLOSED message in why; sets *again when the read failed on a
+ * standby for a reason the primary may not share.
+ */
+static int read_at(struct batch *b, comb_lsn at, bool *again, char *why, size_t whylen)
 {
+	struct comb_read_lease lease;
 	size_t *index = NULL;
 	PGresult *res = NULL;
 	PGconn *db;
@@ -487,12 +503,13 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		snprintf(why, whylen, "error: out of memory");
 		return COMB_ENOMEM;
 	}
-	db = comb_db_acquire(b->relay->db, 2000);
-	if (!db) {
+	if (comb_read_acquire(b->relay->reads, at, 2000, &lease)) {
 		free(index);
 		snprintf(why, whylen, "error: database unavailable");
 		return COMB_EUNAVAIL;
 	}
+	db = lease.conn;
+	b->pool = lease.pool;
 	if (b->nkeys) {
 		b->heads = query_keys(db, b, false, begin_sql, index, &ok);
 		res = ok ? NULL : b->heads;
@@ -534,11 +551,12 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 		}
 	}
 	if (ok) {
-		rc = access_probe_all(b->relay->db, db, b->probes, b->nprobes,
+		rc = access_probe_all(b->pool, db, b->probes, b->nprobes,
 				       "COMMIT", &budget);
 		ok = rc == 0;
 	}
-	if (!ok) {
+	*again = !ok && lease.server >= 0 && rc != COMB_ENOMEM;
+	if (!ok && !*again) {
 		budget = budget || (res && comb_db_is_error(res, "57014"));
 		if (res && !budget)
 			comb_warn("sync re-read failed: %s", PQresultErrorMessage(res));
@@ -547,10 +565,45 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 			 "error: database unavailable");
 		rc = rc ? rc : COMB_EUNAVAIL;
 	}
-	comb_db_release(b->relay->db, db, !ok && comb_db_conn_lost(db));
+	comb_read_release(b->relay->reads, &lease, !ok && comb_db_conn_lost(db));
 	free(index);
-	return rc;
+	return *again ? COMB_EUNAVAIL : rc;
 }
+
+/* Forgets what a failed read_at found, so that it can run again. */
+static void forget_reads(struct batch *b)
+{
+	size_t i;
+
+	PQclear(b->heads);
+	PQclear(b->moves);
+	b->heads = b->moves = NULL;
+	for (i = 0; i < b->nkeys; i++) {
+		b->keys[i].row = -1;
+		b->keys[i].want_moves = false;
+		b->keys[i].move_first = -1;
+		b->keys[i].move_count = 0;
+	}
+	b->nprobes = 0;
+}
+
+/*
+ * Reads the batch where every change it applies has been replayed
+ * (b->at_least); a read a standby failed for a reason of its own (replay
+ * cancelled it, its connection broke) runs again on the primary.
+ */
+static int read_db(struct batch *b, char *why, size_t whylen)
+{
+	bool again = false;
+	int rc = read_at(b, b->at_least, &again, why, whylen);
+
+	if (!again)
+		return rc;
+	forget_reads(b);
+	return read_at(b, COMB_READ_PRIMARY, &again, why, whylen);
+}
+
+
 
 /* Pushes one event frame for w without waiting. Returns 0, or non-zero
  * when the sync is closed (or was closed just now). */
@@ -716,7 +769,9 @@ static void current_take(struct hub_sub *hs)
 	sync_pending_init(sub);
 	sub->taken_access = sub->access_check;
 	sub->taken_overflow = sub->overflow;
+	sub->taken_lsn = sub->want_lsn;
 	sub->access_check = false;
+	sub->want_lsn = 0;
 	sub->closed = false;
 }
 
@@ -727,16 +782,23 @@ static void current_run(void *scratch, struct hub_sub **subs, size_t n)
 	size_t i;
 
 	if (!b) {
+		/* this worker could not make its batch when it started */
 		for (i = 0; i < n; i++) {
-			sync_close(&sync_of(subs[i])->head, "error: out of memory");
-			sync_of(subs[i])->closed = true;
+			struct sync_sub *sub = sync_of(subs[i]);
+
+			sync_close(&sub->head, "error: out of memory");
+			sub->closed = true;
+			dmap_release(&sub->taken);
 		}
 		return;
 	}
 	b->relay = relay_of(sync_of(subs[0]));
+	b->at_least = 0;
 	for (b->n = 0; b->n < n; b->n++) {
 		struct sync_sub *sub = sync_of(subs[b->n]);
 
+		if (sub->taken_lsn > b->at_least)
+			b->at_least = sub->taken_lsn;
 		b->works[b->n] = (struct work){
 			.sub = sub, .pending = sub->taken,
 			.access = sub->taken_access, .overflow = sub->taken_overflow,

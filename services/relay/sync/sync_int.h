@@ -164,12 +164,15 @@ struct sync_sub {
 	bool access_check;              /* membership or policy changed */
 	const char *overflow;           /* why pending could not hold a
 					 * change (the CLOSED reason), or NULL */
+	comb_lsn want_lsn;              /* the re-read runs where the noted
+					 * signals' position has been replayed */
 	bool quiet;                     /* closed: nothing more is noted */
 
 	/* the worker running it: what it took from the above */
 	struct dmap taken;
 	bool taken_access;
 	const char *taken_overflow;
+	comb_lsn taken_lsn;
 	bool closed;                    /* the run closed it */
 };
 
