@@ -2,7 +2,8 @@
 // "Read standbys"): a plain REQ's stored events and a sync's snapshot are read
 // at the primary's WAL position of the moment they registered for live changes,
 // or later, on the standby when it has replayed that far, else (after the
-// bounded wait) on the primary; live re-reads stay on the primary. Node 0 reads
+// bounded wait) on the primary; a live re-read where its signal's position has
+// been replayed, likewise. Node 0 reads
 // from the primary only; node 1 from the standby, whose replay is paused with
 // pg_wal_replay_pause() to make it lag on purpose.
 
