@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
 import { connectWs, get, newKey, post, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
-import { accept, addMember, count, createChannel, query, removeMember, uuid } from './lib/artifacts.mjs';
+import { accept, addMember, chat, count, createChannel, query, removeMember, uuid } from './lib/artifacts.mjs';
 
 // NIP-98 tokens are single use: a nonce keeps two identical reads apart.
 function nonce() {
@@ -544,8 +544,8 @@ describe('plain REQs through a node reading a standby', () => {
 	});
 });
 
-describe('live re-reads of syncs through a node reading a standby', () => {
-	test('a live edit is re-read on the standby once it has replayed it, nothing on the primary', async () => {
+describe('live reads through a node reading a standby', () => {
+	test('a live edit is re-read, a live message loaded and checked, on the standby once it has replayed them, nothing on the primary', async () => {
 		// node 1's reads wait long enough for the standby to replay the
 		// edit (its signal's WAL position) rather than going to the primary
 		const stack = await startRelay({
@@ -584,6 +584,24 @@ describe('live re-reads of syncs through a node reading a standby', () => {
 			const { before, m } = measured;
 			assert.ok(m.standby > before.standby, 'the standby served the re-read');
 			assert.equal(m.primary, before.primary, 'the primary served nothing');
+			// a plain REQ's live message: loaded and its reader's access
+			// checked on the standby too
+			ws.send(['REQ', 'plain', { kinds: [9], '#h': [h], limit: 1 }]);
+			await ws.next((f) => f[0] === 'EOSE' && f[1] === 'plain', 10000);
+			ws.drain();
+			let plain = null;
+			for (let attempt = 0; attempt < 3 && !plain; attempt++) {
+				const before = await routing(stack, 1);
+				const msg = await chat(stack, admin, h, `live ${attempt}`);
+				const got = await ws.next((f) => f[0] === 'EVENT' && f[1] === 'plain', 10000);
+				assert.equal(got[2].id, msg.id, 'the frame holds the message');
+				const m = await routing(stack, 1);
+				if (m.fallbacks === before.fallbacks)
+					plain = { before, m };
+			}
+			assert.ok(plain, 'a live delivery on the standby');
+			assert.ok(plain.m.standby >= plain.before.standby + 2, 'the load and the access check on the standby');
+			assert.equal(plain.m.primary, plain.before.primary, 'the primary served nothing');
 			// and a member removed on the primary: the next re-read, on the
 			// standby, sees it in the same snapshot as the data
 			await removeMember(stack, admin, h, reader.pk);

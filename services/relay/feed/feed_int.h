@@ -17,13 +17,15 @@
 /*
  * Queues one event (json copied: the event as it should be served) of
  * community_id in channel (canonical uuid; NULL for an event without a
- * channel) for live delivery. kind is the event's kind. Returns 0;
+ * channel) for live delivery. kind is the event's kind; its recipients'
+ * access is checked on a server that has replayed position at
+ * (COMB_READ_PRIMARY: the primary). Returns 0;
  * COMB_ETOOBIG when the backlog is full (the event is dropped and every
  * live subscription interrupted); COMB_ENOMEM; COMB_EIO when the
  * dispatcher does not run.
  */
 int ws_live_deliver_event(int64_t community_id, const char *channel,
-			  const char *json, size_t len, int kind);
+			  const char *json, size_t len, int kind, comb_lsn at);
 
 /*
  * Decides whether events written through this node feed live delivery

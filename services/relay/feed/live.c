@@ -26,6 +26,7 @@ struct item {
 	bool has_channel;
 	char channel[37];
 	int kind;
+	comb_lsn at;                  /* the access check sees this position */
 	size_t len;
 	char json[];
 };
@@ -53,6 +54,17 @@ static atomic_bool local_feed = true;
 /* ------------------------------------------------------------------ */
 /* the dispatcher */
 
+/* Events the dispatcher delivers with one connection at most. */
+#define DISPATCH_BATCH 64
+
+/* The connection the events of one batch are checked on, borrowed at
+ * its first check from a server that has replayed every event's
+ * position. */
+struct checker {
+	comb_lsn at;
+	struct comb_read_lease lease;
+};
+
 /* Tells every candidate of the event being delivered that events were
  * lost. */
 static void interrupt_candidates(const char *reason)
@@ -63,16 +75,36 @@ static void interrupt_candidates(const char *reason)
 		live.cands[i]->kind->interrupt(live.cands[i], reason);
 }
 
+/* Runs the probes on ck's server, borrowing its connection at the first
+ * call; a check a standby fails runs again on the primary. Returns 0 or
+ * a negative COMB_E*. */
+static int check(struct checker *ck, struct access_probe *probes, size_t n)
+{
+	bool budget;
+	int rc, attempt;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		if (!ck->lease.conn &&
+		    comb_read_acquire(live.relay->reads, ck->at, 2000, &ck->lease))
+			return COMB_EUNAVAIL;
+		rc = access_probe_all(ck->lease.pool, ck->lease.conn, probes, n, NULL, &budget);
+		if (rc == 0 || rc == COMB_ENOMEM || ck->lease.server < 0)
+			return rc;
+		comb_read_release(live.relay->reads, &ck->lease,
+				  comb_db_conn_lost(ck->lease.conn));
+		ck->at = COMB_READ_PRIMARY;
+	}
+	return rc;
+}
+
 /*
  * Delivers ev to the candidates whose reader may read its channel now:
  * one query loads the channel's facts and every candidate reader's active
- * role in it (access_probe_all).
+ * role in it (access_probe_all), on a server that has replayed ev.
  */
-static void deliver_in_channel(const struct hub_event *ev)
+static void deliver_in_channel(const struct hub_event *ev, struct checker *ck)
 {
 	struct access_probe *probes = calloc(live.ncands, sizeof(*probes));
-	PGconn *db = NULL;
-	bool budget;
 	size_t i;
 	int rc = probes ? 0 : COMB_ENOMEM;
 
@@ -84,27 +116,20 @@ static void deliver_in_channel(const struct hub_event *ev)
 			.access = live.cands[i]->access,
 			.named = live.cands[i]->named,
 		};
-	if (rc == 0) {
-		db = comb_db_acquire(live.relay->db, 2000);
-		rc = db ? access_probe_all(live.relay->db, db, probes, live.ncands,
-					   NULL, &budget)
-			: COMB_EUNAVAIL;
-	}
+	if (rc == 0)
+		rc = check(ck, probes, live.ncands);
 	if (rc) {
-		comb_warn("live delivery: the access check failed%s",
-			  db ? "" : ": no database connection");
+		comb_warn("live delivery: the access check failed");
 		interrupt_candidates(rc == COMB_ENOMEM ? "error: live delivery out of memory"
 						       : "error: live delivery unavailable");
 	}
 	for (i = 0; i < live.ncands && rc == 0; i++)
 		if (probes[i].readable)
 			live.cands[i]->kind->deliver(live.cands[i], ev);
-	if (db)
-		comb_db_release(live.relay->db, db, comb_db_conn_lost(db));
 	free(probes);
 }
 
-static void dispatch(const struct item *it)
+static void dispatch(const struct item *it, struct checker *ck)
 {
 	struct hub_event hev = {
 		.community = it->community_id,
@@ -129,7 +154,7 @@ static void dispatch(const struct item *it)
 	}
 	live.ncands = found > 0 ? (size_t)found : 0;
 	if (live.ncands && it->has_channel) {
-		deliver_in_channel(&hev);
+		deliver_in_channel(&hev, ck);
 	} else {
 		/* Events without a channel are readable by their author only. */
 		for (i = 0; i < live.ncands; i++) {
@@ -141,10 +166,30 @@ static void dispatch(const struct item *it)
 	comb_event_release(&ev);
 }
 
+/* Delivers the events of batch in order, checking access on one
+ * connection of a server that has replayed all of them. */
+static void dispatch_batch(struct item *batch)
+{
+	struct checker ck = {.at = 0};
+	struct item *it, *next;
+
+	for (it = batch; it; it = it->next)
+		if (it->at > ck.at)
+			ck.at = it->at;
+	for (it = batch; it; it = next) {
+		next = it->next;
+		dispatch(it, &ck);
+		free(it);
+	}
+	if (ck.lease.conn)
+		comb_read_release(live.relay->reads, &ck.lease, comb_db_conn_lost(ck.lease.conn));
+}
+
 static void *dispatcher_main(void *arg)
 {
-	struct item *it;
+	struct item *batch, *last;
 	bool lost;
+	int n;
 
 	(void)arg;
 	pthread_mutex_lock(&live.qmu);
@@ -155,21 +200,21 @@ static void *dispatcher_main(void *arg)
 			break;
 		lost = live.lost;
 		live.lost = false;
-		it = live.head;
-		if (it && !lost) {
-			live.head = it->next;
+		batch = lost ? NULL : live.head;
+		if (batch) {
+			for (n = 1, last = batch; n < DISPATCH_BATCH && last->next; n++)
+				last = last->next;
+			live.head = last->next;
 			if (!live.head)
 				live.tail = NULL;
-			live.backlog--;
-		} else {
-			it = NULL;
+			last->next = NULL;
+			live.backlog -= n;
 		}
 		pthread_mutex_unlock(&live.qmu);
 		if (lost)
 			hub_interrupt_events(0, FEED_INTERRUPTED);
-		if (it)
-			dispatch(it);
-		free(it);
+		if (batch)
+			dispatch_batch(batch);
 		pthread_mutex_lock(&live.qmu);
 	}
 	pthread_mutex_unlock(&live.qmu);
@@ -218,7 +263,7 @@ void ws_live_stop(void)
 }
 
 int ws_live_deliver_event(int64_t community_id, const char *channel,
-			  const char *json, size_t len, int kind)
+			  const char *json, size_t len, int kind, comb_lsn at)
 {
 	struct item *it;
 
@@ -236,6 +281,7 @@ int ws_live_deliver_event(int64_t community_id, const char *channel,
 	it->has_channel = channel != NULL;
 	snprintf(it->channel, sizeof(it->channel), "%s", channel ? channel : "");
 	it->kind = kind;
+	it->at = at;
 	it->len = len;
 	memcpy(it->json, json, len);
 	it->json[len] = '\0';
@@ -359,7 +405,7 @@ void ws_live_local_deliver(struct ws_live_local *taken, bool committed)
 		if (committed)
 			ws_live_deliver_event(p->community_id,
 					      p->has_channel ? p->channel : NULL,
-					      p->json, p->len, p->kind);
+					      p->json, p->len, p->kind, COMB_READ_PRIMARY);
 		free(p->json);
 		free(p);
 	}

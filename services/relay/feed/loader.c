@@ -5,9 +5,11 @@
  * The feed thread only queues. The loader takes everything queued, loads
  * the JSON of the stored events among it with one query (a stored event by
  * id; an artifact revision by id; the kind-45011 marker of a move or of a
- * redaction through artifact_moves or artifact_redactions), and hands the
- * events to ws_live in the order the signals arrived, ephemeral events
- * straight from their payload. Events deleted or redacted by then are
+ * redaction through artifact_moves or artifact_redactions) on a server
+ * that has replayed every signal's position (a standby of the node, else
+ * the primary), and hands the events to ws_live in the order the signals
+ * arrived, ephemeral events straight from their payload, each with its
+ * signal's position for the access check. Events deleted or redacted by then are
  * skipped, as a stored read would skip them. Access is ws_live's business:
  * it checks every recipient at delivery.
  */
@@ -39,6 +41,8 @@ struct litem {
 	unsigned kind;
 	char channel[37];
 	char id[65];
+	comb_lsn at;               /* the signal's position (COMB_READ_PRIMARY:
+				    * unknown) */
 	const char *json;          /* loaded or the payload; NULL: skip */
 	size_t len;
 	size_t payload_len;
@@ -77,6 +81,7 @@ void feed_live_push(const struct comb_signal *s)
 		return;
 	}
 	it->community = s->community;
+	it->at = s->lsn ? s->lsn : COMB_READ_PRIMARY;
 	it->type = s->type;
 	it->kind = s->kind;
 	memcpy(it->channel, s->channel, sizeof(it->channel));
@@ -138,6 +143,50 @@ static void interrupt_batch(struct litem *batch, const char *reason)
 	}
 }
 
+/* The statement that loads the stored items: $1 communities, $2 ids, $3
+ * what to look up (lookup_of). */
+static struct comb_db_stmt load_stmt = COMB_DB_STMT(
+	"SELECT q.i, e.raw, e.seq"
+	" FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY"
+	"  AS q(cid, id, what, i)"
+	" LEFT JOIN artifact_moves mv ON q.what = 2"
+	"  AND mv.community_id = q.cid AND mv.revision_id = q.id"
+	" LEFT JOIN artifact_redactions rd ON q.what = 3"
+	"  AND rd.community_id = q.cid AND rd.revision_id = q.id"
+	" JOIN events e ON e.community_id = q.cid AND e.id = CASE q.what"
+	"  WHEN 2 THEN mv.marker_id WHEN 3 THEN rd.marker_id ELSE q.id END"
+	" WHERE NOT e.deleted AND NOT e.redacted", 3);
+
+/*
+ * Runs the load statement with params on a server that has replayed
+ * position at; a load a standby fails runs again on the primary. Returns
+ * the result (the caller checks and clears it), or NULL when no server
+ * could lend a connection.
+ */
+static PGresult *load_at(comb_lsn at, const char *const *params)
+{
+	struct comb_read_lease lease;
+	PGresult *res = NULL;
+	int attempt;
+
+	bool on_standby;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		if (comb_read_acquire(loader.relay->reads, at, 2000, &lease))
+			return res;
+		PQclear(res);
+		res = comb_db_exec_stmt(lease.pool, lease.conn, &load_stmt, params);
+		on_standby = lease.server >= 0;
+		comb_read_release(loader.relay->reads, &lease,
+				  PQresultStatus(res) != PGRES_TUPLES_OK &&
+				  comb_db_conn_lost(lease.conn));
+		if (PQresultStatus(res) == PGRES_TUPLES_OK || !on_standby)
+			break;
+		at = COMB_READ_PRIMARY;
+	}
+	return res;
+}
+
 /*
  * Loads the JSON of every stored item of batch (n items) into it->json,
  * pointing into *res (the caller clears it). Returns 0, or a negative
@@ -148,7 +197,7 @@ static int load(struct litem *batch, size_t n, PGresult **res)
 	struct comb_buf cids, ids, what;
 	struct litem **index = NULL;
 	struct litem *it;
-	PGconn *db = NULL;
+	comb_lsn at = 0;
 	size_t k = 0;
 	int rc = 0, row;
 
@@ -167,6 +216,8 @@ static int load(struct litem *batch, size_t n, PGresult **res)
 		rc = comb_buf_printf(&cids, "%s%" PRId64, k ? "," : "", it->community);
 		rc = rc ? rc : comb_buf_printf(&ids, "%s%s", k ? "," : "", it->id);
 		rc = rc ? rc : comb_buf_printf(&what, "%s%d", k ? "," : "", lookup_of(it));
+		if (it->at > at)
+			at = it->at;
 		index[k++] = it;
 	}
 	rc = rc ? rc : comb_buf_putc(&cids, '}');
@@ -174,27 +225,10 @@ static int load(struct litem *batch, size_t n, PGresult **res)
 	rc = rc ? rc : comb_buf_putc(&what, '}');
 	if (rc || k == 0)
 		goto out;
-	db = comb_db_acquire(loader.relay->db, 2000);
-	if (!db) {
-		rc = COMB_EUNAVAIL;
-		goto out;
-	}
-	*res = PQexecParams(db,
-		"SELECT q.i, e.raw, e.seq"
-		" FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY"
-		"  AS q(cid, id, what, i)"
-		" LEFT JOIN artifact_moves mv ON q.what = 2"
-		"  AND mv.community_id = q.cid AND mv.revision_id = q.id"
-		" LEFT JOIN artifact_redactions rd ON q.what = 3"
-		"  AND rd.community_id = q.cid AND rd.revision_id = q.id"
-		" JOIN events e ON e.community_id = q.cid AND e.id = CASE q.what"
-		"  WHEN 2 THEN mv.marker_id WHEN 3 THEN rd.marker_id ELSE q.id END"
-		" WHERE NOT e.deleted AND NOT e.redacted",
-		3, NULL, (const char *const[]){cids.data, ids.data, what.data},
-		NULL, NULL, 0);
+	*res = load_at(at, (const char *const[]){cids.data, ids.data, what.data});
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK) {
 		comb_warn("feed: loading live events failed: %s",
-			  PQresultErrorMessage(*res));
+			  *res ? PQresultErrorMessage(*res) : "no database connection");
 		rc = COMB_EUNAVAIL;
 		goto out;
 	}
@@ -212,8 +246,6 @@ static int load(struct litem *batch, size_t n, PGresult **res)
 			     (size_t)PQgetlength(*res, row, 1));
 	}
 out:
-	if (db)
-		comb_db_release(loader.relay->db, db, rc && comb_db_conn_lost(db));
 	free(index);
 	comb_buf_release(&cids);
 	comb_buf_release(&ids);
@@ -241,7 +273,7 @@ static void deliver(struct litem *batch, size_t n)
 				continue;
 			ws_live_deliver_event(it->community,
 					      it->channel[0] ? it->channel : NULL,
-					      it->json, it->len, (int)kind_of(it));
+					      it->json, it->len, (int)kind_of(it), it->at);
 		}
 	}
 	PQclear(res);

@@ -209,9 +209,10 @@ struct hub_event {
 	size_t json_len;
 };
 
-/* What a kind of subscription does with what the hub hands it. Every
- * callback but run is called under the subscriptions' lock and must not
- * wait on a client or the database. */
+/* What a kind of subscription does with what the hub hands it. signal,
+ * match, take and next are called under the subscriptions' lock, run and
+ * deliver without it, interrupt either way; none but run may wait on a
+ * client or the database. */
 struct hub_kind {
 	/* Takes signal s (borrowed) of sub's community, of one of its
 	 * channels or of none (an admin change): decides whether it concerns
@@ -227,7 +228,7 @@ struct hub_kind {
 	 * subscription when its connection cannot take it. */
 	void (*deliver)(struct hub_sub *sub, const struct hub_event *ev);
 	/* The changes (or events) of sub's community were lost: close sub
-	 * with reason. Holds the hub's lock or not, as the caller says. */
+	 * with reason. */
 	void (*interrupt)(struct hub_sub *sub, const char *reason);
 	/* True when queued sub may be served by the run that serves first
 	 * (of this kind); most is how many one run serves at the most. */
