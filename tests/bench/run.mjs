@@ -927,7 +927,7 @@ async function main() {
 		(perS) => perS >= 5000);
 
 	// req_live_latency: as sync_live_latency, for plain REQs of one
-	// channel's revisions (kinds [45010], #h): the loader, the hub's
+	// channel's revisions (kinds [45010], #h): the live delivery thread, the hub's
 	// candidates and one access probe per write, instead of a sync's turn.
 	// Each write creates an artifact in the ingest channel, which no
 	// scenario counts after the ingest ones

@@ -600,7 +600,8 @@ describe('live reads through a node reading a standby', () => {
 					plain = { before, m };
 			}
 			assert.ok(plain, 'a live delivery on the standby');
-			assert.ok(plain.m.standby >= plain.before.standby + 2, 'the load and the access check on the standby');
+			// the load and the access check share one borrowed connection
+			assert.ok(plain.m.standby > plain.before.standby, 'the load and the access check on the standby');
 			assert.equal(plain.m.primary, plain.before.primary, 'the primary served nothing');
 			// and a member removed on the primary: the next re-read, on the
 			// standby, sees it in the same snapshot as the data

@@ -653,9 +653,6 @@ int feed_start(struct relay *relay, char *errbuf, size_t errlen)
 	rc = connect_all(relay->cfg.capture_endpoint, errbuf, errlen);
 	if (rc)
 		goto fail;
-	rc = feed_live_start(relay, errbuf, errlen);
-	if (rc)
-		goto fail;
 	atomic_store(&feed.started, true);
 	pthread_attr_init(&tattr);
 	pthread_attr_setstacksize(&tattr, 512 * 1024);
@@ -663,7 +660,6 @@ int feed_start(struct relay *relay, char *errbuf, size_t errlen)
 	pthread_attr_destroy(&tattr);
 	if (err) {
 		atomic_store(&feed.started, false);
-		feed_live_stop();
 		rc = comb_fail(errbuf, errlen, COMB_EIO,
 			       "cannot start the feed thread: %s", strerror(err));
 		goto fail;
@@ -694,7 +690,6 @@ void feed_stop(void)
 	atomic_store(&feed.stop, true);
 	wake_thread();
 	pthread_join(feed.thread, NULL);
-	feed_live_stop();
 	zmq_close(feed.sub);
 	zmq_ctx_term(feed.zctx);
 	feed.sub = feed.zctx = NULL;

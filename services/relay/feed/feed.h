@@ -14,10 +14,9 @@
  *
  * Signals are handed on without database work on this thread: every
  * signal to the listener registered with feed_listen() (the hub, hub/,
- * which hands them to the syncs of sync/), stored and ephemeral
- * events to live plain subscriptions through a loader thread that fetches
- * each stored event's JSON (loader.c) and then the live dispatcher
- * (live.c).
+ * which hands them to the syncs of sync/), stored and ephemeral events to
+ * the live delivery thread of plain subscriptions (live.c), which loads
+ * each stored event's JSON and delivers it.
  *
  * feed/ is below every part that reads or writes: they register here and
  * are called back, the feed never names them. The only public header of
@@ -60,14 +59,14 @@ struct feed_listener {
 void feed_listen(const struct feed_listener *l);
 
 /*
- * Starts the feed thread and the live loader for relay (borrowed; its
+ * Starts the feed thread for relay (borrowed; its
  * configuration names the endpoints and the heartbeat interval). Call
  * after ws_live_start and after feed_listen. Returns 0,
  * or COMB_EIO / COMB_ENOMEM with errbuf set.
  */
 int feed_start(struct relay *relay, char *errbuf, size_t errlen);
 
-/* Stops both threads. Safe when feed_start failed or never ran. */
+/* Stops the feed thread. Safe when feed_start failed or never ran. */
 void feed_stop(void);
 
 /*
@@ -106,34 +105,36 @@ int feed_trust_wait_ms(const struct comb_config *cfg);
 bool feed_still_trusted(int64_t community_id, uint64_t generation);
 
 /*
- * live.c, live delivery: the dispatcher thread that hands each new event
- * to the subscriptions that want it (plain REQs, registered with the hub,
- * hub/, whose kind takes events) and whose reader may read it now.
+ * live.c, live delivery: the thread that hands each new event to the
+ * subscriptions that want it (plain REQs, registered with the hub, hub/,
+ * whose kind takes events) and whose reader may read it now.
  *
- * Access is decided per recipient at delivery, from the database's current
- * facts about the event's channel and the recipient's role in it, against
- * the read keys the policy plugins gave that recipient (access.h); events
- * without a channel go only to their author.
+ * Access is decided per recipient at delivery, from the database's facts
+ * about the event's channel and the recipient's role in it, as a server
+ * that has replayed the event has them, against the read keys the policy
+ * plugins gave that recipient (access.h); events without a channel go
+ * only to their author.
  *
- * Events arrive through ws_live_deliver_event(), which only queues: from
- * the capture feed (feed.c), which carries what every relay node wrote,
- * and, while the feed is down or was never up, from the local write path
- * after commit (ws_live_local_*, called by write/). The dispatcher keeps
- * their order.
+ * Events arrive in one queue, which the thread keeps in order: from the
+ * capture feed (feed.c), which carries what every relay node wrote, and,
+ * while the feed is down or was never up, from the local write path after
+ * commit (ws_live_local_*, called by write/; local.c).
  */
 
-/* Events queued for the dispatcher beyond which new ones are dropped and
- * every live subscription is interrupted. */
+/* Items queued for live delivery beyond which new ones are dropped: a
+ * signal's community is interrupted, a local event interrupts every live
+ * subscription. */
 #define WS_LIVE_MAX_BACKLOG 65536
 
 /*
- * Starts the dispatcher thread (relay borrowed for its database pool and
- * policy). Returns 0, or COMB_EIO / COMB_ENOMEM with errbuf set.
+ * Starts the live delivery thread (relay borrowed for its database pools,
+ * revision cache and configuration). Returns 0, or COMB_EIO with errbuf
+ * set.
  */
 int ws_live_start(struct relay *relay, char *errbuf, size_t errlen);
 
-/* Stops the dispatcher and drops queued events. Every subscription must
- * have been removed (all connections closed) before. */
+/* Stops the live delivery thread and drops what is queued. Every
+ * subscription must have been removed (all connections closed) before. */
 void ws_live_stop(void);
 
 /*
