@@ -196,6 +196,11 @@ comb__pg_launch() {
 	opts="$opts -c max_connections=300 -c logging_collector=off"
 	if [ "$durable" = 0 ]; then
 		opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+		# a test primary copied by two pg_basebackups at once: each
+		# one's fast checkpoint must not remove the WAL the other's
+		# stream starts from (seen: "requested WAL segment ... has
+		# already been removed")
+		opts="$opts -c wal_keep_size=256MB"
 	fi
 	if ! comb__pg_run "$COMB_PG_BIN/pg_ctl" -D "$datadir" -l "$log" -w -t 60 \
 		-o "$opts $extra" start >/dev/null; then
