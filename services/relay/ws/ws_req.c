@@ -146,7 +146,7 @@ bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev
 
 /* ------------------------------------------------------------------ */
 /* the kind of subscription a plain REQ is to the hub: live events from
- * the dispatcher's thread (feed/), interruptions */
+ * the live delivery thread (feed/), interruptions */
 
 /* Closes sub from the relay's side; the caller holds session->mu. While
  * pending, the REQ's own thread sends the CLOSED after its EOSE. */
