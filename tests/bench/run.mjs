@@ -791,11 +791,12 @@ async function main() {
 		};
 	});
 
-	// The floor of both live-latency scenarios, measured once after the first:
-	// as many loopback TCP readers as subscribers, written to by one
-	// thread per node, no relay in between.
+	// The floor of the live-latency scenarios, measured once after the
+	// first: as many loopback TCP readers as subscribers, written to by one
+	// thread per node, no relay in between. liveFigures(r) reports it with
+	// what every live-latency driver (bench_live.c) measured.
 	let liveFloor = null;
-	const withLiveFloor = async (r) => {
+	const liveFigures = async (r) => {
 		liveFloor ??= await bench('fanout-floor', ['--conns', String(P.liveSubs),
 			'--writers', String(nodes.length), '--bytes', '5200', '--rounds', String(P.liveEdits)]);
 		return {
@@ -803,6 +804,11 @@ async function main() {
 				`(about one live frame) written to each by ${nodes.length} threads, no relay`,
 			floor_p50_ms: round(liveFloor.p50_ms), floor_p99_ms: round(liveFloor.p99_ms),
 			ratio_p50: liveFloor.p50_ms ? round(r.p50_ms / liveFloor.p50_ms, 2) : null,
+			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
+			edits_delivered: r.edits_completed,
+			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
+			min_ms: round(r.min_ms), per_node: r.per_node, setup_s: round(r.setup_s, 2),
+			errors: r.errors?.length ? r.errors : undefined,
 		};
 	};
 
@@ -811,17 +817,12 @@ async function main() {
 		const r = await bench('sync-live', [...overNodes, '--manifest', manifest,
 			'--subs', String(P.liveSubs), '--edits', String(P.liveEdits)]);
 		return {
-			...await withLiveFloor(r),
-			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
-			edits_delivered: r.edits_completed, snapshot_events: r.snapshot_events,
-			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
-			min_ms: round(r.min_ms), frames_before_ok: r.frames_before_ok,
-			per_node: r.per_node, setup_s: round(r.setup_s, 2),
+			...await liveFigures(r),
+			snapshot_events: r.snapshot_events, frames_before_ok: r.frames_before_ok,
 			from_send_p50_ms: round(r.from_send_p50_ms), from_send_p99_ms: round(r.from_send_p99_ms),
 			target: 'p50 at most 5 ms, p99 at most 25 ms',
 			ok: r.ok === true,
 			pass: r.ok === true && r.p50_ms <= 5 && r.p99_ms <= 25,
-			errors: r.errors?.length ? r.errors : undefined,
 		};
 	});
 
@@ -831,17 +832,12 @@ async function main() {
 		const r = await bench('resume-live', [...overNodes, '--subs', String(P.liveSubs),
 			'--edits', String(P.liveEdits)]);
 		return {
-			...await withLiveFloor(r),
-			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
-			edits_delivered: r.edits_completed, first_catchup_items: r.first_catchup_items,
-			unexpected_frames: r.unexpected_frames,
-			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
-			min_ms: round(r.min_ms), per_node: r.per_node, setup_s: round(r.setup_s, 2),
+			...await liveFigures(r),
+			first_catchup_items: r.first_catchup_items, unexpected_frames: r.unexpected_frames,
 			figure: 'writer OK -> the CHANGES frame carrying the edit, per subscriber and edit',
 			target: 'p50 at most 10 ms, p99 at most 50 ms',
 			ok: r.ok === true,
 			pass: r.ok === true && r.p50_ms <= 10 && r.p99_ms <= 50,
-			errors: r.errors?.length ? r.errors : undefined,
 		};
 	});
 
@@ -935,17 +931,12 @@ async function main() {
 		const r = await bench('req-live', [...overNodes, '--manifest', manifest,
 			'--subs', String(P.liveSubs), '--edits', String(P.liveEdits)]);
 		return {
-			...await withLiveFloor(r),
-			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
-			edits_delivered: r.edits_completed,
-			p50_ms: round(r.p50_ms), p99_ms: round(r.p99_ms), max_ms: round(r.max_ms),
-			min_ms: round(r.min_ms), frames_before_ok: r.frames_before_ok,
-			per_node: r.per_node, setup_s: round(r.setup_s, 2),
+			...await liveFigures(r),
+			frames_before_ok: r.frames_before_ok,
 			figure: 'writer OK -> the EVENT frame of the write, per plain REQ subscriber and write',
 			target: 'none of its own (BENCHMARKS.md sets none): every subscriber receives every write once, in order',
 			ok: r.ok === true,
 			pass: r.ok === true,
-			errors: r.errors?.length ? r.errors : undefined,
 		};
 	});
 

@@ -17,7 +17,7 @@
  *   signal, an interruption, a live event and a turn of work mean to it.
  *   One lock guards their registry and their scheduling; one pool of
  *   workers serves their turns fairly per connection (turns.c), with
- *   timers; the live dispatcher (feed/) finds in it who wants an event.
+ *   timers; live delivery (feed/) finds in it who wants an event.
  * - Registry (registry.c): subscriptions by community and channel.
  *
  * The hub is the lowest layer of the relay's folders, below the feed and
@@ -296,7 +296,7 @@ void hub_sub_start(struct hub_sub *sub, bool run_now);
 void hub_sub_remove(struct hub_sub *sub);
 
 /*
- * Live events (the dispatcher of feed/, one thread): finds the
+ * Live events (feed/'s live delivery, one thread): finds the
  * subscriptions that want ev, those of its channel and the
  * community-wide ones whose kind takes events and matches it, each once
  * with its named flag, into *out (grown as needed; *cap its room), and

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comb/clock.h"
 #include "comb/error.h"
 #include "comb/log.h"
 #include "hub.h"
@@ -347,7 +348,7 @@ bool hub_wanted(int64_t community, const char *channel)
 
 	if (atomic_load(&hub.event_subs) == 0)
 		return false;
-	/* never wait behind the hub: when busy, let the loader find out */
+	/* never wait behind the hub: when busy, let live delivery find out */
 	if (pthread_mutex_trylock(&hub.mu))
 		return true;
 	wanted = takes_events(hub_registry_find(&hub.registry, community, "")) ||
@@ -430,14 +431,10 @@ static void wait_for_work_locked(void)
 			scan_timers_locked(now);
 			continue;
 		}
+		/* the condition waits on CLOCK_REALTIME, its default; a
+		 * millisecond more, so that the timer is due on waking */
 		wait_ms = hub.next_scan - now;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += (time_t)(wait_ms / 1000);
-		until.tv_nsec += (long)((wait_ms - (double)(long)(wait_ms / 1000) * 1000) * 1e6);
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		comb_deadline_in(&until, CLOCK_REALTIME, (int)wait_ms + 1);
 		pthread_cond_timedwait(&hub.work, &hub.mu, &until);
 	}
 }

@@ -25,9 +25,9 @@
 /*
  * outbox.c, the outbound queue of one WebSocket connection. Every frame
  * the relay sends on a connection goes through it, in order: answers to
- * the client's own messages, stored events, live events and (later) sync
+ * the client's own messages, stored events, live events and sync
  * frames. A writer thread of the connection's own drains it, so a producer
- * on another thread (the live dispatcher, the sync code) never blocks on a
+ * on another thread (live delivery, the hub's workers) never blocks on a
  * slow client: when the queue is full its push fails at once and the
  * producer closes what it was feeding (`resync: slow consumer`).
  *
@@ -196,8 +196,8 @@ size_t ws_outbox_queued(struct ws_outbox *ob);
  * queue every answer goes through. Knows nothing of civetweb (ws/ws.c is
  * the transport) nor of the messages (ws/ws_message.c).
  *
- * Threads: the connection's own thread calls everything here; the live
- * dispatcher (and later the sync code) only pushes to the outbox and
+ * Threads: the connection's own thread calls everything here; live
+ * delivery and the hub's workers only push to the outbox and
  * changes a subscription's delivery state under `mu`.
  */
 

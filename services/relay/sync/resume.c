@@ -154,16 +154,12 @@ static void spare_give(struct comb_buf *b)
 	comb_buf_release(b);
 }
 
-static int cmp_channel(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
+/* True when channel is in sub's scope: one of its #h, or any without. */
 static bool in_scope(const struct resume_sub *sub, const char *channel)
 {
 	return sub->nchannels == 0 ||
 	       bsearch(channel, sub->channels, sub->nchannels,
-		       sizeof(*sub->channels), cmp_channel) != NULL;
+		       sizeof(*sub->channels), sync_cmp_channel) != NULL;
 }
 
 static struct resume_sub *resume_of(const struct hub_sub *hs)
@@ -559,7 +555,7 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 		for (i = 0; i < in.nchannels; i++)
 			snprintf(sub->channels[i], sizeof(sub->channels[i]), "%s", in.channels[i]);
 		sub->nchannels = in.nchannels;
-		qsort(sub->channels, sub->nchannels, sizeof(*sub->channels), cmp_channel);
+		qsort(sub->channels, sub->nchannels, sizeof(*sub->channels), sync_cmp_channel);
 	}
 	sync_head_init(&sub->head, s, id, &sync_changes_kind,
 		       (const char (*)[37])sub->channels, sub->nchannels, sub_release);
