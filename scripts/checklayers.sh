@@ -8,7 +8,7 @@
 # services/relay/ is split into folders in layers, top first (RELAY_LAYERS
 # below). A file in folder F may include, with quotes:
 #   - a header of its own folder, by name ("write_int.h");
-#   - a header at the top of services/relay/ ("relay.h", "access.h");
+#   - a header at the top of services/relay/ ("relay.h", "protocol_limits.h");
 #   - the public header of a folder in a lower layer, and only that one:
 #     "X/X.h" ("read/read.h"), never X's *_int.h or other headers;
 #   - libcomb's headers ("comb/...").
@@ -31,6 +31,9 @@ RELAY_LAYERS=(
 	"session write read"
 	"feed"
 	"hub proto"
+	"metrics"
+	"request"
+	"access client_addr readpos revcache"
 )
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

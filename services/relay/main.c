@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client_addr.h"
+#include "client_addr/client_addr.h"
 #include "comb/error.h"
 #include "comb/event.h"
 #include "comb/hex.h"
@@ -38,7 +38,7 @@
 #include "hub/hub.h"
 #include "protocol_limits.h"
 #include "read/read.h"
-#include "revcache.h"
+#include "revcache/revcache.h"
 #include "sync/sync.h"
 #include "write/write.h"
 #include "ws/ws.h"

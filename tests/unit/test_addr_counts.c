@@ -1,5 +1,5 @@
 /*
- * Unit tests for the per-address counts (services/relay/addr_counts.c):
+ * Unit tests for the per-address counts (services/relay/client_addr/addr_counts.c):
  * counts per address and their limit, giving back, a table kept in use
  * long after many addresses came and went (entries whose count fell to 0
  * keep the probe going), a full table, and a claim that waits until the
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "addr_counts.h"
+#include "client_addr/addr_counts.h"
 
 static void test_add_and_limit(void **state)
 {

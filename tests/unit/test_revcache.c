@@ -1,5 +1,5 @@
 /*
- * Unit tests for the revision cache (services/relay/revcache.c): what is
+ * Unit tests for the revision cache (services/relay/revcache/revcache.c): what is
  * put comes back byte for byte, the byte bound holds under pressure with
  * evictions counted, CLOCK keeps a referenced entry over an unreferenced
  * one, a cache of size 0 holds nothing and counts misses, oversized
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "comb/error.h"
-#include "revcache.h"
+#include "revcache/revcache.h"
 
 /* The bytes of revision seq, len long, recognizably its own. */
 static void fill(char *out, size_t len, int64_t seq)

@@ -44,7 +44,7 @@
 #include "comb/list.h"
 #include "comb/log.h"
 #include "feed_int.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 #define BUCKETS 1024
 /* Communities one node follows at most (each has WebSocket sessions). */

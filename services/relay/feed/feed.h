@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/event.h"
 #include "comb/policy_set.h"
 #include "comb/signal.h"

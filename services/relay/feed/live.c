@@ -32,7 +32,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "hub/hub.h"
-#include "revcache.h"
+#include "revcache/revcache.h"
 
 /* Items delivered with one connection at most. */
 #define BATCH 256

@@ -8,7 +8,7 @@
 #include "feed/feed.h"
 #include "hub/hub.h"
 #include "http_int.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 void handle_healthz(struct request *req)
 {

@@ -9,18 +9,18 @@
 #include <string.h>
 #include <time.h>
 
-#include "client_addr.h"
+#include "client_addr/client_addr.h"
 #include "comb/error.h"
 #include "comb/netaddr.h"
 #include "comb/log.h"
 #include "comb/nip98.h"
 #include "http.h"
 #include "http_int.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "protocol_limits.h"
 #include "read/read.h"
 #include "relay.h"
-#include "request.h"
+#include "request/request.h"
 #include "write/write.h"
 
 

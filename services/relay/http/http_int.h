@@ -3,7 +3,7 @@
 #ifndef COMB_HTTP_INT_H
 #define COMB_HTTP_INT_H
 
-#include "request.h"
+#include "request/request.h"
 
 void handle_nip11(struct request *req);
 void handle_healthz(struct request *req);

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/event.h"
 #include "comb/readroute.h"
 #include "comb/signal.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"

@@ -20,13 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/error.h"
 #include "comb/json.h"
 #include "comb/log.h"
 #include "proto/proto.h"
 #include "read_int.h"
-#include "request.h"
+#include "request/request.h"
 
 /* Parameters: 6 fixed, #d, #type and three per other predicate. */
 #define MAX_PARAMS (8 + 3 * COMB_MAX_PREDICATES)

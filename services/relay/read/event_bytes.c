@@ -24,7 +24,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "relay.h"
-#include "revcache.h"
+#include "revcache/revcache.h"
 
 #define BATCH_MIN 16
 #define BATCH_MAX 1024

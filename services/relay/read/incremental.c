@@ -28,18 +28,18 @@
 #include <string.h>
 #include <time.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/cursor.h"
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/random.h"
 #include "comb/redis.h"
 #include "comb/replay.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "proto/proto.h"
 #include "read.h"
 #include "read_int.h"
-#include "readpos.h"
+#include "readpos/readpos.h"
 
 #define NIL_UUID "00000000-0000-0000-0000-000000000000"
 #define ADMISSION_KEY "comb:incremental:active"

@@ -13,10 +13,10 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/random.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "read.h"
 #include "read_int.h"
-#include "request.h"
+#include "request/request.h"
 
 /* Sends an error in its shape: {"error": code, "message": ...} for
  * PROTOCOL.md section 8's codes, else (code "") {"error": message}. */

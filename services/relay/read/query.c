@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/error.h"
 #include "comb/json.h"
 #include "comb/log.h"
@@ -22,7 +22,7 @@
 #include "protocol_limits.h"
 #include "read.h"
 #include "read_int.h"
-#include "request.h"
+#include "request/request.h"
 
 static const char *const column_sql[] = {
 	[QUERY_SEQ] = "e.seq",

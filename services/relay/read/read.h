@@ -16,7 +16,7 @@
 #include "comb/buf.h"
 #include "comb/cursor.h"
 #include "proto/proto.h"
-#include "request.h"
+#include "request/request.h"
 
 /* Fixed parameters of the plain query; the filter's follow. */
 enum {

@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "request.h"
+#include "request/request.h"
 
 /* HTTP answers of at most READ_SMALL_ANSWER events come whole, with a
  * length; larger ones are streamed (chunked) in chunks of about

@@ -4,7 +4,7 @@
  */
 #include "session.h"
 
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 /* Bytes held by every connection of the node. */
 static atomic_size_t node_held;

@@ -11,13 +11,13 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/db.h"
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/log.h"
 #include "hub/hub.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 /* Frames other than EVENT are small; this bounds them. */
 #define SMALL_FRAME 4096

@@ -17,7 +17,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "feed/feed.h"
 #include "hub/hub.h"
 #include "relay.h"

@@ -38,7 +38,7 @@
 #include "comb/log.h"
 #include "comb/policy_set.h"
 #include "relay.h"
-#include "revcache.h"
+#include "revcache/revcache.h"
 #include "sync.h"
 #include "sync_int.h"
 

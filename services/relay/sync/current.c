@@ -27,10 +27,10 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "proto/proto.h"
 #include "read/read.h"
-#include "readpos.h"
+#include "readpos/readpos.h"
 #include "sync_int.h"
 
 /* ------------------------------------------------------------------ */

@@ -42,7 +42,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "read/read.h"
 #include "sync_int.h"
 

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "artifact_int.h"
 #include "comb/buf.h"
 #include "comb/db.h"

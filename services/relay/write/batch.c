@@ -44,9 +44,9 @@
 #include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
-#include "addr_counts.h"
+#include "client_addr/client_addr.h"
 #include "feed/feed.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "write.h"
 #include "write_int.h"
 

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/signal.h"
 #include "comb/uuid.h"
 #include "write.h"

@@ -12,9 +12,9 @@
 #include "comb/hex.h"
 #include "comb/json.h"
 #include "feed/feed.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "rate_limit_int.h"
-#include "request.h"
+#include "request/request.h"
 #include "write.h"
 #include "write_int.h"
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/error.h"
 #include "comb/hex.h"
 #include "comb/uuid.h"

@@ -17,7 +17,7 @@
 
 #include "comb/event.h"
 #include "relay.h"
-#include "request.h"
+#include "request/request.h"
 
 struct write_result {
 	int status;         /* HTTP status: 200 when accepted */

@@ -15,8 +15,8 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "feed/feed.h"
-#include "readpos.h"
-#include "revcache.h"
+#include "readpos/readpos.h"
+#include "revcache/revcache.h"
 #include "write.h"
 #include "write_int.h"
 

@@ -33,14 +33,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "client_addr.h"
+#include "client_addr/client_addr.h"
 #include "comb/error.h"
 #include "comb/netaddr.h"
 #include "comb/log.h"
 #include "feed/feed.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "protocol_limits.h"
-#include "request.h"
+#include "request/request.h"
 #include "session/session.h"
 #include "ws_int.h"
 

@@ -19,14 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
+#include "access/access.h"
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/uuid.h"
 #include "feed/feed.h"
 #include "hub/hub.h"
 #include "protocol_limits.h"
-#include "readpos.h"
+#include "readpos/readpos.h"
 #include "read/read.h"
 #include "session/session.h"
 #include "sync/sync.h"

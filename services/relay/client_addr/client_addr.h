@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "addr_counts.h"
 #include "comb/netaddr.h"
 #include "relay.h"
 

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "metrics.h"
-#include "revcache.h"
+#include "revcache/revcache.h"
 
 static const char *const route_names[ROUTE_COUNT_] = {
 	[ROUTE_NIP11] = "nip11",     [ROUTE_EVENTS] = "events",

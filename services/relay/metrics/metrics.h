@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "comb/buf.h"
-#include "request.h"
+#include "request/request.h"
 
 /* Records one answered request (101 for an accepted WebSocket upgrade). */
 void metrics_observe(enum route route, int status, double seconds);

@@ -12,7 +12,7 @@
 #include "comb/log.h"
 #include "comb/random.h"
 #include "comb/replay.h"
-#include "readpos.h"
+#include "readpos/readpos.h"
 #include "request.h"
 
 static const char *status_text(int status)
