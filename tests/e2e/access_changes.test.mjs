@@ -9,12 +9,15 @@
 //     with reason `access`, the regained ones as upserts;
 //   - incremental reads over HTTP: a cursor issued before the change
 //     continues with the same removals.
+// A sync's live re-read checks no membership while its community's access
+// epoch stands (migrations/0022), so the epoch must move with every access
+// change even when its signal is lost.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { connectWs, newKey, post, startRelay } from './lib/harness.mjs';
-import { accept, chat, createChannel, uuid } from './lib/artifacts.mjs';
+import { accept, addMember, chat, createChannel, uuid } from './lib/artifacts.mjs';
 import { nonceOpts, settle } from './lib/clients.mjs';
 import { isFor, reqFrames } from './lib/subscriptions.mjs';
 
@@ -127,5 +130,30 @@ test('a key made an admin while its socket is open reads at once, and its open R
 	const m = await chat(stack, owner, P, 'welcome');
 	assert.equal((await c.next((x) => isFor('chat')(x) && x[0] === 'EVENT', 5000))[2].id, m.id);
 	await setAdmin(u.pk, false);
+	await c.close();
+});
+
+test('a membership ended without a signal: the sync\'s next re-read finds the access epoch moved, closes, and sends nothing written after', async () => {
+	const P = await createChannel(stack, owner, { visibility: 'private' });
+	const d = uuid();
+	const made = await accept(stack, owner, { d, h: P, op: 'create' });
+	const u = newKey();
+	await addMember(stack, owner, P, u.pk);
+	const c = await connectWs(stack.wsUrl, u.sk);
+	assert.equal((await req(c, 'cur', { artifact: 'current', '#h': [P] })).at(-1)[0], 'EOSE');
+
+	// an edit arrives live: the epoch vouches for the reader's access
+	const first = await accept(stack, owner, { d, h: P, op: 'update', prev: made.id });
+	assert.equal((await c.next(isFor('cur'), 5000))[2].id, first.id);
+
+	// the membership ends in a transaction that raises no notification,
+	// as if its signal were lost; only the epoch records it
+	await stack.psql(`BEGIN; ALTER TABLE members DISABLE TRIGGER members_notify;
+		UPDATE members SET active = false WHERE channel_id = '${P}' AND pubkey = '${u.pk}';
+		ALTER TABLE members ENABLE TRIGGER members_notify; COMMIT;`);
+	const second = await accept(stack, owner, { d, h: P, op: 'update', prev: first.id });
+	assert.deepEqual(await c.next(isFor('cur'), 5000), ['CLOSED', 'cur', 'resync: access changed']);
+	const leaked = c.drain().filter((m) => m[0] === 'EVENT' && m[2].id === second.id);
+	assert.deepEqual(leaked, [], 'the edit written after the membership ended reached its former member');
 	await c.close();
 });

@@ -54,6 +54,7 @@ struct work {
 	bool access;               /* check every channel */
 	const char *overflow;      /* the CLOSED reason, or NULL */
 	bool skip;                 /* dead, or closed during this batch */
+	bool full;                 /* every channel probed: access changed */
 	size_t probe_first, probe_count;
 };
 
@@ -76,6 +77,12 @@ struct batch {
 	size_t nkeys, capkeys;
 	struct access_probe *probes;
 	size_t nprobes, capprobes;
+	/* the access epoch of each community of the batch (ascending), in
+	 * the read's snapshot */
+	struct community_epoch {
+		int64_t community, epoch;
+	} *epochs;
+	size_t nepochs, capepochs;
 	PGresult *heads, *moves;
 	/* The last frame built: ["EVENT",frame_sub,*frame_json] (frame_json
 	 * points into heads or moves), reused for the next sync of the same
@@ -216,18 +223,13 @@ static int add_key(struct batch *b, int64_t community, const uint8_t d[16])
 	return 0;
 }
 
-/* Adds the probe "may sub's reader read channel" (borrowed from sub)
- * unless w has it already. */
+/* Adds the probe "may w's reader read channel" (borrowed from its sync). */
 static int add_probe(struct batch *b, struct work *w, const char *channel)
 {
 	const struct sync_sub *sub = w->sub;
 	struct access_probe *grown;
-	size_t cap, i;
+	size_t cap;
 
-	for (i = w->probe_first; i < b->nprobes; i++) {
-		if (b->probes[i].channel == channel)
-			return 0;
-	}
 	if (b->nprobes == b->capprobes) {
 		cap = b->capprobes ? 2 * b->capprobes : 256;
 		grown = realloc(b->probes, cap * sizeof(*grown));
@@ -360,40 +362,40 @@ static int move_row(const struct batch *b, const struct sync_sub *sub,
 	return -1;
 }
 
+/* The access epoch of community in the batch's snapshot (0: not read). */
+static int64_t epoch_of(const struct batch *b, int64_t community)
+{
+	size_t i;
+
+	for (i = 0; i < b->nepochs; i++) {
+		if (b->epochs[i].community == community)
+			return b->epochs[i].epoch;
+	}
+	return 0;
+}
+
+/* True when w's reader may have lost (or gained) a channel since its sync
+ * last found all of them readable: a signal said its access changed, or
+ * the community's access epoch moved since (migrations/0022). */
+static bool access_moved(const struct batch *b, const struct work *w)
+{
+	return w->access || epoch_of(b, w->sub->community) != w->sub->access_epoch;
+}
+
 /*
- * The channels whose readability decides what w may be sent now: every
- * channel of its sync when membership or policy changed, else the synced
- * channels its changed artifacts are in, or left (their markers live
- * there). A channel that became unreadable otherwise has a signal of its
- * own coming, which checks every channel.
+ * The probes of w: every channel of its sync when its access may have
+ * moved, else none, as the epoch vouches for every channel.
  */
 static int gather_probes(struct batch *b, struct work *w)
 {
 	struct sync_sub *sub = w->sub;
-	const struct head_key *k;
-	const char *ch;
 	size_t j;
-	int rc = 0, row;
+	int rc = 0;
 
 	w->probe_first = b->nprobes;
-	if (w->access) {
-		for (j = 0; j < sub->nchannels && rc == 0; j++)
-			rc = add_probe(b, w, sub->channels[j]);
-	}
-	for (j = 0; j < w->pending.cap && rc == 0 && !w->access; j++) {
-		if (!w->pending.slots[j].used)
-			continue;
-		k = find_key(b, sub->community, w->pending.slots[j].d);
-		if (!k || (k->row < 0 && k->move_first < 0))
-			continue;
-		ch = NULL;
-		if (k->row >= 0)
-			ch = sync_find_channel(sub, head_channel(b, k));
-		if (!ch && (row = move_row(b, sub, k)) >= 0)
-			ch = sync_find_channel(sub, PQgetvalue(b->moves, row, 1));
-		if (ch)
-			rc = add_probe(b, w, ch);
-	}
+	w->full = access_moved(b, w);
+	for (j = 0; w->full && j < sub->nchannels && rc == 0; j++)
+		rc = add_probe(b, w, sub->channels[j]);
 	w->probe_count = b->nprobes - w->probe_first;
 	return rc;
 }
@@ -444,133 +446,7 @@ static struct comb_db_stmt moves_stmt = COMB_DB_STMT(
 	" JOIN events mk ON mk.community_id = m.community_id AND mk.id = m.marker_id"
 	" ORDER BY q.i, r.seq DESC", 2);
 
-static const char begin_sql[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-
-/*
- * Runs the heads query (or, moves_only, the moves query) for b's keys on
- * db, after first (SQL without parameters, or NULL) in the same round
- * trip. Returns the query's result (NULL when out of memory), *ok telling
- * whether both succeeded; index as key_arrays.
- */
-static PGresult *query_keys(PGconn *db, struct batch *b, bool moves_only,
-			    const char *first, size_t *index, bool *ok)
-{
-	struct comb_buf cids, ds;
-	PGresult *results[2] = {NULL, NULL};
-	size_t count = 0;
-
-	*ok = false;
-	comb_buf_init(&cids, b->nkeys * 24 + 8);
-	comb_buf_init(&ds, b->nkeys * 40 + 8);
-	if (key_arrays(b, moves_only, &cids, &ds, index, &count) == 0) {
-		const char *const params[] = {cids.data, ds.data};
-		const struct comb_db_step steps[] = {
-			{.sql = first},
-			{.stmt = moves_only ? &moves_stmt : &heads_stmt, .params = params},
-		};
-		size_t skip = first ? 0 : 1;  /* no first: the query alone */
-
-		*ok = comb_db_exec_together(b->pool, db, steps + skip, 2 - skip,
-					    results + skip) == 0;
-		PQclear(results[0]);
-	}
-	comb_buf_release(&cids);
-	comb_buf_release(&ds);
-	return results[1];
-}
-
-/* Reads heads, access and moves in one snapshot. Returns 0, or a negative
- * COMB_E* with the CLOSED reason in why. */
-/*
- * Reads the batch on a server that has replayed position at (one of the
- * node's standbys or the primary, comb/readroute.h): the heads, the moves
- * and the access probes in one snapshot. Returns 0, or a negative COMB_E*
- * with the CLOSED message in why; sets *again when the read failed on a
- * standby for a reason the primary may not share.
- */
-static int read_at(struct batch *b, comb_lsn at, bool *again, char *why, size_t whylen)
-{
-	struct comb_read_lease lease;
-	size_t *index = NULL;
-	PGresult *res = NULL;
-	PGconn *db;
-	bool ok = true, budget = false;
-	int rc = 0, row;
-	size_t i;
-
-	index = calloc(b->nkeys ? b->nkeys : 1, sizeof(*index));
-	if (!index) {
-		snprintf(why, whylen, "error: out of memory");
-		return COMB_ENOMEM;
-	}
-	if (comb_read_acquire(b->relay->reads, at, 2000, &lease)) {
-		free(index);
-		snprintf(why, whylen, "error: database unavailable");
-		return COMB_EUNAVAIL;
-	}
-	db = lease.conn;
-	b->pool = lease.pool;
-	if (b->nkeys) {
-		b->heads = query_keys(db, b, false, begin_sql, index, &ok);
-		res = ok ? NULL : b->heads;
-		for (row = 0; ok && row < PQntuples(b->heads); row++) {
-			long o = strtol(PQgetvalue(b->heads, row, 0), NULL, 10);
-
-			if (o >= 1 && (size_t)o <= b->nkeys)
-				b->keys[index[o - 1]].row = row;
-			/* The new revision's bytes, for the reads that follow. */
-			if (PQgetvalue(b->heads, row, 4)[0] != 't' &&
-			    !PQgetisnull(b->heads, row, 6))
-				revcache_put(b->relay->revisions,
-					     strtoll(PQgetvalue(b->heads, row, 2), NULL, 10),
-					     PQgetvalue(b->heads, row, 6),
-					     (size_t)PQgetlength(b->heads, row, 6));
-		}
-	} else {
-		ok = comb_db_exec(db, begin_sql, NULL, 0) == 0;
-	}
-	if (ok && mark_moves(b)) {
-		b->moves = query_keys(db, b, true, NULL, index, &ok);
-		res = ok ? NULL : b->moves;
-		for (row = 0; ok && row < PQntuples(b->moves); row++) {
-			long o = strtol(PQgetvalue(b->moves, row, 0), NULL, 10);
-			struct head_key *k;
-
-			if (o < 1 || (size_t)o > b->nkeys)
-				continue;
-			k = &b->keys[index[o - 1]];
-			if (k->move_first < 0)
-				k->move_first = row;
-			k->move_count++;
-		}
-	}
-	for (i = 0; ok && i < b->n; i++) {
-		if (!b->works[i].skip && gather_probes(b, &b->works[i])) {
-			rc = COMB_ENOMEM;
-			ok = false;
-		}
-	}
-	if (ok) {
-		rc = access_probe_all(b->pool, db, b->probes, b->nprobes,
-				       "COMMIT", &budget);
-		ok = rc == 0;
-	}
-	*again = !ok && lease.server >= 0 && rc != COMB_ENOMEM;
-	if (!ok && !*again) {
-		budget = budget || (res && comb_db_is_error(res, "57014"));
-		if (res && !budget)
-			comb_warn("sync re-read failed: %s", PQresultErrorMessage(res));
-		snprintf(why, whylen, "%s", budget ? "error: query budget exceeded" :
-			 rc == COMB_ENOMEM ? "error: out of memory" :
-			 "error: database unavailable");
-		rc = rc ? rc : COMB_EUNAVAIL;
-	}
-	comb_read_release(b->relay->reads, &lease, !ok && comb_db_conn_lost(db));
-	free(index);
-	return *again ? COMB_EUNAVAIL : rc;
-}
-
-/* Forgets what a failed read_at found, so that it can run again. */
+/* Forgets what a read found, so that the batch can be read again. */
 static void forget_reads(struct batch *b)
 {
 	size_t i;
@@ -585,6 +461,286 @@ static void forget_reads(struct batch *b)
 		b->keys[i].move_count = 0;
 	}
 	b->nprobes = 0;
+	b->nepochs = 0;
+}
+
+static const char begin_sql[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/* The access epochs of the batch's communities as a step of
+ * comb_db_exec_together, its parameter in ids. Returns 0 or COMB_ENOMEM. */
+static int epochs_step(struct batch *b, struct comb_buf *ids, const char **param,
+		       struct comb_db_step *step)
+{
+	size_t i, j;
+	int rc = comb_buf_putc(ids, '{');
+
+	b->nepochs = 0;
+	for (i = 0; i < b->n && rc == 0; i++) {
+		int64_t c = b->works[i].sub->community;
+		struct community_epoch *grown;
+
+		for (j = 0; j < b->nepochs && b->epochs[j].community != c; j++)
+			;
+		if (b->works[i].skip || j < b->nepochs)
+			continue;
+		if (b->nepochs == b->capepochs) {
+			size_t cap = b->capepochs ? 2 * b->capepochs : 8;
+
+			grown = realloc(b->epochs, cap * sizeof(*grown));
+			if (!grown)
+				return COMB_ENOMEM;
+			b->epochs = grown;
+			b->capepochs = cap;
+		}
+		b->epochs[b->nepochs++] = (struct community_epoch){.community = c};
+		rc = comb_buf_printf(ids, "%s%" PRId64, b->nepochs > 1 ? "," : "", c);
+	}
+	rc = rc ? rc : comb_buf_putc(ids, '}');
+	*param = ids->data;
+	*step = (struct comb_db_step){.stmt = &sync_epochs_stmt, .params = param};
+	return rc ? COMB_ENOMEM : 0;
+}
+
+/* Takes the epochs step's result apart (rows: id, access_epoch). */
+static void take_epochs(struct batch *b, const PGresult *res)
+{
+	size_t i;
+	int row;
+
+	for (row = 0; row < PQntuples(res); row++) {
+		int64_t c = strtoll(PQgetvalue(res, row, 0), NULL, 10);
+
+		for (i = 0; i < b->nepochs; i++) {
+			if (b->epochs[i].community == c)
+				b->epochs[i].epoch = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+		}
+	}
+}
+
+/* The heads query (or, moves_only, the moves query) for b's keys as a
+ * step of comb_db_exec_together, its parameters in cids and ds; index
+ * as key_arrays. Returns 0 or COMB_ENOMEM. */
+static int keys_step(struct batch *b, bool moves_only, struct comb_buf *cids,
+		     struct comb_buf *ds, const char *params[2], size_t *index,
+		     struct comb_db_step *step)
+{
+	size_t count;
+
+	if (key_arrays(b, moves_only, cids, ds, index, &count))
+		return COMB_ENOMEM;
+	params[0] = cids->data;
+	params[1] = ds->data;
+	*step = (struct comb_db_step){
+		.stmt = moves_only ? &moves_stmt : &heads_stmt, .params = params};
+	return 0;
+}
+
+/* Takes b->heads apart: each key's row, and the new revisions' bytes
+ * kept for the reads that follow. */
+static void take_heads(struct batch *b, const size_t *index)
+{
+	int row;
+
+	for (row = 0; row < PQntuples(b->heads); row++) {
+		long o = strtol(PQgetvalue(b->heads, row, 0), NULL, 10);
+
+		if (o >= 1 && (size_t)o <= b->nkeys)
+			b->keys[index[o - 1]].row = row;
+		if (PQgetvalue(b->heads, row, 4)[0] != 't' &&
+		    !PQgetisnull(b->heads, row, 6))
+			revcache_put(b->relay->revisions,
+				     strtoll(PQgetvalue(b->heads, row, 2), NULL, 10),
+				     PQgetvalue(b->heads, row, 6),
+				     (size_t)PQgetlength(b->heads, row, 6));
+	}
+}
+
+/* Takes b->moves apart: each key's rows (ordered by key). */
+static void take_moves(struct batch *b, const size_t *index)
+{
+	int row;
+
+	for (row = 0; row < PQntuples(b->moves); row++) {
+		long o = strtol(PQgetvalue(b->moves, row, 0), NULL, 10);
+		struct head_key *k;
+
+		if (o < 1 || (size_t)o > b->nkeys)
+			continue;
+		k = &b->keys[index[o - 1]];
+		if (k->move_first < 0)
+			k->move_first = row;
+		k->move_count++;
+	}
+}
+
+/*
+ * The first round trip of a read: the epochs and the heads, after BEGIN,
+ * followed by then (SQL without parameters, or NULL) in the same round
+ * trip. Returns 0, or COMB_EUNAVAIL (*failed the failed result, which the
+ * caller clears, and *budget whether it ran past the statement budget) or
+ * COMB_ENOMEM; index as key_arrays.
+ */
+static int read_heads(struct batch *b, PGconn *db, size_t *index, const char *then,
+		      PGresult **failed, bool *budget)
+{
+	struct comb_buf ids, cids, ds;
+	const char *epoch_param, *params[2];
+	struct comb_db_step steps[4] = {{.sql = begin_sql}};
+	PGresult *results[4] = {NULL, NULL, NULL, NULL};
+	size_t nsteps = 2, i;
+	int rc, heads_at = -1;
+
+	comb_buf_init(&ids, b->n * 24 + 8);
+	comb_buf_init(&cids, b->nkeys * 24 + 8);
+	comb_buf_init(&ds, b->nkeys * 40 + 8);
+	rc = epochs_step(b, &ids, &epoch_param, &steps[1]);
+	if (rc == 0 && b->nkeys) {
+		rc = keys_step(b, false, &cids, &ds, params, index, &steps[nsteps]);
+		heads_at = (int)nsteps++;
+	}
+	if (then)
+		steps[nsteps++] = (struct comb_db_step){.sql = then};
+	if (rc == 0 && comb_db_exec_together(b->pool, db, steps, nsteps, results))
+		rc = COMB_EUNAVAIL;
+	for (i = 0; i < nsteps && rc; i++) {
+		if (PQresultStatus(results[i]) == PGRES_FATAL_ERROR) {
+			*failed = results[i];
+			*budget = comb_db_is_error(*failed, "57014");
+			results[i] = NULL;
+			break;
+		}
+	}
+	if (rc == 0) {
+		take_epochs(b, results[1]);
+		if (heads_at >= 0) {
+			b->heads = results[heads_at];
+			results[heads_at] = NULL;
+			take_heads(b, index);
+		}
+	}
+	for (i = 0; i < nsteps; i++)
+		PQclear(results[i]);
+	comb_buf_release(&ids);
+	comb_buf_release(&cids);
+	comb_buf_release(&ds);
+	return rc;
+}
+
+/*
+ * The common read, in one round trip: the epochs and the heads in one
+ * snapshot, then COMMIT. Sets *done when that answered the batch: no sync
+ * knows an artifact that left its channels (whose moves would be needed)
+ * and every sync's access epoch stands, so no channel needs a probe;
+ * else the general read must run after forget_reads. Returns as
+ * read_heads.
+ */
+static int read_quick(struct batch *b, PGconn *db, size_t *index, bool *done,
+		      PGresult **failed, bool *budget)
+{
+	size_t i;
+	int rc = read_heads(b, db, index, "COMMIT", failed, budget);
+
+	*done = rc == 0 && !mark_moves(b);
+	for (i = 0; *done && i < b->n; i++)
+		*done = b->works[i].skip || !access_moved(b, &b->works[i]);
+	return rc;
+}
+
+/*
+ * The general read: the epochs and the heads, then the moves of artifacts
+ * some sync knows that left its channels, then every channel of each sync
+ * whose access may have moved, in one snapshot. A sync that finds all its
+ * channels readable keeps the snapshot's epoch. Returns as read_heads.
+ */
+static int read_general(struct batch *b, PGconn *db, size_t *index,
+			PGresult **failed, bool *budget)
+{
+	struct comb_buf cids, ds;
+	const char *params[2];
+	struct comb_db_step step;
+	size_t i;
+	int rc = read_heads(b, db, index, NULL, failed, budget);
+
+	comb_buf_init(&cids, b->nkeys * 24 + 8);
+	comb_buf_init(&ds, b->nkeys * 40 + 8);
+	if (rc == 0 && mark_moves(b)) {
+		rc = keys_step(b, true, &cids, &ds, params, index, &step);
+		if (rc == 0 && comb_db_exec_together(b->pool, db, &step, 1, &b->moves)) {
+			rc = COMB_EUNAVAIL;
+			*failed = b->moves;
+			b->moves = NULL;
+			*budget = comb_db_is_error(*failed, "57014");
+		}
+		if (rc == 0)
+			take_moves(b, index);
+	}
+	for (i = 0; i < b->n && rc == 0; i++) {
+		if (!b->works[i].skip)
+			rc = gather_probes(b, &b->works[i]);
+	}
+	if (rc == 0)
+		rc = access_probe_all(b->pool, db, b->probes, b->nprobes, "COMMIT", budget);
+	for (i = 0; i < b->n && rc == 0; i++) {
+		struct work *w = &b->works[i];
+
+		if (!w->skip && w->full && probes_readable(b, w))
+			w->sub->access_epoch = epoch_of(b, w->sub->community);
+	}
+	comb_buf_release(&cids);
+	comb_buf_release(&ds);
+	return rc;
+}
+
+/*
+ * Reads the batch on a server that has replayed position at (one of the
+ * node's standbys or the primary, comb/readroute.h): the heads, the moves
+ * and the access probes in one snapshot, in one round trip when no sync's
+ * access may have moved and none needs moves. Returns 0, or a negative
+ * COMB_E* with the CLOSED message in why; sets *again when the read failed
+ * on a standby for a reason the primary may not share.
+ */
+static int read_at(struct batch *b, comb_lsn at, bool *again, char *why, size_t whylen)
+{
+	struct comb_read_lease lease;
+	size_t *index, i;
+	PGresult *failed = NULL;
+	bool done = false, budget = false;
+	int rc = 0;
+
+	*again = false;
+	index = calloc(b->nkeys ? b->nkeys : 1, sizeof(*index));
+	if (!index) {
+		snprintf(why, whylen, "error: out of memory");
+		return COMB_ENOMEM;
+	}
+	if (comb_read_acquire(b->relay->reads, at, 2000, &lease)) {
+		free(index);
+		snprintf(why, whylen, "error: database unavailable");
+		return COMB_EUNAVAIL;
+	}
+	b->pool = lease.pool;
+	for (i = 0; i < b->n && !(!b->works[i].skip && b->works[i].access); i++)
+		;
+	if (i == b->n) {
+		/* no signal said a reader's access changed */
+		rc = read_quick(b, lease.conn, index, &done, &failed, &budget);
+		if (rc == 0 && !done)
+			forget_reads(b);
+	}
+	if (rc == 0 && !done)
+		rc = read_general(b, lease.conn, index, &failed, &budget);
+	*again = rc == COMB_EUNAVAIL && lease.server >= 0;
+	if (rc && !*again) {
+		if (failed && !budget)
+			comb_warn("sync re-read failed: %s", PQresultErrorMessage(failed));
+		snprintf(why, whylen, "%s", budget ? "error: query budget exceeded" :
+			 rc == COMB_ENOMEM ? "error: out of memory" :
+			 "error: database unavailable");
+	}
+	PQclear(failed);
+	comb_read_release(b->relay->reads, &lease, rc && comb_db_conn_lost(lease.conn));
+	free(index);
+	return rc;
 }
 
 /*
@@ -602,8 +758,6 @@ static int read_db(struct batch *b, char *why, size_t whylen)
 	forget_reads(b);
 	return read_at(b, COMB_READ_PRIMARY, &again, why, whylen);
 }
-
-
 
 /* Pushes one event frame for w without waiting. Returns 0, or non-zero
  * when the sync is closed (or was closed just now). */
@@ -736,6 +890,7 @@ static void run_batch(struct batch *b)
 
 	b->nkeys = 0;
 	b->nprobes = 0;
+	b->nepochs = 0;
 	b->heads = b->moves = NULL;
 	if (collect(b)) {
 		kill_all(b, "error: out of memory");
@@ -852,6 +1007,7 @@ static void batch_free(void *scratch)
 	free(b->works);
 	free(b->keys);
 	free(b->probes);
+	free(b->epochs);
 	free(b);
 }
 

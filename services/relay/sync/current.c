@@ -320,6 +320,38 @@ static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
 }
 
 /*
+ * Opens sub's snapshot on db (borrowed from pool) and reads its
+ * community's access epoch there, which the sync keeps once every
+ * channel is found readable in it (sync_int.h). Returns 0, or
+ * COMB_EUNAVAIL with the CLOSED message in why.
+ */
+static int begin_with_epoch(struct sync_sub *sub, struct comb_db_pool *pool,
+			    PGconn *db, char *why, size_t whylen)
+{
+	char ids[32];
+	const char *param = ids;
+	const struct comb_db_step steps[] = {
+		{.sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"},
+		{.stmt = &sync_epochs_stmt, .params = &param},
+	};
+	PGresult *results[2];
+	int rc = 0;
+
+	snprintf(ids, sizeof(ids), "{%" PRId64 "}", sub->community);
+	if (comb_db_exec_together(pool, db, steps, 2, results) == 0 &&
+	    PQntuples(results[1]) == 1) {
+		sub->access_epoch = strtoll(PQgetvalue(results[1], 0, 1), NULL, 10);
+	} else {
+		set_failure(PQresultStatus(results[0]) == PGRES_COMMAND_OK ?
+			    results[1] : results[0], why, whylen);
+		rc = COMB_EUNAVAIL;
+	}
+	PQclear(results[0]);
+	PQclear(results[1]);
+	return rc;
+}
+
+/*
  * Decides sub's set in one snapshot, on a server at WAL position `at` or
  * later (a standby or the primary, readpos_borrow): its revisions into st
  * (ordered by d), and where their bytes are read. Returns 0, or a negative
@@ -362,13 +394,9 @@ static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
 		goto out_nodb;
 	}
 	db = lease.conn;
-	res = run(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL,
-		  PGRES_COMMAND_OK, why, whylen);
-	if (!res) {
-		rc = COMB_EUNAVAIL;
+	rc = begin_with_epoch(sub, lease.pool, db, why, whylen);
+	if (rc)
 		goto out;
-	}
-	PQclear(res);
 	for (i = 0; i < sub->nchannels; i++)
 		probes[i] = (struct access_probe){
 			.community = sub->community,

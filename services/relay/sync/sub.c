@@ -29,6 +29,9 @@ int sync_cmp_type(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+struct comb_db_stmt sync_epochs_stmt = COMB_DB_STMT(
+	"SELECT id, access_epoch FROM communities WHERE id = ANY ($1::bigint[])", 1);
+
 const char *sync_find_channel(const struct sync_sub *sub, const char *channel)
 {
 	return bsearch(channel, sub->channels, sub->nchannels,

@@ -158,6 +158,10 @@ struct sync_sub {
 
 	/* the opener, then the worker running it */
 	struct dmap known;              /* d -> accepted_seq the client holds */
+	int64_t access_epoch;           /* the community's access epoch
+					 * (migrations/0022) in the last
+					 * snapshot that found every channel
+					 * readable */
 
 	/* guarded by the hub's lock (apply.c) */
 	struct dmap pending;            /* changed d's not applied yet */
@@ -190,6 +194,10 @@ bool sync_has_channel(const struct sync_sub *sub, const char *channel);
 /* sub's own copy of channel (canonical text), or NULL when it is not one
  * of sub's channels. */
 const char *sync_find_channel(const struct sync_sub *sub, const char *channel);
+
+/* The access epochs of communities: parameter a bigint[] literal of
+ * their ids; rows (id, access_epoch). */
+extern struct comb_db_stmt sync_epochs_stmt;
 
 /* True when type is allowed by sub's #type (always without one). */
 bool sync_has_type(const struct sync_sub *sub, const char *type);
