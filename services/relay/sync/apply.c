@@ -77,13 +77,8 @@ struct batch {
 	size_t nkeys, capkeys;
 	struct access_probe *probes;
 	size_t nprobes, capprobes;
-	/* the access epoch of each community of the batch (ascending), in
-	 * the read's snapshot */
-	struct community_epoch {
-		int64_t community, epoch;
-	} *epochs;
-	size_t nepochs, capepochs;
 	PGresult *heads, *moves;
+	PGresult *epochs;          /* of the syncs' communities (sync_epochs_stmt) */
 	/* The last frame built: ["EVENT",frame_sub,*frame_json] (frame_json
 	 * points into heads or moves), reused for the next sync of the same
 	 * subscription id. */
@@ -362,16 +357,16 @@ static int move_row(const struct batch *b, const struct sync_sub *sub,
 	return -1;
 }
 
-/* The access epoch of community in the batch's snapshot (0: not read). */
+/* The access epoch of community in the read's snapshot (-1: not read). */
 static int64_t epoch_of(const struct batch *b, int64_t community)
 {
-	size_t i;
+	int row;
 
-	for (i = 0; i < b->nepochs; i++) {
-		if (b->epochs[i].community == community)
-			return b->epochs[i].epoch;
+	for (row = 0; b->epochs && row < PQntuples(b->epochs); row++) {
+		if (strtoll(PQgetvalue(b->epochs, row, 0), NULL, 10) == community)
+			return strtoll(PQgetvalue(b->epochs, row, 1), NULL, 10);
 	}
-	return 0;
+	return -1;
 }
 
 /* True when w's reader may have lost (or gained) a channel since its sync
@@ -453,7 +448,8 @@ static void forget_reads(struct batch *b)
 
 	PQclear(b->heads);
 	PQclear(b->moves);
-	b->heads = b->moves = NULL;
+	PQclear(b->epochs);
+	b->heads = b->moves = b->epochs = NULL;
 	for (i = 0; i < b->nkeys; i++) {
 		b->keys[i].row = -1;
 		b->keys[i].want_moves = false;
@@ -461,60 +457,24 @@ static void forget_reads(struct batch *b)
 		b->keys[i].move_count = 0;
 	}
 	b->nprobes = 0;
-	b->nepochs = 0;
 }
 
 static const char begin_sql[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
-/* The access epochs of the batch's communities as a step of
- * comb_db_exec_together, its parameter in ids. Returns 0 or COMB_ENOMEM. */
-static int epochs_step(struct batch *b, struct comb_buf *ids, const char **param,
-		       struct comb_db_step *step)
+/* The communities of b's syncs as a bigint[] literal (one repeated
+ * side by side once). */
+static int communities_literal(const struct batch *b, struct comb_buf *ids)
 {
-	size_t i, j;
+	size_t i, n = 0;
 	int rc = comb_buf_putc(ids, '{');
 
-	b->nepochs = 0;
 	for (i = 0; i < b->n && rc == 0; i++) {
 		int64_t c = b->works[i].sub->community;
-		struct community_epoch *grown;
 
-		for (j = 0; j < b->nepochs && b->epochs[j].community != c; j++)
-			;
-		if (b->works[i].skip || j < b->nepochs)
-			continue;
-		if (b->nepochs == b->capepochs) {
-			size_t cap = b->capepochs ? 2 * b->capepochs : 8;
-
-			grown = realloc(b->epochs, cap * sizeof(*grown));
-			if (!grown)
-				return COMB_ENOMEM;
-			b->epochs = grown;
-			b->capepochs = cap;
-		}
-		b->epochs[b->nepochs++] = (struct community_epoch){.community = c};
-		rc = comb_buf_printf(ids, "%s%" PRId64, b->nepochs > 1 ? "," : "", c);
+		if (!i || c != b->works[i - 1].sub->community)
+			rc = comb_buf_printf(ids, "%s%" PRId64, n++ ? "," : "", c);
 	}
-	rc = rc ? rc : comb_buf_putc(ids, '}');
-	*param = ids->data;
-	*step = (struct comb_db_step){.stmt = &sync_epochs_stmt, .params = param};
-	return rc ? COMB_ENOMEM : 0;
-}
-
-/* Takes the epochs step's result apart (rows: id, access_epoch). */
-static void take_epochs(struct batch *b, const PGresult *res)
-{
-	size_t i;
-	int row;
-
-	for (row = 0; row < PQntuples(res); row++) {
-		int64_t c = strtoll(PQgetvalue(res, row, 0), NULL, 10);
-
-		for (i = 0; i < b->nepochs; i++) {
-			if (b->epochs[i].community == c)
-				b->epochs[i].epoch = strtoll(PQgetvalue(res, row, 1), NULL, 10);
-		}
-	}
+	return rc ? rc : comb_buf_putc(ids, '}');
 }
 
 /* The heads query (or, moves_only, the moves query) for b's keys as a
@@ -584,8 +544,11 @@ static int read_heads(struct batch *b, PGconn *db, size_t *index, const char *th
 		      PGresult **failed, bool *budget)
 {
 	struct comb_buf ids, cids, ds;
-	const char *epoch_param, *params[2];
-	struct comb_db_step steps[4] = {{.sql = begin_sql}};
+	const char *params[2], *communities;
+	struct comb_db_step steps[4] = {
+		{.sql = begin_sql},
+		{.stmt = &sync_epochs_stmt, .params = &communities},
+	};
 	PGresult *results[4] = {NULL, NULL, NULL, NULL};
 	size_t nsteps = 2, i;
 	int rc, heads_at = -1;
@@ -593,7 +556,8 @@ static int read_heads(struct batch *b, PGconn *db, size_t *index, const char *th
 	comb_buf_init(&ids, b->n * 24 + 8);
 	comb_buf_init(&cids, b->nkeys * 24 + 8);
 	comb_buf_init(&ds, b->nkeys * 40 + 8);
-	rc = epochs_step(b, &ids, &epoch_param, &steps[1]);
+	rc = communities_literal(b, &ids) ? COMB_ENOMEM : 0;
+	communities = ids.data;
 	if (rc == 0 && b->nkeys) {
 		rc = keys_step(b, false, &cids, &ds, params, index, &steps[nsteps]);
 		heads_at = (int)nsteps++;
@@ -611,7 +575,8 @@ static int read_heads(struct batch *b, PGconn *db, size_t *index, const char *th
 		}
 	}
 	if (rc == 0) {
-		take_epochs(b, results[1]);
+		b->epochs = results[1];
+		results[1] = NULL;
 		if (heads_at >= 0) {
 			b->heads = results[heads_at];
 			results[heads_at] = NULL;
@@ -890,8 +855,7 @@ static void run_batch(struct batch *b)
 
 	b->nkeys = 0;
 	b->nprobes = 0;
-	b->nepochs = 0;
-	b->heads = b->moves = NULL;
+	b->heads = b->moves = b->epochs = NULL;
 	if (collect(b)) {
 		kill_all(b, "error: out of memory");
 		return;
@@ -904,14 +868,11 @@ static void run_batch(struct batch *b)
 		kill_all(b, why);
 	} else {
 		for (i = 0; i < b->n; i++) {
-
 			if (!b->works[i].skip)
 				apply_work(b, &b->works[i]);
 		}
 	}
-	PQclear(b->heads);
-	PQclear(b->moves);
-	b->heads = b->moves = NULL;
+	forget_reads(b);
 	b->frame_json = NULL;
 }
 
@@ -1007,7 +968,6 @@ static void batch_free(void *scratch)
 	free(b->works);
 	free(b->keys);
 	free(b->probes);
-	free(b->epochs);
 	free(b);
 }
 
