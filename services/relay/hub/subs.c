@@ -90,12 +90,12 @@ void hub_wake_locked(struct hub_sub *sub)
 		hub.woken++;
 }
 
-/* Wakes one worker for one queued turn, every worker for more. */
+/* Wakes one worker when turns were queued; a worker that leaves turns
+ * behind when it takes its own wakes the next (worker_main), so a signal
+ * that queues many turns of one batch wakes one thread, not all. */
 static void wake_workers_locked(size_t queued)
 {
-	if (queued > 1)
-		pthread_cond_broadcast(&hub.work);
-	else if (queued == 1)
+	if (queued)
 		pthread_cond_signal(&hub.work);
 }
 
@@ -478,6 +478,8 @@ static void *worker_main(void *arg)
 		if (hub.stop)
 			break;
 		n = take_locked(subs, turns);
+		if (!hub_queue_empty(&hub.run))
+			pthread_cond_signal(&hub.work);
 		kind = subs[0]->kind;
 		pthread_mutex_unlock(&hub.mu);
 
