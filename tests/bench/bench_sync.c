@@ -307,16 +307,19 @@ static const struct bench_live_ops sync_live_ops = {
 	.opening_error = sync_live_opening_error,
 };
 
-/* The plain REQ of the live channel's revisions: one stored event, then
- * every revision live. */
-static int plain_req(struct comb_buf *b, const struct bench_layout *l, int channel)
+/* The plain REQ of the live channel's revisions from since on (the first
+ * write's created_at): at most one stored event, then every revision
+ * live. Without since, its stored part would walk the channel's newer
+ * chat messages (chat_ingest's) to find one revision. */
+static int plain_req(struct comb_buf *b, const struct bench_layout *l, int channel,
+		     int64_t since)
 {
 	char id[37];
 
 	bench_channel_id(l, channel, id);
 	comb_buf_reset(b);
 	return comb_buf_printf(b, "[\"REQ\",\"live\",{\"kinds\":[45010],\"#h\":[\"%s\"],"
-			       "\"limit\":1}]", id);
+			       "\"since\":%lld,\"limit\":1}]", id, (long long)since);
 }
 
 /*
@@ -406,7 +409,7 @@ static int live_latency(int argc, char **argv, bool plain)
 							   lv.loop.first_error));
 		goto report;
 	}
-	rc = plain ? plain_req(&sl.req, &l, live_channel)
+	rc = plain ? plain_req(&sl.req, &l, live_channel, lv.edits[0].created_at)
 		   : sync_req(&sl.req, "live", &l, &live_channel, 1);
 	rc = rc ? rc : bench_live_open(&lv, 0, 120, errors);
 	setup_s = bench_now() - t0;
