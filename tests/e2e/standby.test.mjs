@@ -67,6 +67,24 @@ async function routing(stack, node) {
 	};
 }
 
+/**
+ * Runs attempt(i) (a read or a live frame through node) up to three times,
+ * until one made node fall back to the primary no read of it: the standby
+ * may not reach an attempt's position within the wait while other tests'
+ * writes move the shared primary on. Returns node's routing before and
+ * after that attempt ({ before, m }), or null when all three fell back.
+ */
+async function withoutFallback(stack, node, attempt) {
+	for (let i = 0; i < 3; i++) {
+		const before = await routing(stack, node);
+		await attempt(i);
+		const m = await routing(stack, node);
+		if (m.fallbacks === before.fallbacks)
+			return { before, m };
+	}
+	return null;
+}
+
 /** Waits (polling, bounded) until check(await probe()) holds; returns the
  * last value. */
 async function until(probe, check, what, ms = 30000) {
@@ -521,21 +539,15 @@ describe('plain REQs through a node reading a standby', () => {
 				if (m[0] === 'EVENT')
 					events.push(m[2]);
 			});
-			// An attempt whose read still went to the primary (the standby
-			// did not reach its position within the wait) is not the one
-			// measured (at most three attempts).
-			let measured = null;
-			for (let attempt = 0; attempt < 3 && !measured; attempt++) {
-				const before = await routing(stack, 1);
+			// (an attempt whose read went to the primary is not the one
+			// measured)
+			const measured = await withoutFallback(stack, 1, async (attempt) => {
 				events.length = 0;
 				ws.send(['REQ', `r${attempt}`, { '#h': [h], '#d': ds, limit: 100 }]);
 				await ws.next((m) => m[0] === 'EOSE' && m[1] === `r${attempt}`, 10000);
 				ws.send(['CLOSE', `r${attempt}`]);
 				assert.equal(new Set(events.map((e) => e.tags.find((t) => t[0] === 'd')[1])).size, ds.length);
-				const m = await routing(stack, 1);
-				if (m.fallbacks === before.fallbacks)
-					measured = { before, m };
-			}
+			});
 			assert.ok(measured, 'a REQ read on the standby');
 			const { before, m } = measured;
 			// the first 16 listed, their bytes, the rest listed, their bytes
@@ -571,19 +583,13 @@ describe('live reads through a node reading a standby', () => {
 			ws.send(['REQ', 'sync', { artifact: 'current', '#h': [h] }]);
 			await ws.next((m) => m[0] === 'EOSE' && m[1] === 'sync', 10000);
 			ws.drain();  // the snapshot
-			// An edit whose re-read still went to the primary (the standby
-			// did not replay it within the wait) is not the one measured
-			// (at most three edits).
-			let measured = null;
-			for (let attempt = 0; attempt < 3 && !measured; attempt++) {
-				const before = await routing(stack, 1);
+			// (an edit whose re-read went to the primary is not the one
+			// measured)
+			const measured = await withoutFallback(stack, 1, async (attempt) => {
 				rev = await accept(stack, admin, { d, h, op: 'update', prev: rev.id, title: `edit ${attempt}` });
 				const got = await ws.next((m) => m[0] === 'EVENT' && m[1] === 'sync', 10000);
 				assert.equal(got[2].id, rev.id, 'the frame holds the edit');
-				const m = await routing(stack, 1);
-				if (m.fallbacks === before.fallbacks)
-					measured = { before, m };
-			}
+			});
 			assert.ok(measured, 'a re-read on the standby');
 			const { before, m } = measured;
 			assert.ok(m.standby > before.standby, 'the standby served the re-read');
@@ -593,16 +599,11 @@ describe('live reads through a node reading a standby', () => {
 			ws.send(['REQ', 'plain', { kinds: [9], '#h': [h], limit: 1 }]);
 			await ws.next((f) => f[0] === 'EOSE' && f[1] === 'plain', 10000);
 			ws.drain();
-			let plain = null;
-			for (let attempt = 0; attempt < 3 && !plain; attempt++) {
-				const before = await routing(stack, 1);
+			const plain = await withoutFallback(stack, 1, async (attempt) => {
 				const msg = await chat(stack, admin, h, `live ${attempt}`);
 				const got = await ws.next((f) => f[0] === 'EVENT' && f[1] === 'plain', 10000);
 				assert.equal(got[2].id, msg.id, 'the frame holds the message');
-				const m = await routing(stack, 1);
-				if (m.fallbacks === before.fallbacks)
-					plain = { before, m };
-			}
+			});
 			assert.ok(plain, 'a live delivery on the standby');
 			// the load and the access check share one borrowed connection
 			assert.ok(plain.m.standby > plain.before.standby, 'the load and the access check on the standby');

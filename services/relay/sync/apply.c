@@ -54,7 +54,6 @@ struct work {
 	bool access;               /* check every channel */
 	const char *overflow;      /* the CLOSED reason, or NULL */
 	bool skip;                 /* dead, or closed during this batch */
-	bool full;                 /* every channel probed: access changed */
 	size_t probe_first, probe_count;
 };
 
@@ -293,16 +292,15 @@ static int collect(struct batch *b)
 	return 0;
 }
 
-/* The keys selected by want (all, or those wanting moves) as bigint[] and
+/* b's keys (all, or moves_only those wanting moves) as bigint[] and
  * uuid[] literals; index maps the query's ordinals back to keys. */
 static int key_arrays(struct batch *b, bool moves_only, struct comb_buf *cids,
-		      struct comb_buf *ds, size_t *index, size_t *count)
+		      struct comb_buf *ds, size_t *index)
 {
 	char text[37];
 	size_t i, n = 0;
-	int rc = 0;
+	int rc = comb_buf_putc(cids, '{');
 
-	rc = rc ? rc : comb_buf_putc(cids, '{');
 	rc = rc ? rc : comb_buf_putc(ds, '{');
 	for (i = 0; i < b->nkeys && rc == 0; i++) {
 		if (moves_only && !b->keys[i].want_moves)
@@ -314,7 +312,6 @@ static int key_arrays(struct batch *b, bool moves_only, struct comb_buf *cids,
 	}
 	rc = rc ? rc : comb_buf_putc(cids, '}');
 	rc = rc ? rc : comb_buf_putc(ds, '}');
-	*count = n;
 	return rc;
 }
 
@@ -388,9 +385,10 @@ static int gather_probes(struct batch *b, struct work *w)
 	int rc = 0;
 
 	w->probe_first = b->nprobes;
-	w->full = access_moved(b, w);
-	for (j = 0; w->full && j < sub->nchannels && rc == 0; j++)
-		rc = add_probe(b, w, sub->channels[j]);
+	if (access_moved(b, w)) {
+		for (j = 0; j < sub->nchannels && rc == 0; j++)
+			rc = add_probe(b, w, sub->channels[j]);
+	}
 	w->probe_count = b->nprobes - w->probe_first;
 	return rc;
 }
@@ -484,9 +482,7 @@ static int keys_step(struct batch *b, bool moves_only, struct comb_buf *cids,
 		     struct comb_buf *ds, const char *params[2], size_t *index,
 		     struct comb_db_step *step)
 {
-	size_t count;
-
-	if (key_arrays(b, moves_only, cids, ds, index, &count))
+	if (key_arrays(b, moves_only, cids, ds, index))
 		return COMB_ENOMEM;
 	params[0] = cids->data;
 	params[1] = ds->data;
@@ -648,7 +644,7 @@ static int read_general(struct batch *b, PGconn *db, size_t *index,
 	for (i = 0; i < b->n && rc == 0; i++) {
 		struct work *w = &b->works[i];
 
-		if (!w->skip && w->full && probes_readable(b, w))
+		if (!w->skip && access_moved(b, w) && probes_readable(b, w))
 			w->sub->access_epoch = epoch_of(b, w->sub->community);
 	}
 	comb_buf_release(&cids);
