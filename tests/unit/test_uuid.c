@@ -1,9 +1,13 @@
 /*
  * Unit tests for comb_uuid_is_canonical: only the lowercase hyphenated
- * 8-4-4-4-12 spelling of a non-nil UUID is accepted.
+ * 8-4-4-4-12 spelling of a non-nil UUID is accepted; and for
+ * comb_uuid_parse and comb_uuid_format, its 16 bytes and back.
  */
 #include "test_util.h"
 
+#include <string.h>
+
+#include "comb/error.h"
 #include "comb/uuid.h"
 
 static void test_accepts_canonical(void **state)
@@ -48,11 +52,35 @@ static void test_rejects(void **state)
 	assert_false(comb_uuid_is_canonical(NULL));
 }
 
+static void test_parse_and_format(void **state)
+{
+	static const uint8_t bytes[16] = {
+	    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+	    0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10};
+	const char *text = "01234567-89ab-cdef-fedc-ba9876543210";
+	uint8_t d[16];
+	char out[COMB_UUID_LEN + 1];
+
+	(void)state;
+	assert_int_equal(comb_uuid_parse(text, d), 0);
+	assert_memory_equal(d, bytes, 16);
+	memset(out, 'x', sizeof(out));
+	comb_uuid_format(bytes, out);
+	assert_string_equal(out, text);
+	/* Whatever is not canonical is refused. */
+	assert_int_equal(comb_uuid_parse("01234567-89AB-cdef-fedc-ba9876543210", d),
+			 COMB_EINVAL);
+	assert_int_equal(comb_uuid_parse("0123456789ab-cdef-fedc-ba9876543210", d),
+			 COMB_EINVAL);
+	assert_int_equal(comb_uuid_parse(NULL, d), COMB_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_accepts_canonical),
 	    cmocka_unit_test(test_rejects),
+	    cmocka_unit_test(test_parse_and_format),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

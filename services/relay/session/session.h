@@ -382,6 +382,40 @@ size_t ws_session_room(struct ws_session *s);
 /* Counts bytes held by s (by an earlier ws_session_hold) as given back. */
 void ws_session_unhold(struct ws_session *s, size_t bytes);
 
+/*
+ * held_map.c, a map from fixed-size binary keys (a uuid's 16 bytes, an
+ * event id's 32) to an int64 other than INT64_MIN, with a maximum number
+ * of entries, whose memory counts against one connection's budget: what
+ * a sync's client holds, the changes it waits to apply, the events a REQ
+ * sent. Not locked: its user serializes every call.
+ */
+struct ws_held_map {
+	unsigned char *slots;            /* cap slots of stride bytes; NULL while empty */
+	size_t key_len, stride;
+	size_t cap;                      /* a power of two, or 0 */
+	size_t count, max;
+	struct ws_session *budget;       /* NULL: counted against nobody */
+	size_t held;                     /* what the slots count now */
+};
+
+/* Prepares an empty map of key_len-byte keys holding at most max
+ * entries, its slots counted against budget's connection (NULL: none). */
+void ws_held_map_init(struct ws_held_map *m, size_t key_len, size_t max,
+		      struct ws_session *budget);
+/* Frees the entries and gives their bytes back; m stays usable, empty. */
+void ws_held_map_release(struct ws_held_map *m);
+/* Sets key to value. Returns 0, COMB_ETOOBIG when key is new and m holds
+ * max entries already, COMB_EDENIED when the budget has no room for more
+ * slots, or COMB_ENOMEM. */
+int ws_held_map_put(struct ws_held_map *m, const unsigned char *key, int64_t value);
+/* The value of key (changeable in place), or NULL. */
+int64_t *ws_held_map_get(const struct ws_held_map *m, const unsigned char *key);
+/* Removes key (nothing when absent). */
+void ws_held_map_del(struct ws_held_map *m, const unsigned char *key);
+/* The key in slot i (0 to m->cap - 1), or NULL when it is free: for
+ * visiting every entry. */
+const unsigned char *ws_held_map_key(const struct ws_held_map *m, size_t i);
+
 /* Subscriptions, on the connection's thread. */
 struct ws_sub *ws_session_find_sub(struct ws_session *s, const char *id);
 void ws_session_add_sub(struct ws_session *s, struct ws_sub *sub);

@@ -37,6 +37,7 @@
 #include "comb/error.h"
 #include "comb/log.h"
 #include "comb/policy_set.h"
+#include "comb/uuid.h"
 #include "relay.h"
 #include "revcache/revcache.h"
 #include "sync.h"
@@ -50,7 +51,7 @@
 /* One sync of a batch and what it held. */
 struct work {
 	struct sync_sub *sub;
-	struct dmap pending;
+	struct ws_held_map pending;
 	bool access;               /* check every channel */
 	const char *overflow;      /* the CLOSED reason, or NULL */
 	bool skip;                 /* dead, or closed during this batch */
@@ -96,8 +97,7 @@ static struct relay *relay_of(const struct sync_sub *sub)
 
 void sync_pending_init(struct sync_sub *sub)
 {
-	dmap_init(&sub->pending, WS_SYNC_MAX_HELD);
-	dmap_budget(&sub->pending, sub->head.session);
+	ws_held_map_init(&sub->pending, 16, WS_SYNC_MAX_HELD, sub->head.session);
 }
 
 static struct sync_sub *sync_of(const struct hub_sub *hs)
@@ -121,7 +121,7 @@ static void note_change(struct sync_sub *sub, const uint8_t *d,
 		sub->want_lsn = at;
 	if (!d)
 		sub->access_check = true;
-	else if ((rc = dmap_put(&sub->pending, d, 0)))
+	else if ((rc = ws_held_map_put(&sub->pending, d, 0)))
 		sub->overflow = rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
 						   : "resync: too many held changes";
 	hub_wake_locked(&sub->head.hub);
@@ -150,8 +150,8 @@ static void current_signal(struct hub_sub *hs, const struct comb_signal *s)
 	case COMB_SIGNAL_HEAD:
 	case COMB_SIGNAL_MOVE:
 	case COMB_SIGNAL_REDACTION:
-		if (sync_uuid_parse(s->d, d) ||
-		    (sub->has_dfilter && !dmap_get(&sub->dfilter, d)))
+		if (comb_uuid_parse(s->d, d) ||
+		    (sub->has_dfilter && !ws_held_map_get(&sub->dfilter, d)))
 			return;
 		note_change(sub, d, s);
 		break;
@@ -258,6 +258,7 @@ static void kill_all(struct batch *b, const char *reason)
  * re-read (sorted, distinct). */
 static int collect(struct batch *b)
 {
+	const unsigned char *d;
 	size_t i, j, k;
 	int rc = 0;
 
@@ -275,8 +276,8 @@ static int collect(struct batch *b)
 		if (w->skip)
 			continue;
 		for (j = 0; j < w->pending.cap && rc == 0; j++) {
-			if (w->pending.slots[j].used)
-				rc = add_key(b, sub->community, w->pending.slots[j].d);
+			if ((d = ws_held_map_key(&w->pending, j)))
+				rc = add_key(b, sub->community, d);
 		}
 	}
 	if (rc)
@@ -305,7 +306,7 @@ static int key_arrays(struct batch *b, bool moves_only, struct comb_buf *cids,
 	for (i = 0; i < b->nkeys && rc == 0; i++) {
 		if (moves_only && !b->keys[i].want_moves)
 			continue;
-		sync_uuid_format(b->keys[i].d, text);
+		comb_uuid_format(b->keys[i].d, text);
 		rc = comb_buf_printf(cids, "%s%" PRId64, n ? "," : "", b->keys[i].community);
 		rc = rc ? rc : comb_buf_printf(ds, "%s%s", n ? "," : "", text);
 		index[n++] = i;
@@ -396,6 +397,7 @@ static int gather_probes(struct batch *b, struct work *w)
 /* Marks the artifacts some sync knows but whose head left its channels. */
 static bool mark_moves(struct batch *b)
 {
+	const unsigned char *d;
 	struct head_key *k;
 	bool any = false;
 	size_t i, j;
@@ -406,10 +408,10 @@ static bool mark_moves(struct batch *b)
 		if (w->skip)
 			continue;
 		for (j = 0; j < w->pending.cap; j++) {
-			if (!w->pending.slots[j].used ||
-			    !dmap_get(&w->sub->known, w->pending.slots[j].d))
+			d = ws_held_map_key(&w->pending, j);
+			if (!d || !ws_held_map_get(&w->sub->known, d))
 				continue;
-			k = find_key(b, w->sub->community, w->pending.slots[j].d);
+			k = find_key(b, w->sub->community, d);
 			if (k && !in_scope(b, w->sub, k)) {
 				k->want_moves = true;
 				any = true;
@@ -770,7 +772,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 {
 	struct sync_sub *sub = w->sub;
 	struct head_key *k = find_key(b, sub->community, d);
-	struct dmap_entry *known = dmap_get(&sub->known, d);
+	int64_t *known = ws_held_map_get(&sub->known, d);
 	const char *json = NULL;
 	size_t len = 0;
 	int64_t seq;
@@ -786,7 +788,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 		json = PQgetvalue(b->heads, k->row, 6);
 		len = (size_t)PQgetlength(b->heads, k->row, 6);
 		if (live) {
-			if (known && known->seq >= seq)
+			if (known && *known >= seq)
 				return 0;
 			if (!known && sub->known.count >= sub->known.max) {
 				/* A fresh open would be refused now. */
@@ -796,7 +798,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 			rc = push(b, w, json, len);
 			if (rc)
 				return rc;
-			rc = dmap_put(&sub->known, d, seq);
+			rc = ws_held_map_put(&sub->known, d, seq);
 			if (rc) {
 				sync_close(&sub->head, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
 								  : "error: out of memory");
@@ -809,7 +811,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 		/* the delete revision, or the redaction's marker */
 		rc = push(b, w, json, len);
 		if (rc == 0)
-			dmap_del(&sub->known, d);
+			ws_held_map_del(&sub->known, d);
 		return rc;
 	}
 	if (!known)
@@ -822,7 +824,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 	}
 	rc = push(b, w, json, len);
 	if (rc == 0)
-		dmap_del(&sub->known, d);
+		ws_held_map_del(&sub->known, d);
 	return rc;
 }
 
@@ -836,8 +838,9 @@ static void apply_work(struct batch *b, struct work *w)
 		return;
 	}
 	for (j = 0; j < w->pending.cap; j++) {
-		if (w->pending.slots[j].used &&
-		    apply_one(b, w, w->pending.slots[j].d)) {
+		const unsigned char *d = ws_held_map_key(&w->pending, j);
+
+		if (d && apply_one(b, w, d)) {
 			w->skip = true;
 			return;
 		}
@@ -900,7 +903,7 @@ static void current_run(void *scratch, struct hub_sub **subs, size_t n)
 
 			sync_close(&sub->head, "error: out of memory");
 			sub->closed = true;
-			dmap_release(&sub->taken);
+			ws_held_map_release(&sub->taken);
 		}
 		return;
 	}
@@ -919,7 +922,7 @@ static void current_run(void *scratch, struct hub_sub **subs, size_t n)
 	run_batch(b);
 	for (i = 0; i < n; i++) {
 		b->works[i].sub->closed = b->works[i].skip;
-		dmap_release(&b->works[i].pending);
+		ws_held_map_release(&b->works[i].pending);
 	}
 	if (b->frame.cap > 4 * 65536)
 		comb_buf_release(&b->frame);

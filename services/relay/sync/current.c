@@ -26,6 +26,7 @@
 
 #include "comb/error.h"
 #include "comb/log.h"
+#include "comb/uuid.h"
 #include "feed/feed.h"
 #include "metrics/metrics.h"
 #include "proto/proto.h"
@@ -47,8 +48,8 @@ static void sub_free(struct sync_sub *sub)
 		free(sub->types[i]);
 	free(sub->types);
 	free(sub->channels);
-	dmap_release(&sub->dfilter);
-	dmap_release(&sub->known);
+	ws_held_map_release(&sub->dfilter);
+	ws_held_map_release(&sub->known);
 	free(sub);
 }
 
@@ -58,7 +59,7 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 
 	(void)s;
 	hub_sub_remove(&sub->head.hub);
-	dmap_release(&sub->pending);
+	ws_held_map_release(&sub->pending);
 	sub_free(sub);
 }
 
@@ -97,11 +98,11 @@ static int copy_filter(struct sync_sub *sub, const struct artifact_filter *f)
 	}
 	if (f->d) {
 		n = json_array_size(f->d);
-		dmap_init(&sub->dfilter, n);
+		ws_held_map_init(&sub->dfilter, 16, n, NULL);
 		sub->has_dfilter = true;
 		for (i = 0; i < n; i++) {
-			if (sync_uuid_parse(json_string_value(json_array_get(f->d, i)), d) ||
-			    dmap_put(&sub->dfilter, d, 0))
+			if (comb_uuid_parse(json_string_value(json_array_get(f->d, i)), d) ||
+			    ws_held_map_put(&sub->dfilter, d, 0))
 				return COMB_ENOMEM;
 		}
 	}
@@ -137,8 +138,7 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 	}
 	metrics_add(METRIC_SYNCS, 1);
 	sub->community = s->community.id;
-	dmap_init(&sub->known, (size_t)cfg->sync_max_events);
-	dmap_budget(&sub->known, s);
+	ws_held_map_init(&sub->known, 16, (size_t)cfg->sync_max_events, s);
 	if (copy_filter(sub, &f)) {
 		sub_free(sub);
 		snprintf(why, whylen, "error: out of memory");
@@ -164,16 +164,17 @@ static int channels_literal(struct comb_buf *b, const struct sync_sub *sub)
 	return rc ? rc : comb_buf_putc(b, '}');
 }
 
-static int d_literal(struct comb_buf *b, const struct dmap *m)
+static int d_literal(struct comb_buf *b, const struct ws_held_map *m)
 {
+	const unsigned char *d;
 	char text[37];
 	size_t i, k = 0;
 	int rc = comb_buf_putc(b, '{');
 
 	for (i = 0; i < m->cap && rc == 0; i++) {
-		if (!m->slots[i].used)
+		if (!(d = ws_held_map_key(m, i)))
 			continue;
-		sync_uuid_format(m->slots[i].d, text);
+		comb_uuid_format(d, text);
 		rc = comb_buf_printf(b, "%s%s", k++ ? "," : "", text);
 	}
 	return rc ? rc : comb_buf_putc(b, '}');
@@ -285,7 +286,7 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 		if (PQgetlength(res, row, 0) != 16 || PQgetlength(res, row, 1) != 8)
 			continue;
 		seq = int8_at(PQgetvalue(res, row, 1));
-		rc = dmap_put(&sub->known, (const uint8_t *)PQgetvalue(res, row, 0), seq);
+		rc = ws_held_map_put(&sub->known, (const unsigned char *)PQgetvalue(res, row, 0), seq);
 		st->seqs[st->n++] = seq;
 	}
 	PQclear(res);

@@ -2,8 +2,9 @@
  * Internals of artifact sync shared by sub.c (what a sync of either kind
  * is to its connection and the hub, opening and closing it), current.c
  * (filter, snapshot, EOSE), apply.c (the `current` kind's turns: re-read
- * changed artifacts and send frames), resume.c (the `changes` kind) and
- * the small uuid map (uuid_map.c).
+ * changed artifacts and send frames) and resume.c (the `changes` kind).
+ * Artifacts are kept by their d's 16 bytes (comb_uuid_parse) in held maps
+ * (session.h).
  *
  * Locks, never nested except as written: the hub's subscriptions' lock
  * (hub/, held around every kind callback but run), then (inside it) one
@@ -27,49 +28,6 @@
 /* Distinct changed artifacts a sync may hold before it is closed with
  * `resync: too many held changes`. */
 #define WS_SYNC_MAX_HELD 1024
-
-/* ------------------------------------------------------------------ */
-/* uuid maps (uuid_map.c) */
-
-struct dmap_entry {
-	uint8_t d[16];
-	int64_t seq;
-	bool used;
-};
-
-/* An open-addressing map from a binary uuid to a sequence number, with a
- * maximum number of entries. */
-struct dmap {
-	struct dmap_entry *slots;   /* cap entries; NULL while empty */
-	size_t cap;                 /* a power of two, or 0 */
-	size_t count;
-	size_t max;
-	/* when set, the slots count against this connection's budget
-	 * (session.h, "budget.c"); held is what they count now */
-	struct ws_session *budget;
-	size_t held;
-};
-
-/* Prepares an empty map holding at most max entries. */
-void dmap_init(struct dmap *m, size_t max);
-/* Makes m's slots count against s's byte budget from now on (m empty). */
-void dmap_budget(struct dmap *m, struct ws_session *s);
-/* Frees the entries; the map stays usable and empty. */
-void dmap_release(struct dmap *m);
-/* Sets d to seq. Returns 0, COMB_ETOOBIG when d is new and the map holds
- * max entries already, COMB_EDENIED when its budget has no room for more
- * slots, or COMB_ENOMEM. */
-int dmap_put(struct dmap *m, const uint8_t d[16], int64_t seq);
-/* The entry of d, or NULL. */
-struct dmap_entry *dmap_get(const struct dmap *m, const uint8_t d[16]);
-/* Removes d (nothing when absent). */
-void dmap_del(struct dmap *m, const uint8_t d[16]);
-
-/* Parses a canonical uuid (36 characters) into 16 bytes. Returns 0 or
- * COMB_EINVAL. */
-int sync_uuid_parse(const char *text, uint8_t out[16]);
-/* Writes the canonical text of d (37 bytes with the NUL). */
-void sync_uuid_format(const uint8_t d[16], char out[37]);
 
 /* ------------------------------------------------------------------ */
 /* a sync of either kind (sub.c) */
@@ -153,18 +111,18 @@ struct sync_sub {
 	size_t nchannels;
 	char **types;                   /* owned, sorted; NULL: any type */
 	size_t ntypes;
-	struct dmap dfilter;            /* the #d values; count 0: any d */
+	struct ws_held_map dfilter;     /* the #d values; count 0: any d */
 	bool has_dfilter;
 
 	/* the opener, then the worker running it */
-	struct dmap known;              /* d -> accepted_seq the client holds */
+	struct ws_held_map known;       /* d -> accepted_seq the client holds */
 	int64_t access_epoch;           /* the community's access epoch
 					 * (migrations/0022) in the last
 					 * snapshot that found every channel
 					 * readable */
 
 	/* guarded by the hub's lock (apply.c) */
-	struct dmap pending;            /* changed d's not applied yet */
+	struct ws_held_map pending;     /* changed d's not applied yet */
 	bool access_check;              /* membership or policy changed */
 	const char *overflow;           /* why pending could not hold a
 					 * change (the CLOSED reason), or NULL */
@@ -173,7 +131,7 @@ struct sync_sub {
 	bool quiet;                     /* closed: nothing more is noted */
 
 	/* the worker running it: what it took from the above */
-	struct dmap taken;
+	struct ws_held_map taken;
 	bool taken_access;
 	const char *taken_overflow;
 	comb_lsn taken_lsn;

@@ -15,12 +15,14 @@
 #include "ws_int.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "access/access.h"
 #include "comb/error.h"
+#include "comb/hex.h"
 #include "comb/log.h"
 #include "comb/uuid.h"
 #include "feed/feed.h"
@@ -30,14 +32,6 @@
 #include "read/read.h"
 #include "session/session.h"
 #include "sync/sync.h"
-
-/* A set of event ids, for sending each event once; it grows with what
- * it holds, never beyond the connection's budget. */
-struct idset {
-	char (*ids)[65];
-	size_t cap;                      /* a power of two, or 0 */
-	size_t n;
-};
 
 /* An event that arrived while the stored events were being sent. */
 struct held {
@@ -63,11 +57,12 @@ struct plain_sub {
 	bool held_overflow;
 	char dead_reason[160];           /* the CLOSED owed while pending */
 	/* bytes counted against the connection's budget (ws_session_hold):
-	 * the sub itself, its filters, the ids sent and the held events */
+	 * the sub itself, its filters and the held events */
 	atomic_size_t held_bytes;
-	/* the events sent as stored ones: a live copy of one of them (its
-	 * signal may come after EOSE) is not sent again */
-	struct idset stored;
+	/* the ids of the events sent as stored ones (32 bytes each): a live
+	 * copy of one of them (its signal may come after EOSE) is not sent
+	 * again */
+	struct ws_held_map stored;
 	/* the primary's WAL position once registered: the stored events are
 	 * read at it or later (ws_session_access_now) */
 	comb_lsn read_at;
@@ -179,7 +174,29 @@ static bool live_match(struct hub_sub *hs, const struct hub_event *ev, bool *nam
 	return any;
 }
 
-static bool idset_has(const struct idset *set, const char *id);
+/* True when id (64 hex digits) is one of sent, the ids of events sent. */
+static bool sent_before(const struct ws_held_map *sent, const char *id)
+{
+	unsigned char key[32];
+
+	return !comb_hex_decode(id, key, sizeof(key)) && ws_held_map_get(sent, key);
+}
+
+/* Adds id to sent. Returns 1 when it was not there yet, 0 when it was,
+ * or what ws_held_map_put returned. An id that is not 64 hex digits
+ * (none is stored) is not remembered. */
+static int mark_sent(struct ws_held_map *sent, const char *id)
+{
+	unsigned char key[32];
+	int rc;
+
+	if (comb_hex_decode(id, key, sizeof(key)))
+		return 1;
+	if (ws_held_map_get(sent, key))
+		return 0;
+	rc = ws_held_map_put(sent, key, 0);
+	return rc ? rc : 1;
+}
 
 /* Counts bytes as held by sub against its connection's budget; false
  * when that would pass it (nothing counted then). */
@@ -215,7 +232,7 @@ static void live_deliver(struct hub_sub *hs, const struct hub_event *ev)
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (sub->base.dead || idset_has(&sub->stored, ev->ev->id)) {
+	if (sub->base.dead || sent_before(&sub->stored, ev->ev->id)) {
 		/* closed already, or sent as a stored event */
 	} else if (sub->pending) {
 		size_t cost = sizeof(*h) + frame.len;
@@ -291,7 +308,7 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	hub_sub_remove(&sub->hub);
 	free_held(sub);
 	ws_session_unhold(sub->session, atomic_load(&sub->held_bytes));
-	free(sub->stored.ids);
+	ws_held_map_release(&sub->stored);
 	free(sub->channels);
 	free(sub->filters);
 	json_decref(sub->filters_json);
@@ -336,78 +353,6 @@ static bool set_channels(struct plain_sub *sub)
 
 /* ------------------------------------------------------------------ */
 /* the stored events */
-
-static size_t idset_slot(const struct idset *set, const char *id)
-{
-	uint64_t h = 1469598103934665603ULL;
-	size_t i;
-
-	for (i = 0; i < 16 && id[i]; i++) {
-		h ^= (unsigned char)id[i];
-		h *= 1099511628211ULL;
-	}
-	return (size_t)h & (set->cap - 1);
-}
-
-/* Doubles set's table (16 slots at first), counting the new slots
- * against sub's budget. Returns 0, COMB_ETOOBIG over the budget or
- * COMB_ENOMEM. */
-static int idset_grow(struct plain_sub *sub, struct idset *set)
-{
-	struct idset bigger = {.cap = set->cap ? 2 * set->cap : 16};
-	size_t i, j, extra = (bigger.cap - set->cap) * sizeof(*set->ids);
-
-	if (!sub_hold(sub, extra))
-		return COMB_ETOOBIG;
-	bigger.ids = calloc(bigger.cap, sizeof(*bigger.ids));
-	if (!bigger.ids) {
-		sub_unhold(sub, extra);
-		return COMB_ENOMEM;
-	}
-	for (i = 0; i < set->cap; i++) {
-		if (!set->ids[i][0])
-			continue;
-		for (j = idset_slot(&bigger, set->ids[i]); bigger.ids[j][0];
-		     j = (j + 1) & (bigger.cap - 1))
-			;
-		memcpy(bigger.ids[j], set->ids[i], sizeof(bigger.ids[j]));
-	}
-	bigger.n = set->n;
-	free(set->ids);
-	*set = bigger;
-	return 0;
-}
-
-/* Adds id to set (whose slots sub holds). Returns 1 when it was not there
- * yet, 0 when it was, or what idset_grow returned. */
-static int idset_add(struct plain_sub *sub, struct idset *set, const char *id)
-{
-	size_t i;
-	int rc;
-
-	if (2 * (set->n + 1) > set->cap && (rc = idset_grow(sub, set)))
-		return rc;
-	for (i = idset_slot(set, id); set->ids[i][0]; i = (i + 1) & (set->cap - 1)) {
-		if (!strcmp(set->ids[i], id))
-			return 0;
-	}
-	snprintf(set->ids[i], sizeof(set->ids[i]), "%s", id);
-	set->n++;
-	return 1;
-}
-
-static bool idset_has(const struct idset *set, const char *id)
-{
-	size_t i;
-
-	if (!set->ids)
-		return false;
-	for (i = idset_slot(set, id); set->ids[i][0]; i = (i + 1) & (set->cap - 1)) {
-		if (!strcmp(set->ids[i], id))
-			return true;
-	}
-	return false;
-}
 
 /* Runs the stored query of filter f into *result (each event's id and
  * seq, in the filter's order) on a server at WAL position `at` or later
@@ -491,11 +436,11 @@ static int end_events(struct ws_event_batch *out, char *why, size_t whylen)
 	return 0;
 }
 
-/* The CLOSED reason for an idset_add that failed with rc; returns rc. */
+/* The CLOSED reason for a mark_sent that failed with rc; returns rc. */
 static int budget_failure(int rc, char *why, size_t whylen)
 {
-	snprintf(why, whylen, "%s", rc == COMB_ETOOBIG ? WS_BUDGET_EXCEEDED
-							: "error: out of memory");
+	snprintf(why, whylen, "%s", rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
+						       : "error: out of memory");
 	return rc;
 }
 
@@ -508,7 +453,7 @@ static int budget_failure(int rc, char *why, size_t whylen)
  * is listed; their ids go to first[0..*nfirst).
  */
 static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
-		      const struct plain_filter *f, struct idset *sent,
+		      const struct plain_filter *f, struct ws_held_map *sent,
 		      char first[FIRST_EVENTS][65], int *nfirst, char *why,
 		      size_t whylen)
 {
@@ -524,7 +469,7 @@ static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
 	rc = query_stored(s, &head, sub->read_at, &result, &bytes, why, whylen);
 	for (row = 0; rc == 0 && row < PQntuples(result) && row < FIRST_EVENTS; row++) {
 		snprintf(first[(*nfirst)++], 65, "%s", PQgetvalue(result, row, 0));
-		added = idset_add(sub, sent, PQgetvalue(result, row, 0));
+		added = mark_sent(sent, PQgetvalue(result, row, 0));
 		if (added < 0)
 			rc = budget_failure(added, why, whylen);
 		else if (added)
@@ -562,7 +507,7 @@ static bool among(char first[FIRST_EVENTS][65], int n, const char *id)
  * at most its limit.
  */
 static int send_stored(struct ws_session *s, struct plain_sub *sub,
-		       struct idset *sent, char *why, size_t whylen)
+		       struct ws_held_map *sent, char *why, size_t whylen)
 {
 	struct ws_event_batch out;
 	struct event_source bytes;
@@ -594,7 +539,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 				continue;
 			if (taken++ == want)
 				break;
-			added = idset_add(sub, sent, id);
+			added = mark_sent(sent, id);
 			if (added < 0)
 				rc = budget_failure(added, why, whylen);
 			if (added <= 0)
@@ -616,7 +561,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 /* After EOSE (send_stored): the held events not sent already, then live;
  * the sub takes over sent. */
 static void finish_stored(struct ws_session *s, struct plain_sub *sub,
-			  struct idset *sent)
+			  struct ws_held_map *sent)
 {
 	struct held *h;
 	int rc;
@@ -629,7 +574,7 @@ static void finish_stored(struct ws_session *s, struct plain_sub *sub,
 		kill_locked(sub, WS_BUDGET_EXCEEDED);
 	} else {
 		for (h = sub->held_head; h; h = h->next) {
-			if (idset_has(sent, h->id))
+			if (sent_before(sent, h->id))
 				continue;
 			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, h->frame, h->len, 0);
 			if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM) {
@@ -644,7 +589,7 @@ static void finish_stored(struct ws_session *s, struct plain_sub *sub,
 	}
 	free_held(sub);
 	sub->stored = *sent;
-	*sent = (struct idset){0};
+	*sent = (struct ws_held_map){0};
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -795,7 +740,7 @@ fail:
 
 void ws_req_open(struct ws_session *s, const json_t *msg)
 {
-	struct idset sent = {0};
+	struct ws_held_map sent;
 	struct plain_sub *sub;
 	struct ws_sub *old;
 	uint64_t generation;
@@ -803,6 +748,7 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 	const char *id;
 	int open;
 
+	ws_held_map_init(&sent, 32, SIZE_MAX, s);
 	id = sub_id(s, msg);
 	if (!id)
 		return;
@@ -852,7 +798,7 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 	} else {
 		finish_stored(s, sub, &sent);
 	}
-	free(sent.ids);
+	ws_held_map_release(&sent);
 }
 
 void ws_req_close(struct ws_session *s, const json_t *msg)

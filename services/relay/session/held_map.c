@@ -1,0 +1,157 @@
+/*
+ * A connection's held maps (session.h, "held_map.c"): open addressing
+ * with linear probing, at most half full, removal by backward shift so
+ * that no tombstones accumulate. Each slot is an int64 value followed by
+ * the key; a value of HELD_EMPTY marks a free slot. Keys are uuids or
+ * event ids, random already, so their first bytes are the hash.
+ */
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comb/error.h"
+
+#define HELD_EMPTY INT64_MIN
+
+void ws_held_map_init(struct ws_held_map *m, size_t key_len, size_t max,
+		      struct ws_session *budget)
+{
+	*m = (struct ws_held_map){
+		.key_len = key_len,
+		.stride = sizeof(int64_t) + (key_len + 7) / 8 * 8,
+		.max = max,
+		.budget = budget,
+	};
+}
+
+void ws_held_map_release(struct ws_held_map *m)
+{
+	free(m->slots);
+	m->slots = NULL;
+	m->cap = m->count = 0;
+	if (m->budget)
+		ws_session_unhold(m->budget, m->held);
+	m->held = 0;
+}
+
+static int64_t *value_at(const struct ws_held_map *m, size_t i)
+{
+	return (int64_t *)(void *)(m->slots + i * m->stride);
+}
+
+const unsigned char *ws_held_map_key(const struct ws_held_map *m, size_t i)
+{
+	return *value_at(m, i) == HELD_EMPTY ? NULL : m->slots + i * m->stride + sizeof(int64_t);
+}
+
+static size_t home_of(const struct ws_held_map *m, const unsigned char *key)
+{
+	uint64_t h;
+
+	memcpy(&h, key, sizeof(h));
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 32;
+	return (size_t)h & (m->cap - 1);
+}
+
+/* The slot of key, or of the free slot where it would go. */
+static size_t slot_of(const struct ws_held_map *m, const unsigned char *key)
+{
+	const unsigned char *k;
+	size_t i = home_of(m, key);
+
+	while ((k = ws_held_map_key(m, i)) && memcmp(k, key, m->key_len))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+int64_t *ws_held_map_get(const struct ws_held_map *m, const unsigned char *key)
+{
+	size_t i;
+
+	if (!m->cap)
+		return NULL;
+	i = slot_of(m, key);
+	return ws_held_map_key(m, i) ? value_at(m, i) : NULL;
+}
+
+/* Puts key (absent) with value in slot i (free). */
+static void place(struct ws_held_map *m, size_t i, const unsigned char *key, int64_t value)
+{
+	*value_at(m, i) = value;
+	memcpy(m->slots + i * m->stride + sizeof(int64_t), key, m->key_len);
+	m->count++;
+}
+
+/* Doubles m's slots (16 at first), counting the new ones against its
+ * budget. Returns 0, COMB_EDENIED or COMB_ENOMEM. */
+static int grow(struct ws_held_map *m)
+{
+	struct ws_held_map old = *m;
+	size_t cap = m->cap ? 2 * m->cap : 16, extra = (cap - m->cap) * m->stride, i;
+
+	if (m->budget && !ws_session_hold(m->budget, extra))
+		return COMB_EDENIED;
+	m->slots = malloc(cap * m->stride);
+	if (!m->slots) {
+		m->slots = old.slots;
+		if (m->budget)
+			ws_session_unhold(m->budget, extra);
+		return COMB_ENOMEM;
+	}
+	m->held += extra;
+	m->cap = cap;
+	m->count = 0;
+	for (i = 0; i < cap; i++)
+		*value_at(m, i) = HELD_EMPTY;
+	for (i = 0; i < old.cap; i++) {
+		const unsigned char *k = ws_held_map_key(&old, i);
+
+		if (k)
+			place(m, slot_of(m, k), k, *value_at(&old, i));
+	}
+	free(old.slots);
+	return 0;
+}
+
+int ws_held_map_put(struct ws_held_map *m, const unsigned char *key, int64_t value)
+{
+	int64_t *v = ws_held_map_get(m, key);
+	int rc;
+
+	if (v) {
+		*v = value;
+		return 0;
+	}
+	if (m->count >= m->max)
+		return COMB_ETOOBIG;
+	if (2 * (m->count + 1) > m->cap && (rc = grow(m)))
+		return rc;
+	place(m, slot_of(m, key), key, value);
+	return 0;
+}
+
+void ws_held_map_del(struct ws_held_map *m, const unsigned char *key)
+{
+	const unsigned char *k;
+	size_t hole, i, home;
+
+	if (!ws_held_map_get(m, key))
+		return;
+	hole = slot_of(m, key);
+	*value_at(m, hole) = HELD_EMPTY;
+	m->count--;
+	/* Move back every later entry of the run that may now be unreachable. */
+	for (i = (hole + 1) & (m->cap - 1); (k = ws_held_map_key(m, i));
+	     i = (i + 1) & (m->cap - 1)) {
+		home = home_of(m, k);
+		/* The entry stays when its home lies cyclically in (hole, i]. */
+		if (hole <= i ? (home > hole && home <= i) : (home > hole || home <= i))
+			continue;
+		memcpy(m->slots + hole * m->stride, m->slots + i * m->stride, m->stride);
+		*value_at(m, i) = HELD_EMPTY;
+		hole = i;
+	}
+}
