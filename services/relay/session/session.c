@@ -244,7 +244,16 @@ void ws_event_batch_init(struct ws_event_batch *b, struct ws_session *s,
 	comb_buf_init(&b->frames, 2 * WS_EVENT_BATCH_BYTES + (16u << 20));
 }
 
-int ws_event_batch_flush(struct ws_event_batch *b)
+/* The CLOSED message of a batch's failure rc (non-zero) into why;
+ * returns COMB_ENOMEM or COMB_EIO. */
+static int batch_failure(int rc, char *why, size_t whylen)
+{
+	if (rc == COMB_ENOMEM)
+		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
+	return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
+}
+
+int ws_event_batch_flush(struct ws_event_batch *b, char *why, size_t whylen)
 {
 	struct iovec payloads[WS_OUTBOX_MAX_BATCH];
 	size_t i, start = 0;
@@ -260,7 +269,7 @@ int ws_event_batch_flush(struct ws_event_batch *b)
 	rc = ws_outbox_push_many(b->s->outbox, WS_OP_TEXT, payloads, b->n, b->flags);
 	b->n = 0;
 	comb_buf_reset(&b->frames);
-	return rc;
+	return rc ? batch_failure(rc, why, whylen) : 0;
 }
 
 /* Ends the frame just appended to b's frames (rc: how appending it went);
@@ -278,19 +287,23 @@ static int batch_end_frame(struct ws_event_batch *b, int rc)
 	return 0;
 }
 
-int ws_event_batch_eose(struct ws_event_batch *b)
+int ws_event_batch_eose(struct ws_event_batch *b, char *why, size_t whylen)
 {
 	int rc = batch_end_frame(b, format_eose(&b->frames, b->sub_id));
 
-	return rc ? rc : ws_event_batch_flush(b);
+	return rc ? batch_failure(rc, why, whylen) : ws_event_batch_flush(b, why, whylen);
 }
 
-int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len)
+int ws_event_batch_add(void *batch, const char *json, size_t len, char *why,
+		       size_t whylen)
 {
-	if (batch_end_frame(b, ws_format_event(&b->frames, b->sub_id, json, len)))
-		return COMB_ENOMEM;
+	struct ws_event_batch *b = batch;
+	int rc = batch_end_frame(b, ws_format_event(&b->frames, b->sub_id, json, len));
+
+	if (rc)
+		return batch_failure(rc, why, whylen);
 	if (b->n == WS_OUTBOX_MAX_BATCH || b->frames.len >= WS_EVENT_BATCH_BYTES)
-		return ws_event_batch_flush(b);
+		return ws_event_batch_flush(b, why, whylen);
 	return 0;
 }
 

@@ -343,15 +343,18 @@ struct ws_event_batch {
 
 void ws_event_batch_init(struct ws_event_batch *b, struct ws_session *s,
 			 const char *sub_id, unsigned flags);
-/* Adds ["EVENT",sub_id,<json>], pushing the batch when it is full.
- * Returns 0, or what the push returned, or COMB_ENOMEM. */
-int ws_event_batch_add(struct ws_event_batch *b, const char *json, size_t len);
-/* Pushes what the batch holds. Returns 0 or what the push returned. */
-int ws_event_batch_flush(struct ws_event_batch *b);
+/* Adds ["EVENT",sub_id,<json>] to batch (a struct ws_event_batch),
+ * pushing the batch when it is full; shaped as read_events_from's emit
+ * (read/read.h). Returns 0, or COMB_EIO when the connection is closing or
+ * COMB_ENOMEM, with the CLOSED message in why ("error: connection
+ * closing", "error: out of memory"), as the two below. */
+int ws_event_batch_add(void *batch, const char *json, size_t len, char *why,
+		       size_t whylen);
+/* Pushes what the batch holds. */
+int ws_event_batch_flush(struct ws_event_batch *b, char *why, size_t whylen);
 /* Pushes what the batch holds followed by ["EOSE",sub_id], in one write
- * when the socket takes them. Returns 0, what the push returned, or
- * COMB_ENOMEM. */
-int ws_event_batch_eose(struct ws_event_batch *b);
+ * when the socket takes them. */
+int ws_event_batch_eose(struct ws_event_batch *b, char *why, size_t whylen);
 /* Frees the batch's memory; what it still holds is dropped. */
 void ws_event_batch_release(struct ws_event_batch *b);
 

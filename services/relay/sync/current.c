@@ -223,7 +223,6 @@ struct stream {
 	struct sync_sub *sub;
 	int64_t *seqs;             /* the set's revisions, in d order */
 	size_t n;
-	size_t sent;
 	struct ws_event_batch batch;  /* frames not pushed yet */
 	struct event_source bytes;    /* where the revision cache's misses
 				       * are read: a server that has them */
@@ -298,25 +297,6 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 		snprintf(why, whylen, "error: out of memory");
 		return COMB_ENOMEM;
 	}
-	return 0;
-}
-
-/* Adds one revision of the snapshot to the frames pushed together,
- * waiting for room (the emit of read_events_from). Returns 0, COMB_EIO
- * when the connection is closing, or COMB_ENOMEM with the CLOSED message
- * in why. */
-static int stream_emit(void *ctx, const char *raw, size_t len, char *why,
-		       size_t whylen)
-{
-	struct stream *st = ctx;
-	int rc;
-
-	rc = ws_event_batch_add(&st->batch, raw, len);
-	if (rc == COMB_EIO)
-		return rc;
-	if (rc)
-		return comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
-	st->sent++;
 	return 0;
 }
 
@@ -488,15 +468,12 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	rc = snapshot(sub, &st, at, why, sizeof(why));
 	t2 = hub_now_ms();
 	if (rc == 0)
-		rc = read_events_from(s->relay, &st.bytes, st.seqs, st.n, stream_emit, &st,
-				      why, sizeof(why));
-	if (rc == 0) {
-		rc = ws_event_batch_flush(&st.batch);
-		if (rc && rc != COMB_EIO)
-			rc = comb_fail(why, sizeof(why), COMB_ENOMEM, "error: out of memory");
-	}
-	comb_debug("sync %s: %zu of %zu artifacts sent; feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
-		   sub->head.base.id, st.sent, st.n, t1 - t0, t2 - t1, hub_now_ms() - t2);
+		rc = read_events_from(s->relay, &st.bytes, st.seqs, st.n, ws_event_batch_add,
+				      &st.batch, why, sizeof(why));
+	if (rc == 0)
+		rc = ws_event_batch_flush(&st.batch, why, sizeof(why));
+	comb_debug("sync %s: %zu artifacts (rc %d); feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
+		   sub->head.base.id, st.n, rc, t1 - t0, t2 - t1, hub_now_ms() - t2);
 	stream_release(&st);
 	if (rc == COMB_EIO) {
 		ws_session_drop_sub(s, &sub->head.base);  /* the connection is closing */

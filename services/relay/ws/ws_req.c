@@ -410,32 +410,6 @@ static bool repeated_filter(const struct plain_sub *sub, size_t i)
 	return false;
 }
 
-/* Adds a stored event to the REQ's frames pushed together (ctx, a
- * ws_event_batch); the emit of read_events_from. */
-static int send_event(void *ctx, const char *raw, size_t len, char *why,
-		      size_t whylen)
-{
-	if (ws_event_batch_add(ctx, raw, len))
-		return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
-	return 0;
-}
-
-/* Pushes what out holds; as send_event. */
-static int flush_events(struct ws_event_batch *out, char *why, size_t whylen)
-{
-	if (ws_event_batch_flush(out))
-		return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
-	return 0;
-}
-
-/* Pushes what out holds and the EOSE after it, together; as send_event. */
-static int end_events(struct ws_event_batch *out, char *why, size_t whylen)
-{
-	if (ws_event_batch_eose(out))
-		return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
-	return 0;
-}
-
 /* The CLOSED reason for a mark_sent that failed with rc; returns rc. */
 static int budget_failure(int rc, char *why, size_t whylen)
 {
@@ -477,9 +451,9 @@ static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
 	}
 	PQclear(result);
 	if (rc == 0 && n > 0)
-		rc = read_events_from(s->relay, &bytes, seqs, n, send_event, out,
+		rc = read_events_from(s->relay, &bytes, seqs, n, ws_event_batch_add, out,
 				      why, whylen);
-	return rc ? rc : flush_events(out, why, whylen);
+	return rc ? rc : ws_event_batch_flush(out, why, whylen);
 }
 
 /* True when id is one of first[0..n). */
@@ -548,12 +522,12 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 		}
 		PQclear(result);
 		if (rc == 0 && n > 0)
-			rc = read_events_from(s->relay, &bytes, seqs, n, send_event,
+			rc = read_events_from(s->relay, &bytes, seqs, n, ws_event_batch_add,
 					      &out, why, whylen);
 		free(seqs);
 	}
 	if (rc == 0)
-		rc = end_events(&out, why, whylen);
+		rc = ws_event_batch_eose(&out, why, whylen);
 	ws_event_batch_release(&out);
 	return rc;
 }
