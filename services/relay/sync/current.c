@@ -190,20 +190,6 @@ static void set_failure(PGresult *res, char *why, size_t whylen)
 	}
 }
 
-/* Runs sql inside the snapshot; returns the result or NULL (why set). */
-static PGresult *run(PGconn *db, const char *sql, const char *const *params,
-		     ExecStatusType want, char *why, size_t whylen)
-{
-	PGresult *res = PQexecParams(db, sql, params ? 4 : 0, NULL, params,
-				     NULL, NULL, 0);
-
-	if (PQresultStatus(res) == want)
-		return res;
-	set_failure(res, why, whylen);
-	PQclear(res);
-	return NULL;
-}
-
 #define SET_WHERE \
 	" WHERE h.community_id = $1 AND h.channel_id = ANY ($2::uuid[])" \
 	" AND NOT h.deleted AND NOT h.redacted" \
@@ -404,13 +390,14 @@ static int snapshot(struct sync_sub *sub, struct stream *st, comb_lsn at,
 	rc = stream_plan(db, st, params, why, whylen);
 	if (rc)
 		goto out;
-	res = run(db, "COMMIT", NULL, PGRES_COMMAND_OK, why, whylen);
-	if (!res) {
+	res = PQexec(db, "COMMIT");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		set_failure(res, why, whylen);
 		rc = COMB_EUNAVAIL;
-		goto out;
 	}
 	PQclear(res);
-	read_misses_source_of(s->relay, &lease, &st->bytes);
+	if (rc == 0)
+		read_misses_source_of(s->relay, &lease, &st->bytes);
 out:
 	broken = rc && comb_db_conn_lost(db);
 	comb_read_release(s->relay->reads, &lease, broken);

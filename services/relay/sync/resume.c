@@ -710,7 +710,7 @@ void ws_resume_open(struct ws_session *s, const char *sub_id,
 	finish(sub, generation);
 }
 
-int sync_changes_start(struct relay *relay, char *errbuf, size_t errlen)
+int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen)
 {
 	changes.relay = relay;
 	if (comb_cursor_key(relay->secret_key, changes.cursor_key))
@@ -718,7 +718,7 @@ int sync_changes_start(struct relay *relay, char *errbuf, size_t errlen)
 	return 0;
 }
 
-void sync_changes_stop(void)
+void ws_sync_stop(void)
 {
 	memset(changes.cursor_key, 0, sizeof(changes.cursor_key));
 	pthread_mutex_lock(&spare.mu);

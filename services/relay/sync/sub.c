@@ -75,16 +75,6 @@ const struct hub_kind *const sync_kinds[SYNC_KINDS] = {
 	&sync_current_kind, &sync_changes_kind,
 };
 
-int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen)
-{
-	return sync_changes_start(relay, errbuf, errlen);
-}
-
-void ws_sync_stop(void)
-{
-	sync_changes_stop();
-}
-
 struct sync_head *sync_head_of(const struct hub_sub *hs)
 {
 	return (struct sync_head *)(void *)((char *)hs - offsetof(struct sync_head, hub));

@@ -32,8 +32,8 @@ extern const struct hub_kind *const sync_kinds[SYNC_KINDS];
 
 /*
  * Prepares syncs of both kinds (relay borrowed: the resumable syncs'
- * cursor key); call before the hub's workers start. Returns 0, or
- * COMB_EIO with errbuf set.
+ * cursor key, resume.c); call before the hub's workers start. Returns 0,
+ * or COMB_EIO with errbuf set.
  */
 int ws_sync_start(struct relay *relay, char *errbuf, size_t errlen);
 

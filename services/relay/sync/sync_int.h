@@ -175,8 +175,4 @@ void sync_pending_init(struct sync_sub *sub);
  * over the connection's budget), else NULL. */
 const char *sync_overflowed(struct sync_sub *sub);
 
-/* The cursor key of the resumable syncs, set by ws_sync_start (resume.c). */
-int sync_changes_start(struct relay *relay, char *errbuf, size_t errlen);
-void sync_changes_stop(void);
-
 #endif

@@ -317,13 +317,13 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 
 /*
  * Sets the live interest of sub: the #h channels when every filter names
- * some (only canonical ids can match a channel), else the whole
- * community. Returns false when no event can match live (every filter
- * names only impossible channels).
+ * some (only canonical ids can match a channel; the hub registers a
+ * repeated one once), else the whole community. Returns false when no
+ * event can match live (every filter names only impossible channels).
  */
 static bool set_channels(struct plain_sub *sub)
 {
-	size_t i, j, k, n = 0;
+	size_t i, j, n = 0;
 
 	for (i = 0; i < sub->nfilters; i++) {
 		if (!sub->filters[i].tags[2])
@@ -338,13 +338,8 @@ static bool set_channels(struct plain_sub *sub)
 
 		for (j = 0; j < json_array_size(h); j++) {
 			const char *v = json_string_value(json_array_get(h, j));
-			bool dup = false;
 
-			if (!comb_uuid_is_canonical(v))
-				continue;
-			for (k = 0; k < sub->nchannels; k++)
-				dup = dup || !strcmp(sub->channels[k], v);
-			if (!dup)
+			if (comb_uuid_is_canonical(v))
 				snprintf(sub->channels[sub->nchannels++], 37, "%s", v);
 		}
 	}
