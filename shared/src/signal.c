@@ -505,6 +505,8 @@ int comb_signal_decode(const void *data, size_t len, struct comb_signal *out,
 		goto out;
 	}
 	rc = check(out, true, errbuf, errlen);
+	if (rc == 0 && out->d[0])
+		rc = comb_uuid_parse(out->d, out->d_bytes);
 out:
 	msgpack_unpacked_destroy(&msg);
 	if (rc)

@@ -14,6 +14,7 @@
 
 #include "comb/error.h"
 #include "comb/signal.h"
+#include "comb/uuid.h"
 
 #define CH "0b4f9c3e-5d2a-4e8b-9f1c-2a3b4c5d6e7f"
 #define CH2 "0b4f9c3e-5d2a-4e8b-9f1c-2a3b4c5d6e70"
@@ -114,6 +115,13 @@ static void test_roundtrip_every_type(void **state)
 		assert_int_equal(comb_signal_decode(buf.data, buf.len, &out, err,
 						    sizeof(err)), 0);
 		assert_signal_equal(&in, &out);
+		if (in.d[0]) {
+			/* d's bytes come parsed */
+			uint8_t d[16];
+
+			assert_int_equal(comb_uuid_parse(in.d, d), 0);
+			assert_memory_equal(out.d_bytes, d, 16);
+		}
 		if (type == COMB_SIGNAL_EPHEMERAL)
 			/* the payload is borrowed from the input bytes */
 			assert_true(out.payload > (const unsigned char *)buf.data &&

@@ -137,7 +137,6 @@ static void current_signal(struct hub_sub *hs, const struct comb_signal *s)
 {
 	struct sync_sub *sub = sync_of(hs);
 	const char *reader = hs->reader;
-	uint8_t d[16];
 
 	if (s->type == COMB_SIGNAL_ADMIN) {
 		if (!strcmp(s->pubkey, reader))
@@ -150,10 +149,10 @@ static void current_signal(struct hub_sub *hs, const struct comb_signal *s)
 	case COMB_SIGNAL_HEAD:
 	case COMB_SIGNAL_MOVE:
 	case COMB_SIGNAL_REDACTION:
-		if (comb_uuid_parse(s->d, d) ||
-		    (sub->has_dfilter && !ws_held_map_get(&sub->dfilter, d)))
+		if (!s->d[0] ||
+		    (sub->has_dfilter && !ws_held_map_get(&sub->dfilter, s->d_bytes)))
 			return;
-		note_change(sub, d, s);
+		note_change(sub, s->d_bytes, s);
 		break;
 	case COMB_SIGNAL_MEMBER:
 		if (!strcmp(s->pubkey, reader))

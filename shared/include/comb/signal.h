@@ -96,6 +96,9 @@ struct comb_signal {
 	unsigned int kind;      /* EVENT only */
 	char channel[37];       /* canonical uuid or "" */
 	char d[37];             /* canonical uuid or "" */
+	uint8_t d_bytes[16];    /* d's bytes, set by comb_signal_decode when
+				 * d is (each reader of a signal need not
+				 * parse it again) */
 	char pubkey[65];        /* 64 lowercase hex or "" */
 	char id[65];            /* 64 lowercase hex or "" */
 	const unsigned char *payload; /* borrowed; NULL when payload_len is 0 */
