@@ -1,8 +1,8 @@
 /*
  * One WebSocket connection's state (see session.h): creating and freeing
  * it, the NIP-01 frame builders, the AUTH challenge, the reader and its
- * read keys, and the list of open subscriptions. The messages are handled
- * in ws/ws_message.c.
+ * read keys. Its subscriptions are sub.c's; the messages are handled in
+ * ws/ws_message.c.
  */
 #include "session.h"
 
@@ -311,58 +311,6 @@ void ws_event_batch_release(struct ws_event_batch *b)
 {
 	comb_buf_release(&b->frames);
 	b->n = 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* subscriptions */
-
-struct ws_sub *ws_session_find_sub(struct ws_session *s, const char *id)
-{
-	struct ws_sub *sub;
-
-	for (sub = s->subs; sub; sub = sub->next) {
-		if (!strcmp(sub->id, id))
-			return sub;
-	}
-	return NULL;
-}
-
-void ws_session_add_sub(struct ws_session *s, struct ws_sub *sub)
-{
-	sub->next = s->subs;
-	s->subs = sub;
-}
-
-void ws_session_drop_sub(struct ws_session *s, struct ws_sub *sub)
-{
-	struct ws_sub **p;
-
-	for (p = &s->subs; *p; p = &(*p)->next) {
-		if (*p == sub) {
-			*p = sub->next;
-			break;
-		}
-	}
-	sub->release(s, sub);
-}
-
-int ws_session_prune(struct ws_session *s)
-{
-	struct ws_sub *sub, *next;
-	int open = 0;
-	bool dead;
-
-	for (sub = s->subs; sub; sub = next) {
-		next = sub->next;
-		pthread_mutex_lock(&s->mu);
-		dead = sub->dead;
-		pthread_mutex_unlock(&s->mu);
-		if (dead)
-			ws_session_drop_sub(s, sub);
-		else
-			open++;
-	}
-	return open;
 }
 
 int ws_session_start(struct ws_session *s)

@@ -209,20 +209,26 @@ size_t ws_outbox_queued(struct ws_outbox *ob);
 struct ws_session;
 
 /*
- * What every kind of subscription (plain REQ, sync) has in common, so the
- * session can count, find, replace and close them alike. A subscription
- * type embeds it as its first member.
+ * What every kind of subscription (plain REQ, `current` sync, resumable
+ * sync) is to its connection and the hub (sub.c), so the session can
+ * count, find, replace and close them alike. A subscription type embeds
+ * it as its first member.
  */
 struct ws_sub {
 	struct ws_sub *next;
 	char id[WS_SUB_ID_MAX + 1];
-	/* Set under the session's mu once the subscription was closed by the
-	 * relay (CLOSED sent or about to be); dead ones are released at the
-	 * next message and no longer count. */
-	bool dead;
 	/* Unregisters from everything that may still deliver to it and frees
 	 * it. Called on the connection's thread, never under mu. */
 	void (*release)(struct ws_session *s, struct ws_sub *sub);
+	struct ws_session *session;      /* borrowed */
+	struct hub_sub hub;              /* its registration (hub/) */
+	/* guarded by the session's mu */
+	bool dead;                       /* closed by the relay (CLOSED sent
+					  * or owed); released at the next
+					  * message, no longer counted */
+	bool started;                    /* past its trust wait */
+	bool live;                       /* past EOSE: a CLOSED goes out now */
+	char dead_reason[300];           /* the CLOSED owed while not live */
 };
 
 struct ws_session {
@@ -419,7 +425,59 @@ void ws_held_map_del(struct ws_held_map *m, const unsigned char *key);
  * visiting every entry. */
 const unsigned char *ws_held_map_key(const struct ws_held_map *m, size_t i);
 
-/* Subscriptions, on the connection's thread. */
+/*
+ * sub.c, a connection's subscriptions and their life. Order of an
+ * opening, on the connection's thread: ws_sub_open_begin registers the
+ * subscription with the hub (from then on every signal of its scope
+ * reaches it) and waits until its community's feed is trusted; the kind
+ * reads and sends what it starts with; EOSE; ws_sub_go_live_locked (or
+ * both in ws_sub_open_end). A subscription closed by the relay before it
+ * is live owes its CLOSED to the opener, who sends it instead of EOSE (a
+ * sync: what it sent is not exact) or after it (a plain REQ: its stored
+ * events are); once live, whoever closes it sends it at once.
+ */
+
+/* Makes sub subscription id of s, of kind, for channels[0..n) of s's
+ * community (borrowed; none: every channel). */
+void ws_sub_init(struct ws_sub *sub, struct ws_session *s, const char *id,
+		 const struct hub_kind *kind, const char (*channels)[37], size_t n,
+		 void (*release)(struct ws_session *s, struct ws_sub *sub));
+
+/* The subscription whose registration is hs. */
+struct ws_sub *ws_sub_of(const struct hub_sub *hs);
+
+/* Closes sub from the relay's side with reason (nothing when closed
+ * already); the caller holds the session's mu. Once live the CLOSED is
+ * pushed at once (using the outbox's reserve); before, it is owed. */
+void ws_sub_close_locked(struct ws_sub *sub, const char *reason);
+
+/* Same, taking the session's mu. */
+void ws_sub_close(struct ws_sub *sub, const char *reason);
+
+/* A kind's interrupt (hub.h): closes the subscription of hs with reason
+ * once it is past its trust wait (one still waiting has read nothing). */
+void ws_sub_interrupt(struct hub_sub *hs, const char *reason);
+
+/* Drops sub from its session and sends CLOSED with message (the
+ * connection's thread, while opening). */
+void ws_sub_refuse(struct ws_sub *sub, const char *message);
+
+/* Adds sub to its session, registers it with the hub and waits until
+ * its community's feed is trusted, storing the feed's generation.
+ * Returns false when sub was refused (and dropped). */
+bool ws_sub_open_begin(struct ws_sub *sub, uint64_t *generation);
+
+/* After EOSE, under the session's mu: makes sub live. Returns false when
+ * it was closed meanwhile (its CLOSED is pushed now). */
+bool ws_sub_go_live_locked(struct ws_sub *sub);
+
+/* The end of a sync's opening: unless sub was closed meanwhile or the
+ * feed was interrupted since generation, sends EOSE and makes it live;
+ * one closed before is refused instead. Returns true when sub is live and
+ * its turns are the caller's to start (hub_sub_start). */
+bool ws_sub_open_end(struct ws_sub *sub, uint64_t generation);
+
+/* On the connection's thread. */
 struct ws_sub *ws_session_find_sub(struct ws_session *s, const char *id);
 void ws_session_add_sub(struct ws_session *s, struct ws_sub *sub);
 /* Unlinks sub and releases it. */

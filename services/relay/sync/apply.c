@@ -102,7 +102,7 @@ void sync_pending_init(struct sync_sub *sub)
 
 static struct sync_sub *sync_of(const struct hub_sub *hs)
 {
-	return (struct sync_sub *)sync_head_of(hs);
+	return (struct sync_sub *)ws_sub_of(hs);
 }
 
 /* Holds a change of artifact d (NULL: of the reader's access) that signal
@@ -247,7 +247,7 @@ static void kill_all(struct batch *b, const char *reason)
 
 	for (i = 0; i < b->n; i++) {
 		if (!b->works[i].skip) {
-			sync_close(&b->works[i].sub->head, reason);
+			ws_sub_close(&b->works[i].sub->head, reason);
 			b->works[i].skip = true;
 		}
 	}
@@ -266,10 +266,10 @@ static int collect(struct batch *b)
 		struct sync_sub *sub = w->sub;
 
 		pthread_mutex_lock(&sub->head.session->mu);
-		w->skip = sub->head.base.dead;
+		w->skip = sub->head.dead;
 		pthread_mutex_unlock(&sub->head.session->mu);
 		if (!w->skip && w->overflow) {
-			sync_close(&sub->head, w->overflow);
+			ws_sub_close(&sub->head, w->overflow);
 			w->skip = true;
 		}
 		if (w->skip)
@@ -729,25 +729,25 @@ static int push(struct batch *b, struct work *w, const char *json, size_t len)
 	struct ws_session *s = sub->head.session;
 	int rc;
 
-	if (b->frame_json != json || strcmp(b->frame_sub, sub->head.base.id)) {
+	if (b->frame_json != json || strcmp(b->frame_sub, sub->head.id)) {
 		comb_buf_reset(&b->frame);
 		b->frame_json = NULL;
-		if (ws_format_event(&b->frame, sub->head.base.id, json, len)) {
-			sync_close(&sub->head, "error: out of memory");
+		if (ws_format_event(&b->frame, sub->head.id, json, len)) {
+			ws_sub_close(&sub->head, "error: out of memory");
 			return COMB_ENOMEM;
 		}
 		b->frame_json = json;
-		snprintf(b->frame_sub, sizeof(b->frame_sub), "%s", sub->head.base.id);
+		snprintf(b->frame_sub, sizeof(b->frame_sub), "%s", sub->head.id);
 	}
 	pthread_mutex_lock(&s->mu);
-	if (sub->head.base.dead) {
+	if (sub->head.dead) {
 		rc = COMB_EIO;
 	} else {
 		rc = ws_outbox_push(s->outbox, WS_OP_TEXT, b->frame.data, b->frame.len, 0);
 		if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM)
-			sync_close_locked(&sub->head, "resync: slow consumer");
+			ws_sub_close_locked(&sub->head, "resync: slow consumer");
 		else if (rc)
-			sub->head.base.dead = true;  /* the connection is closing */
+			sub->head.dead = true;  /* the connection is closing */
 	}
 	pthread_mutex_unlock(&s->mu);
 	return rc;
@@ -791,7 +791,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 				return 0;
 			if (!known && sub->known.count >= sub->known.max) {
 				/* A fresh open would be refused now. */
-				sync_close(&sub->head, "resync: sync set too large");
+				ws_sub_close(&sub->head, "resync: sync set too large");
 				return COMB_ETOOBIG;
 			}
 			rc = push(b, w, json, len);
@@ -799,7 +799,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 				return rc;
 			rc = ws_held_map_put(&sub->known, d, seq);
 			if (rc) {
-				sync_close(&sub->head, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
+				ws_sub_close(&sub->head, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
 								  : "error: out of memory");
 				return COMB_ENOMEM;
 			}
@@ -818,7 +818,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 	json = k ? move_marker(b, sub, k, &len) : NULL;
 	if (!json) {
 		/* It left, and no stored move says how: say so. */
-		sync_close(&sub->head, "resync: artifact left the sync");
+		ws_sub_close(&sub->head, "resync: artifact left the sync");
 		return COMB_ENOTFOUND;
 	}
 	rc = push(b, w, json, len);
@@ -832,7 +832,7 @@ static void apply_work(struct batch *b, struct work *w)
 	size_t j;
 
 	if (!probes_readable(b, w)) {
-		sync_close(&w->sub->head, "resync: access changed");
+		ws_sub_close(&w->sub->head, "resync: access changed");
 		w->skip = true;
 		return;
 	}
@@ -900,7 +900,7 @@ static void current_run(void *scratch, struct hub_sub **subs, size_t n)
 		for (i = 0; i < n; i++) {
 			struct sync_sub *sub = sync_of(subs[i]);
 
-			sync_close(&sub->head, "error: out of memory");
+			ws_sub_close(&sub->head, "error: out of memory");
 			sub->closed = true;
 			ws_held_map_release(&sub->taken);
 		}
@@ -971,7 +971,7 @@ static void batch_free(void *scratch)
 
 const struct hub_kind sync_current_kind = {
 	.signal = current_signal,
-	.interrupt = sync_interrupt,
+	.interrupt = ws_sub_interrupt,
 	.most = BATCH,
 	.take = current_take,
 	.run = current_run,

@@ -144,7 +144,7 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 		snprintf(why, whylen, "error: out of memory");
 		return NULL;
 	}
-	sync_head_init(&sub->head, s, id, &sync_current_kind,
+	ws_sub_init(&sub->head, s, id, &sync_current_kind,
 		       (const char (*)[37])sub->channels, sub->nchannels, sub_release);
 	sync_pending_init(sub);
 	return sub;
@@ -416,8 +416,8 @@ static void finish(struct sync_sub *sub, uint64_t generation)
 	const char *overflow = sync_overflowed(sub);
 
 	if (overflow)
-		sync_close(&sub->head, overflow);
-	if (sync_open_end(&sub->head, generation))
+		ws_sub_close(&sub->head, overflow);
+	if (ws_sub_open_end(&sub->head, generation))
 		hub_sub_start(&sub->head.hub, false);
 }
 
@@ -441,16 +441,16 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 		ws_send_closed(s, sub_id, why, WS_PUSH_WAIT);
 		return;
 	}
-	if (!sync_open_begin(&sub->head, &generation))
+	if (!ws_sub_open_begin(&sub->head, &generation))
 		return;
 	/* the snapshot is read at the primary's position of this moment or
 	 * later: what committed before the registration is in it */
 	if (ws_session_access_now(s, &at)) {
-		sync_refuse(&sub->head, "error: database unavailable");
+		ws_sub_refuse(&sub->head, "error: database unavailable");
 		return;
 	}
 	t1 = hub_now_ms();
-	ws_event_batch_init(&st.batch, s, sub->head.base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
+	ws_event_batch_init(&st.batch, s, sub->head.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	st.sub = sub;
 	rc = snapshot(sub, &st, at, why, sizeof(why));
 	t2 = hub_now_ms();
@@ -460,14 +460,14 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 	if (rc == 0)
 		rc = ws_event_batch_flush(&st.batch, why, sizeof(why));
 	comb_debug("sync %s: %zu artifacts (rc %d); feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
-		   sub->head.base.id, st.n, rc, t1 - t0, t2 - t1, hub_now_ms() - t2);
+		   sub->head.id, st.n, rc, t1 - t0, t2 - t1, hub_now_ms() - t2);
 	stream_release(&st);
 	if (rc == COMB_EIO) {
-		ws_session_drop_sub(s, &sub->head.base);  /* the connection is closing */
+		ws_session_drop_sub(s, &sub->head);  /* the connection is closing */
 		return;
 	}
 	if (rc) {
-		sync_refuse(&sub->head, why);
+		ws_sub_refuse(&sub->head, why);
 		return;
 	}
 	finish(sub, generation);

@@ -63,7 +63,7 @@
 #define GROUP_MAX 1024
 
 struct resume_sub {
-	struct sync_head head;          /* first */
+	struct ws_sub head;          /* first */
 	json_t *filter;                 /* owned: the incremental filter */
 	char (*channels)[37];           /* owned, sorted; none: no #h */
 	size_t nchannels;
@@ -164,7 +164,7 @@ static bool in_scope(const struct resume_sub *sub, const char *channel)
 
 static struct resume_sub *resume_of(const struct hub_sub *hs)
 {
-	return (struct resume_sub *)sync_head_of(hs);
+	return (struct resume_sub *)ws_sub_of(hs);
 }
 
 /* ------------------------------------------------------------------ */
@@ -318,14 +318,14 @@ static void deliver(struct resume_sub *sub, const struct page *pg,
 		    struct page_frame *frame)
 {
 	struct ws_session *s = sub->head.session;
-	const char *id = sub->head.base.id;
+	const char *id = sub->head.id;
 	int rc;
 
 	if (pg->items > 0 || (sub->read_quiet && strcmp(pg->cursor, sub->sent))) {
 		if (!frame->built || strcmp(frame->sub, id)) {
 			frame->built = false;
 			if (format_changes(&frame->buf, id, pg)) {
-				sync_close(&sub->head, "error: out of memory");
+				ws_sub_close(&sub->head, "error: out of memory");
 				sub->reading = false;
 				return;
 			}
@@ -333,13 +333,13 @@ static void deliver(struct resume_sub *sub, const struct page *pg,
 			snprintf(frame->sub, sizeof(frame->sub), "%s", id);
 		}
 		pthread_mutex_lock(&s->mu);
-		rc = sub->head.base.dead ? COMB_EIO :
+		rc = sub->head.dead ? COMB_EIO :
 			ws_outbox_push(s->outbox, WS_OP_TEXT, frame->buf.data,
 				       frame->buf.len, 0);
 		if ((rc == COMB_ETOOBIG || rc == COMB_ENOMEM) && ++sub->slow > SLOW_LIMIT)
-			sync_close_locked(&sub->head, "resync: slow consumer");
+			ws_sub_close_locked(&sub->head, "resync: slow consumer");
 		else if (rc == COMB_EIO)
-			sub->head.base.dead = true;  /* the connection is closing */
+			sub->head.dead = true;  /* the connection is closing */
 		pthread_mutex_unlock(&s->mu);
 		if (rc) {
 			/* the cursor stays: the same read is done again */
@@ -380,7 +380,7 @@ static void changes_run(void *scratch, struct hub_sub **group, size_t n)
 		if (sub->read_lsn > at_least)
 			at_least = sub->read_lsn;
 		pthread_mutex_lock(&sub->head.session->mu);
-		sub->reading = !sub->head.base.dead;
+		sub->reading = !sub->head.dead;
 		pthread_mutex_unlock(&sub->head.session->mu);
 	}
 	while (reading > 0) {
@@ -413,7 +413,7 @@ static void changes_run(void *scratch, struct hub_sub **group, size_t n)
 			if (!sub->reading)
 				continue;
 			if (rc) {
-				sync_close(&sub->head, why);
+				ws_sub_close(&sub->head, why);
 				sub->reading = false;
 				continue;
 			}
@@ -458,7 +458,7 @@ static double changes_next(struct hub_sub *hs, double now)
 	bool dead;
 
 	pthread_mutex_lock(&sub->head.session->mu);
-	dead = sub->head.base.dead;
+	dead = sub->head.dead;
 	pthread_mutex_unlock(&sub->head.session->mu);
 	if (dead)
 		return -1;
@@ -477,7 +477,7 @@ static double changes_next(struct hub_sub *hs, double now)
 
 const struct hub_kind sync_changes_kind = {
 	.signal = changes_signal,
-	.interrupt = sync_interrupt,
+	.interrupt = ws_sub_interrupt,
 	.together = same_cursor,
 	.most = GROUP_MAX,
 	.take = changes_take,
@@ -557,7 +557,7 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 		sub->nchannels = in.nchannels;
 		qsort(sub->channels, sub->nchannels, sizeof(*sub->channels), sync_cmp_channel);
 	}
-	sync_head_init(&sub->head, s, id, &sync_changes_kind,
+	ws_sub_init(&sub->head, s, id, &sync_changes_kind,
 		       (const char (*)[37])sub->channels, sub->nchannels, sub_release);
 	sub->retry_ms = RETRY_FIRST_MS;
 	metrics_add(METRIC_RESUMABLE_SYNCS, 1);
@@ -616,7 +616,7 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
 			}
 			first = false;
 		}
-		if (changes_frame_start(&pg.answer, sub->head.base.id)) {
+		if (changes_frame_start(&pg.answer, sub->head.id)) {
 			rc = comb_fail(why, whylen, COMB_ENOMEM, "error: out of memory");
 			break;
 		}
@@ -667,7 +667,7 @@ static int catch_up(struct resume_sub *sub, char *why, size_t whylen)
  * the catch-up and learns whether the horizon passed the registration. */
 static void finish(struct resume_sub *sub, uint64_t generation)
 {
-	if (!sync_open_end(&sub->head, generation))
+	if (!ws_sub_open_end(&sub->head, generation))
 		return;
 	hub_lock();
 	sub->quiet_at = sub->sent_ms + changes.relay->cfg.sync_quiet_ms;
@@ -696,15 +696,15 @@ void ws_resume_open(struct ws_session *s, const char *sub_id,
 		ws_send_closed(s, sub_id, why, WS_PUSH_WAIT);
 		return;
 	}
-	if (!sync_open_begin(&sub->head, &generation))
+	if (!ws_sub_open_begin(&sub->head, &generation))
 		return;
 	rc = catch_up(sub, why, sizeof(why));
 	if (rc == COMB_EIO) {
-		ws_session_drop_sub(s, &sub->head.base);  /* the connection is closing */
+		ws_session_drop_sub(s, &sub->head);  /* the connection is closing */
 		return;
 	}
 	if (rc) {
-		sync_refuse(&sub->head, why);
+		ws_sub_refuse(&sub->head, why);
 		return;
 	}
 	finish(sub, generation);

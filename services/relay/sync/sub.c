@@ -1,21 +1,14 @@
 /*
  * What a sync of either kind (current.c and apply.c's `current` syncs,
- * resume.c's resumable ones) is to its connection and the hub (see
- * sync_int.h): opening it, closing it and who sends its CLOSED (while it
- * opens, at the end of its opening, once live); and what the opener and
- * the turns of a `current` sync both ask of it: whether a channel or type
- * is its own. Below the kinds, it calls none of them but through the
- * table of kinds.
+ * resume.c's resumable ones) asks (see sync_int.h): the keys its filter
+ * may hold, whether a channel or type is its own, its community's access
+ * epoch; and the table of the kinds.
  */
-#include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comb/error.h"
-#include "feed/feed.h"
-#include "session/session.h"
 #include "sync.h"
 #include "sync_int.h"
 
@@ -74,118 +67,3 @@ int sync_check_keys(const json_t *filter, const char *const *keys, const char *w
 const struct hub_kind *const sync_kinds[SYNC_KINDS] = {
 	&sync_current_kind, &sync_changes_kind,
 };
-
-struct sync_head *sync_head_of(const struct hub_sub *hs)
-{
-	return (struct sync_head *)(void *)((char *)hs - offsetof(struct sync_head, hub));
-}
-
-void sync_head_init(struct sync_head *h, struct ws_session *s, const char *id,
-		    const struct hub_kind *kind, const char (*channels)[37], size_t n,
-		    void (*release)(struct ws_session *s, struct ws_sub *base))
-{
-	snprintf(h->base.id, sizeof(h->base.id), "%s", id);
-	h->base.release = release;
-	h->session = s;
-	h->hub.kind = kind;
-	h->hub.community = s->community.id;
-	h->hub.channels = channels;
-	h->hub.nchannels = n;
-	h->hub.reader = s->pubkey;
-	h->hub.access = &s->access;
-	h->hub.turn.owner = &s->turns;
-}
-
-void sync_close_locked(struct sync_head *h, const char *reason)
-{
-	if (h->base.dead)
-		return;
-	h->base.dead = true;
-	if (h->closing.live)
-		ws_send_closed(h->session, h->base.id, reason, WS_PUSH_RESERVED);
-	else
-		snprintf(h->closing.dead_reason, sizeof(h->closing.dead_reason), "%s", reason);
-}
-
-void sync_close(struct sync_head *h, const char *reason)
-{
-	pthread_mutex_lock(&h->session->mu);
-	sync_close_locked(h, reason);
-	pthread_mutex_unlock(&h->session->mu);
-}
-
-void sync_interrupt(struct hub_sub *hs, const char *reason)
-{
-	struct sync_head *h = sync_head_of(hs);
-
-	pthread_mutex_lock(&h->session->mu);
-	if (h->started)
-		sync_close_locked(h, reason);
-	pthread_mutex_unlock(&h->session->mu);
-}
-
-void sync_refuse(struct sync_head *h, const char *message)
-{
-	struct ws_session *s = h->session;
-	char text[300], id[WS_SUB_ID_MAX + 1];
-
-	snprintf(text, sizeof(text), "%s", message);
-	snprintf(id, sizeof(id), "%s", h->base.id);
-	ws_session_drop_sub(s, &h->base);
-	ws_send_closed(s, id, text, WS_PUSH_WAIT);
-}
-
-bool sync_open_begin(struct sync_head *h, uint64_t *generation)
-{
-	struct ws_session *s = h->session;
-
-	ws_session_add_sub(s, &h->base);
-	if (hub_sub_add(&h->hub)) {
-		sync_refuse(h, "error: out of memory");
-		return false;
-	}
-	/* registered first: from here every change of the scope reaches it */
-	if (feed_wait_trusted(h->hub.community, feed_trust_wait_ms(&s->relay->cfg),
-			      generation)) {
-		sync_refuse(h, "error: change feed unavailable");
-		return false;
-	}
-	pthread_mutex_lock(&s->mu);
-	h->started = true;
-	pthread_mutex_unlock(&s->mu);
-	return true;
-}
-
-bool sync_open_end(struct sync_head *h, uint64_t generation)
-{
-	struct ws_session *s = h->session;
-	char reason[sizeof(h->closing.dead_reason)];
-	bool dead;
-
-	if (!feed_still_trusted(h->hub.community, generation))
-		sync_close(h, FEED_INTERRUPTED);
-	pthread_mutex_lock(&s->mu);
-	dead = h->base.dead;
-	memcpy(reason, h->closing.dead_reason, sizeof(reason));
-	pthread_mutex_unlock(&s->mu);
-	if (dead) {
-		sync_refuse(h, reason);
-		return false;
-	}
-	if (ws_send_eose(s, h->base.id, WS_PUSH_WAIT)) {
-		ws_session_drop_sub(s, &h->base);  /* the connection is closing */
-		return false;
-	}
-	pthread_mutex_lock(&s->mu);
-	h->closing.live = true;
-	dead = h->base.dead;
-	memcpy(reason, h->closing.dead_reason, sizeof(reason));
-	pthread_mutex_unlock(&s->mu);
-	if (dead) {
-		/* Closed while EOSE was on its way: what was sent up to EOSE
-		 * was exact, what would follow is not. */
-		ws_send_closed(s, h->base.id, reason, WS_PUSH_WAIT);
-		return false;
-	}
-	return true;
-}

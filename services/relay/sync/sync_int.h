@@ -1,7 +1,7 @@
 /*
  * Internals of artifact sync shared by sub.c (what a sync of either kind
- * is to its connection and the hub, opening and closing it), current.c
- * (filter, snapshot, EOSE), apply.c (the `current` kind's turns: re-read
+ * asks of its filter and channels; its life is session/'s, struct
+ * ws_sub), current.c (filter, snapshot, EOSE), apply.c (the `current` kind's turns: re-read
  * changed artifacts and send frames) and resume.c (the `changes` kind).
  * Artifacts are kept by their d's 16 bytes (comb_uuid_parse) in held maps
  * (session.h).
@@ -30,24 +30,7 @@
 #define WS_SYNC_MAX_HELD 1024
 
 /* ------------------------------------------------------------------ */
-/* a sync of either kind (sub.c) */
-
-/* Guarded by the session's mu. */
-struct sync_closing {
-	bool live;                      /* EOSE decided: CLOSED goes out now */
-	char dead_reason[300];          /* the CLOSED owed while not live */
-};
-
-/* What a sync of either kind is to its connection and to the hub; the
- * first member of both. */
-struct sync_head {
-	struct ws_sub base;             /* first: the session's list */
-	struct ws_session *session;     /* borrowed */
-	struct hub_sub hub;             /* its registration (hub/) */
-	/* guarded by session->mu */
-	bool started;                   /* past the trust check */
-	struct sync_closing closing;
-};
+/* what a sync of either kind asks (sub.c) */
 
 /* Refuses a filter holding a key outside keys (NULL-terminated):
  * `invalid: <what> takes no limit` (or offset), else `invalid: <what>
@@ -56,56 +39,11 @@ struct sync_head {
 int sync_check_keys(const json_t *filter, const char *const *keys, const char *what,
 		    const char *allowed, char *why, size_t whylen);
 
-/* The sync whose registration is hs. */
-struct sync_head *sync_head_of(const struct hub_sub *hs);
-
-/* Makes h the head of sync id on session s, for kind, in s's community,
- * of channels[0..n) (borrowed; none: every channel). */
-void sync_head_init(struct sync_head *h, struct ws_session *s, const char *id,
-		    const struct hub_kind *kind, const char (*channels)[37], size_t n,
-		    void (*release)(struct ws_session *s, struct ws_sub *base));
-
-/*
- * Closes h from the relay's side with reason; the caller holds
- * h->session->mu. Once live the CLOSED is pushed at once (using the
- * outbox's reserve); before, the opener sends it instead of EOSE.
- */
-void sync_close_locked(struct sync_head *h, const char *reason);
-
-/* Same, taking the session's mu. */
-void sync_close(struct sync_head *h, const char *reason);
-
-/* The kinds' interrupt (hub/): closes the sync of hs with reason once it
- * is past its trust check (one still waiting for it has read nothing). */
-void sync_interrupt(struct hub_sub *hs, const char *reason);
-
-/* Drops h from its session and sends CLOSED with message (the
- * connection's thread, while opening). */
-void sync_refuse(struct sync_head *h, const char *message);
-
-/*
- * The start of an opening, on the connection's thread: adds h to its
- * session, registers it with the hub (from then on every signal of its
- * scope reaches it) and waits until the community's feed is trusted,
- * storing the feed's generation. Returns false when h was refused (and
- * dropped).
- */
-bool sync_open_begin(struct sync_head *h, uint64_t *generation);
-
-/*
- * The end of an opening: unless h was closed meanwhile or the feed was
- * interrupted since generation, sends EOSE and makes it live. One closed
- * before is refused instead; one closed while EOSE was on its way gets its
- * CLOSED right after EOSE. Returns true when h is live and its turns are
- * the caller's to start (hub_sub_start).
- */
-bool sync_open_end(struct sync_head *h, uint64_t generation);
-
 /* ------------------------------------------------------------------ */
 /* one sync */
 
 struct sync_sub {
-	struct sync_head head;          /* first */
+	struct ws_sub head;             /* first */
 	int64_t community;
 	char (*channels)[37];           /* owned, sorted, distinct */
 	size_t nchannels;
@@ -139,7 +77,7 @@ struct sync_sub {
 };
 
 /* ------------------------------------------------------------------ */
-/* a sync's own questions, and closing it (sub.c) */
+/* a sync's own questions (sub.c) */
 
 /* The orders sub->channels (an array of char[37]) and sub->types (an
  * array of strings) are sorted in and searched by (qsort comparators). */

@@ -1,13 +1,15 @@
 /*
  * Plain REQ subscriptions (see ws_int.h).
  *
- * Order of a REQ: the subscription registers for live events first, in a
- * pending state that holds what arrives; then the stored events are read
+ * Order of a REQ (session.h, "sub.c"): the subscription registers for
+ * live events first and holds what arrives until it is live; it waits
+ * until its community's feed is trusted; then the stored events are read
  * (one query per filter, the same SQL shape and access rule as POST
  * /query) and sent; then EOSE; then, under the session's mu, the held
  * events that were not already sent as stored ones, and the subscription
  * turns live. So nothing committed after the REQ arrived is missed, and
- * nothing is sent twice.
+ * nothing is sent twice. Closed by the relay before it is live, it still
+ * sends its stored events and EOSE, then CLOSED.
  *
  * Live events are pushed without waiting; a full outbox closes the
  * subscription with `resync: slow consumer`.
@@ -42,20 +44,15 @@ struct held {
 };
 
 struct plain_sub {
-	struct ws_sub base;              /* first: the session's list */
-	struct ws_session *session;
+	struct ws_sub head;              /* first */
 	json_t *filters_json;            /* owned; the filters borrow from it */
 	struct plain_filter *filters;
 	size_t nfilters;
 	char (*channels)[37];            /* live interest; none: community */
 	size_t nchannels;
-	struct hub_sub hub;              /* its registration (hub/) */
-	/* guarded by session->mu */
-	bool pending;                    /* before its EOSE went out */
-	bool awaiting_feed;              /* before its feed was trusted */
+	/* guarded by the session's mu: what arrived before it was live */
 	struct held *held_head, *held_tail;
 	bool held_overflow;
-	char dead_reason[160];           /* the CLOSED owed while pending */
 	/* bytes counted against the connection's budget (ws_session_hold):
 	 * the sub itself, its filters and the held events */
 	atomic_size_t held_bytes;
@@ -71,7 +68,7 @@ struct plain_sub {
 
 static struct plain_sub *sub_of(const struct hub_sub *hs)
 {
-	return (struct plain_sub *)(void *)((char *)hs - offsetof(struct plain_sub, hub));
+	return (struct plain_sub *)ws_sub_of(hs);
 }
 
 /* ------------------------------------------------------------------ */
@@ -143,19 +140,6 @@ bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev
 /* the kind of subscription a plain REQ is to the hub: live events from
  * the live delivery thread (feed/), interruptions */
 
-/* Closes sub from the relay's side; the caller holds session->mu. While
- * pending, the REQ's own thread sends the CLOSED after its EOSE. */
-static void kill_locked(struct plain_sub *sub, const char *reason)
-{
-	if (sub->base.dead)
-		return;
-	sub->base.dead = true;
-	if (sub->pending)
-		snprintf(sub->dead_reason, sizeof(sub->dead_reason), "%s", reason);
-	else
-		ws_send_closed(sub->session, sub->base.id, reason, WS_PUSH_RESERVED);
-}
-
 /* The kind's match (hub.h): some filter matches the event. */
 static bool live_match(struct hub_sub *hs, const struct hub_event *ev, bool *named)
 {
@@ -202,7 +186,7 @@ static int mark_sent(struct ws_held_map *sent, const char *id)
  * when that would pass it (nothing counted then). */
 static bool sub_hold(struct plain_sub *sub, size_t bytes)
 {
-	if (!ws_session_hold(sub->session, bytes))
+	if (!ws_session_hold(sub->head.session, bytes))
 		return false;
 	atomic_fetch_add(&sub->held_bytes, bytes);
 	return true;
@@ -212,7 +196,7 @@ static bool sub_hold(struct plain_sub *sub, size_t bytes)
 static void sub_unhold(struct plain_sub *sub, size_t bytes)
 {
 	atomic_fetch_sub(&sub->held_bytes, bytes);
-	ws_session_unhold(sub->session, bytes);
+	ws_session_unhold(sub->head.session, bytes);
 }
 
 /* The kind's deliver (hub.h): held while the stored events are sent,
@@ -221,20 +205,20 @@ static void sub_unhold(struct plain_sub *sub, size_t bytes)
 static void live_deliver(struct hub_sub *hs, const struct hub_event *ev)
 {
 	struct plain_sub *sub = sub_of(hs);
-	struct ws_session *s = sub->session;
+	struct ws_session *s = sub->head.session;
 	struct comb_buf frame;
 	struct held *h;
 	int rc;
 
 	comb_buf_init(&frame, ev->json_len + 256);
-	if (ws_format_event(&frame, sub->base.id, ev->json, ev->json_len)) {
+	if (ws_format_event(&frame, sub->head.id, ev->json, ev->json_len)) {
 		comb_buf_release(&frame);
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (sub->base.dead || sent_before(&sub->stored, ev->ev->id)) {
+	if (sub->head.dead || sent_before(&sub->stored, ev->ev->id)) {
 		/* closed already, or sent as a stored event */
-	} else if (sub->pending) {
+	} else if (!sub->head.live) {
 		size_t cost = sizeof(*h) + frame.len;
 
 		h = NULL;
@@ -259,28 +243,16 @@ static void live_deliver(struct hub_sub *hs, const struct hub_event *ev)
 	} else {
 		rc = ws_outbox_push(s->outbox, WS_OP_TEXT, frame.data, frame.len, 0);
 		if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM)
-			kill_locked(sub, "resync: slow consumer");
+			ws_sub_close_locked(&sub->head, "resync: slow consumer");
 		else if (rc)
-			sub->base.dead = true;  /* the connection is closing */
+			sub->head.dead = true;  /* the connection is closing */
 	}
 	pthread_mutex_unlock(&s->mu);
 	comb_buf_release(&frame);
 }
 
-/* An interruption of the feed closes the subscription, unless it has not
- * read anything yet: it is still waiting for a trusted feed. */
-static void live_interrupt(struct hub_sub *hs, const char *reason)
-{
-	struct plain_sub *sub = sub_of(hs);
-
-	pthread_mutex_lock(&sub->session->mu);
-	if (!sub->awaiting_feed)
-		kill_locked(sub, reason);
-	pthread_mutex_unlock(&sub->session->mu);
-}
-
 static const struct hub_kind plain_kind = {
-	.interrupt = live_interrupt,
+	.interrupt = ws_sub_interrupt,
 	.match = live_match,
 	.deliver = live_deliver,
 };
@@ -304,10 +276,9 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 {
 	struct plain_sub *sub = (struct plain_sub *)base;
 
-	(void)s;
-	hub_sub_remove(&sub->hub);
+	hub_sub_remove(&sub->head.hub);
 	free_held(sub);
-	ws_session_unhold(sub->session, atomic_load(&sub->held_bytes));
+	ws_session_unhold(s, atomic_load(&sub->held_bytes));
 	ws_held_map_release(&sub->stored);
 	free(sub->channels);
 	free(sub->filters);
@@ -426,7 +397,7 @@ static int send_first(struct plain_sub *sub, struct ws_event_batch *out,
 		      char first[FIRST_EVENTS][65], int *nfirst, char *why,
 		      size_t whylen)
 {
-	struct ws_session *s = sub->session;
+	struct ws_session *s = sub->head.session;
 	struct plain_filter head = *f;
 	int64_t seqs[FIRST_EVENTS];
 	struct event_source bytes;
@@ -486,7 +457,7 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 	size_t i, n, want, taken;
 	int rc = 0, row, nfirst, added;
 
-	ws_event_batch_init(&out, s, sub->base.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
+	ws_event_batch_init(&out, s, sub->head.id, WS_PUSH_WAIT | WS_PUSH_STREAM);
 	for (i = 0; i < sub->nfilters && rc == 0; i++) {
 		const struct plain_filter *f = &sub->filters[i];
 		if (repeated_filter(sub, i))
@@ -528,30 +499,32 @@ static int send_stored(struct ws_session *s, struct plain_sub *sub,
 }
 
 /* After EOSE (send_stored): the held events not sent already, then live;
- * the sub takes over sent. */
+ * the sub takes over sent. One registered checks that its feed stayed
+ * trusted since generation. */
 static void finish_stored(struct ws_session *s, struct plain_sub *sub,
-			  struct ws_held_map *sent)
+			  struct ws_held_map *sent, bool registered, uint64_t generation)
 {
 	struct held *h;
 	int rc;
 
+	if (registered && !feed_still_trusted(sub->head.hub.community, generation))
+		ws_sub_close(&sub->head, FEED_INTERRUPTED);
 	pthread_mutex_lock(&s->mu);
-	sub->pending = false;
-	if (sub->base.dead) {
-		ws_send_closed(s, sub->base.id, sub->dead_reason, WS_PUSH_RESERVED);
+	if (!ws_sub_go_live_locked(&sub->head)) {
+		/* closed before: its CLOSED went out after EOSE */
 	} else if (sub->held_overflow) {
-		kill_locked(sub, WS_BUDGET_EXCEEDED);
+		ws_sub_close_locked(&sub->head, WS_BUDGET_EXCEEDED);
 	} else {
 		for (h = sub->held_head; h; h = h->next) {
 			if (sent_before(sent, h->id))
 				continue;
 			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, h->frame, h->len, 0);
 			if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM) {
-				kill_locked(sub, "resync: slow consumer");
+				ws_sub_close_locked(&sub->head, "resync: slow consumer");
 				break;
 			}
 			if (rc) {
-				sub->base.dead = true;
+				sub->head.dead = true;
 				break;
 			}
 		}
@@ -662,12 +635,8 @@ static struct plain_sub *sub_new(struct ws_session *s, const char *id,
 		snprintf(why, whylen, "error: out of memory");
 		goto fail;
 	}
-	snprintf(sub->base.id, sizeof(sub->base.id), "%s", id);
-	sub->base.release = sub_release;
-	sub->session = s;
+	ws_sub_init(&sub->head, s, id, &plain_kind, NULL, 0, sub_release);
 	sub->nfilters = nfilters;
-	sub->pending = true;
-	sub->awaiting_feed = true;
 	for (i = 0; i < nfilters; i++) {
 		json_t *obj = json_array_get(msg, i + 2);
 
@@ -690,13 +659,6 @@ static struct plain_sub *sub_new(struct ws_session *s, const char *id,
 		goto fail;
 	}
 	atomic_init(&sub->held_bytes, cost);
-	sub->hub = (struct hub_sub){
-		.kind = &plain_kind,
-		.community = s->community.id,
-		.reader = s->pubkey,
-		.access = &s->access,
-		.turn.owner = &s->turns,
-	};
 	return sub;
 fail:
 	if (sub) {
@@ -712,7 +674,8 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 	struct ws_held_map sent;
 	struct plain_sub *sub;
 	struct ws_sub *old;
-	uint64_t generation;
+	uint64_t generation = 0;
+	bool registered;
 	char why[300];
 	const char *id;
 	int open;
@@ -733,40 +696,22 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 		ws_send_closed(s, id, why, WS_PUSH_WAIT);
 		return;
 	}
-	ws_session_add_sub(s, &sub->base);
-	if (set_channels(sub)) {
-		sub->hub.channels = (const char (*)[37])sub->channels;
-		sub->hub.nchannels = sub->nchannels;
-		if (hub_sub_add(&sub->hub)) {
-			ws_session_drop_sub(s, &sub->base);
-			ws_send_closed(s, id, "error: out of memory", WS_PUSH_WAIT);
-			return;
-		}
-	}
-	/* Registered first, then as a sync does: live delivery across nodes
-	 * is only complete once the community's feed is trusted, and any
-	 * later interruption closes the subscription (live_interrupt). */
-	if (feed_wait_trusted(s->community.id, feed_trust_wait_ms(&s->relay->cfg),
-			      &generation)) {
-		ws_session_drop_sub(s, &sub->base);
-		ws_send_closed(s, id, "error: change feed unavailable", WS_PUSH_WAIT);
+	/* Live delivery across nodes is only complete once the community's
+	 * feed is trusted, as for a sync; a REQ no event can match live
+	 * neither registers nor waits. */
+	registered = set_channels(sub);
+	sub->head.hub.channels = (const char (*)[37])sub->channels;
+	sub->head.hub.nchannels = sub->nchannels;
+	if (!registered)
+		ws_session_add_sub(s, &sub->head);
+	else if (!ws_sub_open_begin(&sub->head, &generation))
 		return;
-	}
-	pthread_mutex_lock(&s->mu);
-	sub->awaiting_feed = false;
-	/* an interruption between the trust check and now went unheard */
-	if (!feed_still_trusted(s->community.id, generation))
-		kill_locked(sub, FEED_INTERRUPTED);
-	pthread_mutex_unlock(&s->mu);
-	if (ws_session_access_now(s, &sub->read_at)) {
-		ws_session_drop_sub(s, &sub->base);
-		ws_send_closed(s, id, "error: database unavailable", WS_PUSH_WAIT);
-	} else if (send_stored(s, sub, &sent, why, sizeof(why))) {
-		ws_session_drop_sub(s, &sub->base);
-		ws_send_closed(s, id, why, WS_PUSH_WAIT);
-	} else {
-		finish_stored(s, sub, &sent);
-	}
+	if (ws_session_access_now(s, &sub->read_at))
+		ws_sub_refuse(&sub->head, "error: database unavailable");
+	else if (send_stored(s, sub, &sent, why, sizeof(why)))
+		ws_sub_refuse(&sub->head, why);
+	else
+		finish_stored(s, sub, &sent, registered, generation);
 	ws_held_map_release(&sent);
 }
 
