@@ -1,8 +1,9 @@
 /*
  * Unit tests for the plain NIP-01 filter of services/relay/proto/filter.c:
- * every accepted key, every limit and refusal, and the SQL predicates and
+ * every accepted key, every limit and refusal, the SQL predicates and
  * parameter values a filter becomes (values travel only as parameters,
- * quoted and escaped inside PostgreSQL array literals).
+ * quoted and escaped inside PostgreSQL array literals), and which live
+ * events it matches.
  */
 #include "test_util.h"
 
@@ -392,9 +393,54 @@ static void test_named_channels(void **state)
 	json_decref(obj);
 }
 
+/* True when the filter text matches the event text. */
+static bool matches(const char *filter, const char *event)
+{
+	struct comb_event ev;
+	struct plain_filter f;
+	json_t *obj;
+	char err[200];
+	bool m;
+
+	assert_int_equal(parse(filter, &f, &obj, err, sizeof(err)), 0);
+	assert_int_equal(comb_event_parse(&ev, event, strlen(event), 65536, err,
+					  sizeof(err)), 0);
+	m = filter_matches(&f, &ev);
+	comb_event_release(&ev);
+	json_decref(obj);
+	return m;
+}
+
+static void test_matches(void **state)
+{
+	const char *ev = "{\"id\":\"" ID_A "\",\"pubkey\":\"" ID_B "\","
+			 "\"created_at\":100,\"kind\":9,\"tags\":[[\"h\",\"" UUID_A "\"],"
+			 "[\"e\",\"" ID_B "\",\"wss://x\"],[\"p\"]],\"content\":\"hi\","
+			 "\"sig\":\"" ID_A ID_A "\"}";
+
+	(void)state;
+	assert_true(matches("{}", ev));
+	assert_true(matches("{\"ids\":[\"" ID_B "\",\"" ID_A "\"]}", ev));
+	assert_false(matches("{\"ids\":[\"" ID_B "\"]}", ev));
+	assert_true(matches("{\"authors\":[\"" ID_B "\"],\"kinds\":[1,9]}", ev));
+	assert_false(matches("{\"authors\":[\"" ID_A "\"]}", ev));
+	assert_false(matches("{\"kinds\":[1]}", ev));
+	assert_true(matches("{\"since\":100,\"until\":100}", ev));
+	assert_false(matches("{\"since\":101}", ev));
+	assert_false(matches("{\"until\":99}", ev));
+	/* a tag matches on its name and first value, every predicate must */
+	assert_true(matches("{\"#h\":[\"" UUID_B "\",\"" UUID_A "\"],\"#e\":[\"" ID_B "\"]}", ev));
+	assert_false(matches("{\"#h\":[\"" UUID_A "\"],\"#e\":[\"wss://x\"]}", ev));
+	assert_false(matches("{\"#h\":[\"" UUID_B "\"]}", ev));
+	assert_false(matches("{\"#d\":[\"" UUID_A "\"]}", ev));
+	/* a tag without a value matches nothing */
+	assert_false(matches("{\"#p\":[\"" ID_B "\"]}", ev));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_matches),
 		cmocka_unit_test(test_empty_filter_defaults),
 		cmocka_unit_test(test_every_key),
 		cmocka_unit_test(test_refusals),

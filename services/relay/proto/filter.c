@@ -408,3 +408,70 @@ int filter_named_channels(const struct plain_filter *f, struct comb_buf *out)
 		rc = comb_buf_putc(out, '}');
 	return rc;
 }
+
+/* ------------------------------------------------------------------ */
+/* matching a live event */
+
+/* True when array holds the string s. */
+static bool string_in(const json_t *array, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < json_array_size(array); i++) {
+		const char *v = json_string_value(json_array_get(array, i));
+
+		if (v && !strcmp(v, s))
+			return true;
+	}
+	return false;
+}
+
+/* True when array holds the integer kind. */
+static bool kind_in(const json_t *array, int kind)
+{
+	size_t i;
+
+	for (i = 0; i < json_array_size(array); i++) {
+		if (json_integer_value(json_array_get(array, i)) == kind)
+			return true;
+	}
+	return false;
+}
+
+/* True when ev has a tag named letter whose first value is in values. */
+static bool tag_in(const struct comb_event *ev, char letter, const json_t *values)
+{
+	const char name[2] = {letter, '\0'};
+	size_t i;
+
+	for (i = 0; i < json_array_size(ev->tags); i++) {
+		const json_t *tag = json_array_get(ev->tags, i);
+		const char *n = json_string_value(json_array_get(tag, 0));
+		const char *v = json_string_value(json_array_get(tag, 1));
+
+		if (n && v && !strcmp(n, name) && string_in(values, v))
+			return true;
+	}
+	return false;
+}
+
+bool filter_matches(const struct plain_filter *f, const struct comb_event *ev)
+{
+	int i;
+
+	if (f->ids && !string_in(f->ids, ev->id))
+		return false;
+	if (f->authors && !string_in(f->authors, ev->pubkey))
+		return false;
+	if (f->kinds && !kind_in(f->kinds, ev->kind))
+		return false;
+	if (f->has_since && ev->created_at < f->since)
+		return false;
+	if (f->has_until && ev->created_at > f->until)
+		return false;
+	for (i = 0; i < FILTER_TAGS; i++) {
+		if (f->tags[i] && !tag_in(ev, FILTER_TAG_NAMES[i], f->tags[i]))
+			return false;
+	}
+	return true;
+}

@@ -85,6 +85,13 @@ int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
 void filter_params_release(struct filter_params *params);
 
 /*
+ * True when ev matches the plain filter f, as a live event: ids,
+ * authors, kinds, since, until and the #e #p #h #d predicates (a tag
+ * matches on its name and first value). limit plays no part.
+ */
+bool filter_matches(const struct plain_filter *f, const struct comb_event *ev);
+
+/*
  * Appends the canonical channel UUIDs among the #h values of f as a
  * PostgreSQL uuid[] literal ("{}" when none): the channels the request
  * names. Returns 0 or COMB_ENOMEM / COMB_ETOOBIG.

@@ -214,13 +214,6 @@ struct stream {
 				       * are read: a server that has them */
 };
 
-static void stream_release(struct stream *st)
-{
-	free(st->seqs);
-	st->seqs = NULL;
-	ws_event_batch_release(&st->batch);
-}
-
 /* Reads the big-endian 64-bit integer at p (a binary int8 column). */
 static int64_t int8_at(const char *p)
 {
@@ -461,7 +454,8 @@ void ws_sync_open(struct ws_session *s, const char *sub_id,
 		rc = ws_event_batch_flush(&st.batch, why, sizeof(why));
 	comb_debug("sync %s: %zu artifacts (rc %d); feed wait %.1f ms, snapshot %.1f ms, sending %.1f ms",
 		   sub->head.id, st.n, rc, t1 - t0, t2 - t1, hub_now_ms() - t2);
-	stream_release(&st);
+	free(st.seqs);
+	ws_event_batch_release(&st.batch);
 	if (rc == COMB_EIO) {
 		ws_session_drop_sub(s, &sub->head);  /* the connection is closing */
 		return;

@@ -273,11 +273,6 @@ static int read_page(struct resume_sub *sub, int limit, enum incremental_kind ki
 	return rc;
 }
 
-static void page_release(struct page *pg)
-{
-	comb_buf_release(&pg->answer);
-}
-
 /* Empties out and writes the start of a CHANGES frame for sub_id into
  * it: what comes before the answer. */
 static int changes_frame_start(struct comb_buf *out, const char *sub_id)
@@ -400,7 +395,7 @@ static void changes_run(void *scratch, struct hub_sub **group, size_t n)
 		rc = read_page(reader, limit, INCREMENTAL_LIVE, at_least, &pg, why, sizeof(why));
 		if (rc == COMB_ETOOBIG && limit > 1) {
 			limit /= 2;  /* the same page again, in fewer items */
-			page_release(&pg);
+			comb_buf_release(&pg.answer);
 			continue;
 		}
 		metrics_add(rc == 0 && pg.items > 0 ? METRIC_RESUMABLE_READS
@@ -420,7 +415,7 @@ static void changes_run(void *scratch, struct hub_sub **group, size_t n)
 			deliver(sub, &pg, &frame);
 			reading += sub->reading;
 		}
-		page_release(&pg);
+		comb_buf_release(&pg.answer);
 	}
 	comb_buf_release(&frame.buf);
 }

@@ -25,15 +25,10 @@ int sync_cmp_type(const void *a, const void *b)
 struct comb_db_stmt sync_epochs_stmt = COMB_DB_STMT(
 	"SELECT id, access_epoch FROM communities WHERE id = ANY ($1::bigint[])", 1);
 
-const char *sync_find_channel(const struct sync_sub *sub, const char *channel)
-{
-	return bsearch(channel, sub->channels, sub->nchannels,
-		       sizeof(sub->channels[0]), sync_cmp_channel);
-}
-
 bool sync_has_channel(const struct sync_sub *sub, const char *channel)
 {
-	return sync_find_channel(sub, channel) != NULL;
+	return bsearch(channel, sub->channels, sub->nchannels,
+		       sizeof(sub->channels[0]), sync_cmp_channel) != NULL;
 }
 
 bool sync_has_type(const struct sync_sub *sub, const char *type)

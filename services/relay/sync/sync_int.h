@@ -87,10 +87,6 @@ int sync_cmp_type(const void *a, const void *b);
 /* True when channel (canonical text) is one of sub's channels. */
 bool sync_has_channel(const struct sync_sub *sub, const char *channel);
 
-/* sub's own copy of channel (canonical text), or NULL when it is not one
- * of sub's channels. */
-const char *sync_find_channel(const struct sync_sub *sub, const char *channel);
-
 /* The access epochs of communities: parameter a bigint[] literal of
  * their ids; rows (id, access_epoch). */
 extern struct comb_db_stmt sync_epochs_stmt;

@@ -27,13 +27,6 @@ void ws_req_open(struct ws_session *s, const json_t *msg);
 /* Handles ["CLOSE", id]: the subscription stops at once, silently. */
 void ws_req_close(struct ws_session *s, const json_t *msg);
 
-/*
- * True when ev matches the plain filter f: ids, authors, kinds, since,
- * until and the #e #p #h #d predicates (a tag matches on its name and
- * first value). limit plays no part.
- */
-bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev);
-
 /* The client address of the connection whose message this thread is
  * handling ("" outside one): what its writes count against (ws.c). */
 const char *ws_message_client_addr(void);

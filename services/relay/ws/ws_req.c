@@ -72,71 +72,6 @@ static struct plain_sub *sub_of(const struct hub_sub *hs)
 }
 
 /* ------------------------------------------------------------------ */
-/* matching */
-
-static bool string_in(const json_t *array, const char *s)
-{
-	size_t i;
-
-	for (i = 0; i < json_array_size(array); i++) {
-		const char *v = json_string_value(json_array_get(array, i));
-
-		if (v && !strcmp(v, s))
-			return true;
-	}
-	return false;
-}
-
-static bool kind_in(const json_t *array, int kind)
-{
-	size_t i;
-
-	for (i = 0; i < json_array_size(array); i++) {
-		if (json_integer_value(json_array_get(array, i)) == kind)
-			return true;
-	}
-	return false;
-}
-
-/* True when ev has a tag named letter whose first value is in values. */
-static bool tag_in(const struct comb_event *ev, char letter, const json_t *values)
-{
-	const char name[2] = {letter, '\0'};
-	size_t i;
-
-	for (i = 0; i < json_array_size(ev->tags); i++) {
-		const json_t *tag = json_array_get(ev->tags, i);
-		const char *n = json_string_value(json_array_get(tag, 0));
-		const char *v = json_string_value(json_array_get(tag, 1));
-
-		if (n && v && !strcmp(n, name) && string_in(values, v))
-			return true;
-	}
-	return false;
-}
-
-bool ws_filter_matches(const struct plain_filter *f, const struct comb_event *ev)
-{
-	int i;
-
-	if (f->ids && !string_in(f->ids, ev->id))
-		return false;
-	if (f->authors && !string_in(f->authors, ev->pubkey))
-		return false;
-	if (f->kinds && !kind_in(f->kinds, ev->kind))
-		return false;
-	if (f->has_since && ev->created_at < f->since)
-		return false;
-	if (f->has_until && ev->created_at > f->until)
-		return false;
-	for (i = 0; i < FILTER_TAGS; i++) {
-		if (f->tags[i] && !tag_in(ev, FILTER_TAG_NAMES[i], f->tags[i]))
-			return false;
-	}
-	return true;
-}
-
-/* ------------------------------------------------------------------ */
 /* the kind of subscription a plain REQ is to the hub: live events from
  * the live delivery thread (feed/), interruptions */
 
@@ -148,7 +83,7 @@ static bool live_match(struct hub_sub *hs, const struct hub_event *ev, bool *nam
 	size_t i;
 
 	for (i = 0; i < sub->nfilters; i++) {
-		if (ws_filter_matches(&sub->filters[i], ev->ev)) {
+		if (filter_matches(&sub->filters[i], ev->ev)) {
 			any = true;
 			/* A filter naming channels matched, so it names this one. */
 			if (sub->filters[i].tags[2])
