@@ -25,6 +25,9 @@
 //     artifact_heads_live is gone, and the incremental first page walks
 //     the key index-only;
 //   - a `current` read by tag is answered from artifact_heads_tags.
+// Last, the rollback of docs/operations.md ("Upgrading to 0023") is run:
+// afterwards the previous release's "#d" read (event_tags alone) finds
+// every revision, and a run of creates stores its d rows again.
 // Prints one JSON object on stdout; exit status 1 when a check fails.
 //
 // Environment (set by scripts/bench.sh): BENCH_PGPORT, BENCH_BUILD_DIR,
@@ -266,6 +269,34 @@ async function main() {
 	const liveGone = await q("SELECT to_regclass('artifact_heads_live') IS NULL");
 	const pagePlan = await q(`EXPLAIN SELECT h.d, h.accepted_seq FROM artifact_heads h WHERE h.community_id = ${community}` +
 		" AND h.d > '00000000-0000-0000-0000-000000000000' AND NOT h.deleted AND NOT h.redacted ORDER BY h.d LIMIT 100");
+	// The rollback, as docs/operations.md gives it: the previous store
+	// functions back, then the d rows.
+	const fn = (file, from, to) => {
+		const text = fs.readFileSync(path.join(root, 'migrations', file), 'utf8');
+		const start = text.indexOf(from);
+		return text.slice(start, to ? text.indexOf(to, start) : undefined);
+	};
+	const rollback = fn('0013_channel_not_a_tag_row.sql', 'CREATE OR REPLACE FUNCTION comb_store_event(', '-- True when') +
+		fn('0018_head_tags_in_heads.sql', 'CREATE OR REPLACE FUNCTION comb_artifact_create_run(');
+	await psql(`BEGIN;\n${rollback}\nCOMMIT;`);
+	await psql(`DO $$ DECLARE v bigint := 0; m bigint; BEGIN
+  SELECT coalesce(max(seq), 0) INTO m FROM artifact_revisions;
+  WHILE v <= m LOOP
+    INSERT INTO event_tags (community_id, event_seq, name, value)
+    SELECT r.community_id, r.seq, 'd', r.d::text FROM artifact_revisions r
+      JOIN events e ON e.seq = r.seq
+     WHERE r.seq >= v AND r.seq < v + 5000 AND NOT EXISTS (
+           SELECT 1 FROM event_tags t WHERE t.event_seq = r.seq AND t.name = 'd');
+    v := v + 5000; COMMIT;
+  END LOOP; END $$`);
+	const rolledBack = session();
+	const rbRun = await rolledBack.ask(createRun(0));
+	rolledBack.close();
+	const oldDRead = `SELECT count(*) FROM events e WHERE e.community_id = ${community}` +
+		` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community} AND t.name = 'd'` +
+		` AND t.value = ANY (ARRAY(SELECT d::text FROM artifact_heads WHERE community_id = ${community})))`;
+	const rbFound = Number(await q(oldDRead));
+	const rbRevisions = Number(await q(`SELECT count(*) FROM artifact_revisions WHERE community_id = ${community}`));
 	const maxWrite = Math.max(0, ...writes.ms);
 	const sorted = [...writes.ms].sort((a, b) => a - b);
 	const errors = [];
@@ -289,6 +320,10 @@ async function main() {
 		errors.push(`a "#d" read does not use artifact_revisions_by_d:\n${dPlan}`);
 	if (!/^CREATE UNIQUE INDEX artifact_heads_pkey .* INCLUDE \(channel_id, accepted_seq, type, deleted, redacted\)$/.test(keyDef))
 		errors.push(`artifact_heads_pkey is ${keyDef}`);
+	if (rbRun.rows[0] !== '0' || rolledBack.errors.length)
+		errors.push(`after the rollback, a run of creates: ${rbRun.rows.join(' ')} ${rolledBack.errors.join(' ')}`);
+	if (rbFound !== rbRevisions)
+		errors.push(`after the rollback, the previous release's "#d" finds ${rbFound} revisions of ${rbRevisions}`);
 	if (liveGone !== 't')
 		errors.push('artifact_heads_live is still there');
 	if (!pagePlan.includes('Index Only Scan using artifact_heads_pkey'))
@@ -314,6 +349,7 @@ async function main() {
 		reads: reads.n, failed_reads: reads.failed, read_max_ms: Number(Math.max(0, ...reads.ms).toFixed(2)),
 		d_reads: dReads.n, wrong_d_reads: dReads.wrong, d_read_max_ms: Number(Math.max(0, ...dReads.ms).toFixed(2)),
 		d_rows_left: dRowsLeft, d_found: dFound, revisions,
+		rollback_d_found: rbFound, rollback_revisions: rbRevisions,
 		heads_after: Number(await q('SELECT count(*) FROM artifact_heads')),
 		mismatched_heads: mismatched, view_pairs: viewPairs, column_pairs: columnPairs,
 		tag_read_plan: plan.split('\n'), d_read_plan: dPlan.split('\n'), first_page_plan: pagePlan.split('\n'),
