@@ -21,7 +21,16 @@
 --    index entry fewer. Since every head change moves accepted_seq (in
 --    artifact_heads_current's key), no update of a head was HOT before
 --    either: the key's new columns cost no write.
--- 3. No artifact d row is left in event_tags, or the migration fails (and
+-- 3. artifact_heads_by_home (community_id, channel_id, d) is rebuilt to
+--    cover accepted_seq, type, deleted and redacted too (CONCURRENTLY,
+--    checked valid, the old one dropped CONCURRENTLY, the new one renamed
+--    in its place): with the wider key alone, the catch-up's "gained"
+--    heads (every head of a channel the reader was granted,
+--    comb_incremental_changes) were planned as a walk of the whole key
+--    hashed against the grants, now an index-only probe per granted
+--    channel, as before and without heap fetches. Same entries, so no
+--    write costs more than before.
+-- 4. No artifact d row is left in event_tags, or the migration fails (and
 --    is not recorded).
 DO $$
 DECLARE
@@ -44,12 +53,23 @@ CREATE UNIQUE INDEX CONCURRENTLY artifact_heads_key_covering
 	ON artifact_heads (community_id, d)
 	INCLUDE (channel_id, accepted_seq, type, deleted, redacted);
 -- comb:step
+DROP INDEX CONCURRENTLY IF EXISTS artifact_heads_home_covering;
+-- comb:step
+CREATE INDEX CONCURRENTLY artifact_heads_home_covering
+	ON artifact_heads (community_id, channel_id, d)
+	INCLUDE (accepted_seq, type, deleted, redacted);
+-- comb:step
 DO $$
 BEGIN
 	IF NOT EXISTS (SELECT 1 FROM pg_index i
 			WHERE i.indexrelid = to_regclass('artifact_heads_key_covering')
 			  AND i.indisvalid AND i.indisready) THEN
 		RAISE EXCEPTION 'artifact_heads_key_covering is not valid';
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM pg_index i
+			WHERE i.indexrelid = to_regclass('artifact_heads_home_covering')
+			  AND i.indisvalid AND i.indisready) THEN
+		RAISE EXCEPTION 'artifact_heads_home_covering is not valid';
 	END IF;
 	SET LOCAL lock_timeout = '5s';
 	ALTER TABLE artifact_heads DROP CONSTRAINT artifact_heads_pkey,
@@ -58,6 +78,10 @@ BEGIN
 END $$;
 -- comb:step
 DROP INDEX CONCURRENTLY IF EXISTS artifact_heads_live;
+-- comb:step
+DROP INDEX CONCURRENTLY IF EXISTS artifact_heads_by_home;
+-- comb:step
+ALTER INDEX artifact_heads_home_covering RENAME TO artifact_heads_by_home;
 -- comb:step
 DO $$
 BEGIN

@@ -21,9 +21,9 @@
 //   - no artifact revision's d is left in event_tags, a "#d" read of
 //     every d finds every revision, and its plan reads
 //     artifact_revisions_by_d;
-//   - the primary key of artifact_heads is the covering one (0024),
-//     artifact_heads_live is gone, and the incremental first page walks
-//     the key index-only;
+//   - the primary key of artifact_heads and artifact_heads_by_home are
+//     the covering ones (0024), artifact_heads_live is gone, and the
+//     incremental first page walks the key index-only;
 //   - a `current` read by tag is answered from artifact_heads_tags.
 // Last, the rollback of docs/operations.md ("Upgrading to 0023") is run:
 // afterwards the previous release's "#d" read (event_tags alone) finds
@@ -266,6 +266,7 @@ async function main() {
 		` UNION ALL SELECT r.seq FROM artifact_revisions r WHERE r.community_id = ${community}` +
 		" AND r.d = ANY ('{6a1f0c52-2b4e-4f3a-9d6c-0e2b7a8c9d10}'::uuid[]))");
 	const keyDef = await q("SELECT pg_get_indexdef('artifact_heads_pkey'::regclass)");
+	const homeDef = await q("SELECT pg_get_indexdef('artifact_heads_by_home'::regclass)");
 	const liveGone = await q("SELECT to_regclass('artifact_heads_live') IS NULL");
 	const pagePlan = await q(`EXPLAIN SELECT h.d, h.accepted_seq FROM artifact_heads h WHERE h.community_id = ${community}` +
 		" AND h.d > '00000000-0000-0000-0000-000000000000' AND NOT h.deleted AND NOT h.redacted ORDER BY h.d LIMIT 100");
@@ -324,6 +325,8 @@ async function main() {
 		errors.push(`after the rollback, a run of creates: ${rbRun.rows.join(' ')} ${rolledBack.errors.join(' ')}`);
 	if (rbFound !== rbRevisions)
 		errors.push(`after the rollback, the previous release's "#d" finds ${rbFound} revisions of ${rbRevisions}`);
+	if (!/^CREATE INDEX artifact_heads_by_home .* INCLUDE \(accepted_seq, type, deleted, redacted\)$/.test(homeDef))
+		errors.push(`artifact_heads_by_home is ${homeDef}`);
 	if (liveGone !== 't')
 		errors.push('artifact_heads_live is still there');
 	if (!pagePlan.includes('Index Only Scan using artifact_heads_pkey'))
