@@ -12,7 +12,8 @@
 -- comb_store_events of 0013) as they were, but for the d tag of a kind
 -- 45010 event; the rows stored before go in 0024, in batches.
 --
--- One transaction, brief locks: only the two functions are replaced. Run
+-- One transaction, brief locks: only functions are replaced (the two
+-- store functions, and comb_artifact_create_run below). Run
 -- it after the relay nodes run a release that reads "#d" from both
 -- (docs/operations.md, "Upgrading to 0023"): a previous release reads
 -- "#d" from event_tags alone and would miss the revisions stored from
