@@ -11,7 +11,14 @@
  * `comb-bench insert-floor`: the ingest scenario's signed events stored
  * with plain multi-row INSERTs (--batch rows per statement, one commit
  * each) over --conns connections into a scratch copy of the events table
- * (same columns, defaults and indexes), dropped afterwards.
+ * (same columns, defaults and indexes), dropped afterwards. With --rows
+ * artifact, each statement also stores every event's revision and head
+ * rows (the head's tags as artifact_heads.tags holds them, built here)
+ * into scratch copies of artifact_revisions and artifact_heads: the rows
+ * an artifact create must write, with every index the reads use, and
+ * nothing else (no check, lock or trigger): the floor of a create's
+ * storage in PostgreSQL (docs/benchmarks.md, "Fewer rows per artifact
+ * create").
  *
  * bench_delta_floor (for `incr-delta`): what PostgreSQL must do for a
  * catch-up read, without the relay: the change query the relay runs
@@ -148,8 +155,91 @@ struct insert_job {
 	struct comb_event *evs;
 	size_t from, to;
 	int batch;
+	bool artifact;  /* --rows artifact: the revision and head rows too */
 	int rc;
 };
+
+/* Parameters per row: the event's seven columns, then (artifact rows)
+ * its d, type and head tags. */
+#define FLOOR_EVENT_PARAMS 7
+#define FLOOR_ARTIFACT_PARAMS 10
+
+/* The head tags of ev as comb_head_tags (migrations/0018) builds them:
+ * every tag of two elements or more but d, h and type, as name -> its
+ * distinct first values, serialized into out. */
+static int head_tags(const struct comb_event *ev, struct comb_buf *out)
+{
+	json_t *obj = json_object();
+	char *text = NULL;
+	size_t i, k;
+	int rc = COMB_ENOMEM;
+
+	for (i = 0; obj && i < json_array_size(ev->tags); i++) {
+		const json_t *tag = json_array_get(ev->tags, i);
+		const char *name = json_string_value(json_array_get(tag, 0));
+		json_t *value = json_array_get(tag, 1), *vals;
+
+		if (json_array_size(tag) < 2 || !name || !strcmp(name, "d") ||
+		    !strcmp(name, "h") || !strcmp(name, "type"))
+			continue;
+		vals = json_object_get(obj, name);
+		if (!vals) {
+			vals = json_array();
+			if (json_object_set_new(obj, name, vals))
+				goto out;
+		}
+		for (k = 0; k < json_array_size(vals); k++)
+			if (json_equal(json_array_get(vals, k), value))
+				break;
+		if (k == json_array_size(vals) && json_array_append(vals, value))
+			goto out;
+	}
+	text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	if (text)
+		rc = comb_buf_puts(out, text);
+out:
+	free(text);
+	json_decref(obj);
+	return rc;
+}
+
+/* The statement of n rows: the events alone, or with their revision and
+ * head rows (one statement, so that both floors commit once a batch). */
+static void floor_statement(struct comb_buf *sql, size_t n, bool artifact)
+{
+	size_t k, per = artifact ? FLOOR_ARTIFACT_PARAMS : FLOOR_EVENT_PARAMS;
+
+	comb_buf_reset(sql);
+	if (!artifact)
+		comb_buf_puts(sql, "INSERT INTO bench_ingest_floor (community_id, id,"
+				   " pubkey, created_at, kind, channel_id, raw) VALUES ");
+	else
+		comb_buf_puts(sql, "WITH v (community_id, id, pubkey, created_at, kind,"
+				   " channel_id, raw, d, type, tags) AS (VALUES ");
+	for (k = 0; k < n; k++) {
+		size_t p = per * k;
+
+		comb_buf_printf(sql, "%s($%zu::bigint,$%zu,$%zu,$%zu::bigint,$%zu::int,$%zu::uuid,$%zu",
+				k ? "," : "", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7);
+		if (artifact)
+			comb_buf_printf(sql, ",$%zu::uuid,$%zu,$%zu::jsonb", p + 8, p + 9, p + 10);
+		comb_buf_putc(sql, ')');
+	}
+	if (artifact)
+		comb_buf_puts(sql, "), e AS ("
+			" INSERT INTO bench_ingest_floor (community_id, id, pubkey, created_at,"
+			"  kind, channel_id, raw)"
+			" SELECT community_id, id, pubkey, created_at, kind, channel_id, raw FROM v"
+			" RETURNING community_id, id, seq), r AS ("
+			" INSERT INTO bench_floor_revisions (community_id, id, d, seq, channel_id,"
+			"  type, op)"
+			" SELECT v.community_id, v.id, v.d, e.seq, v.channel_id, v.type, 'create'"
+			" FROM v JOIN e USING (community_id, id))"
+			" INSERT INTO bench_floor_heads (community_id, d, revision_id, accepted_seq,"
+			"  channel_id, type, creator, tags)"
+			" SELECT v.community_id, v.d, v.id, e.seq, v.channel_id, v.type, v.pubkey,"
+			"  v.tags FROM v JOIN e USING (community_id, id)");
+}
 
 static void *insert_main(void *arg)
 {
@@ -157,38 +247,36 @@ static void *insert_main(void *arg)
 	PGconn *db = connect_db(job->url);
 	const char **params = NULL;
 	char (*created)[24] = NULL, community[24];
-	struct comb_buf sql, *raws = NULL;
-	size_t i, k;
+	struct comb_buf sql, *raws = NULL, *tags = NULL;
+	size_t i, k, per = job->artifact ? FLOOR_ARTIFACT_PARAMS : FLOOR_EVENT_PARAMS;
 
 	comb_buf_init(&sql, 1 << 20);
 	if (!db) {
 		job->rc = COMB_EUNAVAIL;
 		goto out;
 	}
-	params = calloc((size_t)job->batch * 7, sizeof(*params));
+	params = calloc((size_t)job->batch * FLOOR_ARTIFACT_PARAMS, sizeof(*params));
 	created = calloc((size_t)job->batch, sizeof(*created));
 	raws = calloc((size_t)job->batch, sizeof(*raws));
-	if (!params || !created || !raws) {
+	tags = calloc((size_t)job->batch, sizeof(*tags));
+	if (!params || !created || !raws || !tags) {
 		job->rc = COMB_ENOMEM;
 		goto out;
 	}
-	for (k = 0; k < (size_t)job->batch; k++)
+	for (k = 0; k < (size_t)job->batch; k++) {
 		comb_buf_init(&raws[k], 1 << 20);
+		comb_buf_init(&tags[k], 1 << 16);
+	}
 	snprintf(community, sizeof(community), "%ld", job->l->community);
 	for (i = job->from; i < job->to && job->rc == 0; i += (size_t)job->batch) {
 		size_t n = job->to - i < (size_t)job->batch ? job->to - i : (size_t)job->batch;
 		PGresult *res;
 
-		comb_buf_reset(&sql);
-		comb_buf_puts(&sql, "INSERT INTO bench_ingest_floor (community_id, id,"
-				    " pubkey, created_at, kind, channel_id, raw) VALUES ");
+		floor_statement(&sql, n, job->artifact);
 		for (k = 0; k < n; k++) {
 			struct comb_event *ev = &job->evs[i + k];
-			size_t p = 7 * k;
+			size_t p = per * k;
 
-			comb_buf_printf(&sql, "%s($%zu,$%zu,$%zu,$%zu,$%zu,$%zu::uuid,$%zu)",
-					k ? "," : "", p + 1, p + 2, p + 3, p + 4, p + 5,
-					p + 6, p + 7);
 			comb_buf_reset(&raws[k]);
 			comb_event_to_json(ev, &raws[k]);
 			snprintf(created[k], sizeof(created[k]), "%lld",
@@ -200,8 +288,20 @@ static void *insert_main(void *arg)
 			params[p + 4] = "45010";
 			params[p + 5] = comb_event_tag_value(ev, "h");
 			params[p + 6] = raws[k].data;
+			if (!job->artifact)
+				continue;
+			comb_buf_reset(&tags[k]);
+			if (head_tags(ev, &tags[k])) {
+				job->rc = COMB_ENOMEM;
+				break;
+			}
+			params[p + 7] = comb_event_tag_value(ev, "d");
+			params[p + 8] = comb_event_tag_value(ev, "type");
+			params[p + 9] = tags[k].data;
 		}
-		res = PQexecParams(db, sql.data, (int)(7 * n), NULL, params, NULL, NULL, 0);
+		if (job->rc)
+			break;
+		res = PQexecParams(db, sql.data, (int)(per * n), NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			bench_log("insert-floor: %s", PQresultErrorMessage(res));
 			job->rc = COMB_EUNAVAIL;
@@ -211,6 +311,9 @@ static void *insert_main(void *arg)
 out:
 	for (k = 0; raws && k < (size_t)job->batch; k++)
 		comb_buf_release(&raws[k]);
+	for (k = 0; tags && k < (size_t)job->batch; k++)
+		comb_buf_release(&tags[k]);
+	free(tags);
 	free(raws);
 	free(created);
 	free(params);
@@ -236,6 +339,8 @@ int bench_cmd_insert_floor(int argc, char **argv)
 	const char *url = bench_opt(argc, argv, "--db", NULL);
 	int conns = (int)bench_opt_long(argc, argv, "--conns", 4);
 	int batch = (int)bench_opt_long(argc, argv, "--batch", 64);
+	const char *rows = bench_opt(argc, argv, "--rows", "event");
+	bool artifact = !strcmp(rows, "artifact");
 	struct insert_job jobs[16];
 	pthread_t tids[16];
 	struct bench_layout l;
@@ -276,12 +381,18 @@ int bench_cmd_insert_floor(int argc, char **argv)
 			      "  EXECUTE format('ALTER TABLE bench_ingest_floor SET (%s)',"
 			      "                 array_to_string(o, ', '));"
 			      " END IF; END $$");
+	/* The revisions' and heads' copies: their columns, defaults, checks
+	 * and indexes (LIKE copies no triggers). */
+	if (rc == 0 && artifact)
+		rc = exec_sql(db, "DROP TABLE IF EXISTS bench_floor_revisions, bench_floor_heads;"
+			      " CREATE TABLE bench_floor_revisions (LIKE artifact_revisions INCLUDING ALL);"
+			      " CREATE TABLE bench_floor_heads (LIKE artifact_heads INCLUDING ALL)");
 	if (rc)
 		goto out;
 	t0 = bench_now();
 	for (k = 0; k < conns; k++) {
 		jobs[k] = (struct insert_job){
-			.url = url, .l = &l, .evs = evs, .batch = batch,
+			.url = url, .l = &l, .evs = evs, .batch = batch, .artifact = artifact,
 			.from = n * (size_t)k / (size_t)conns,
 			.to = n * (size_t)(k + 1) / (size_t)conns,
 		};
@@ -301,10 +412,12 @@ int bench_cmd_insert_floor(int argc, char **argv)
 	if (PQresultStatus(res) == PGRES_TUPLES_OK)
 		stored = strtol(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
-	exec_sql(db, "DROP TABLE IF EXISTS bench_ingest_floor");
+	exec_sql(db, "DROP TABLE IF EXISTS bench_ingest_floor, bench_floor_revisions,"
+		     " bench_floor_heads");
 	if (rc == 0)
-		bench_print(json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:i,s:b}",
-			"command", "insert-floor", "events", (int)n, "conns", conns,
+		bench_print(json_pack("{s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:i,s:b}",
+			"command", "insert-floor", "rows", artifact ? "artifact" : "event",
+			"events", (int)n, "conns", conns,
 			"batch", batch, "seconds", t1, "events_per_s", (double)n / t1,
 			"stored", (int)stored, "ok", stored == (long)n));
 out:

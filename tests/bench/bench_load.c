@@ -5,7 +5,8 @@
  * artifact_heads with their tags), then runs VACUUM ANALYZE. The heads'
  * tags go where the schema keeps them: artifact_heads.tags (migration
  * 0018 and later) or, in a database migrated up to 0017 (the migration
- * test of docs/operations.md), the table artifact_head_tags.
+ * test of docs/operations.md), the table artifact_head_tags; the
+ * revisions' d rows in event_tags only before migration 0023.
  *
  * Every artifact is a real kind-45010 revision of BENCH_EVENT_BYTES signed
  * by the community admin; beside them, the chat channel holds l.chats
@@ -226,12 +227,28 @@ static const struct comb_event *loaded_event(const struct fixture *f, size_t i)
 	return i < f->n ? &f->evs[i] : &f->chats[i - f->n];
 }
 
+/* Whether the schema keeps an artifact revision's d as an event_tags row
+ * (before migration 0023), or -1 when the database cannot say. */
+static int d_is_a_tag_row(PGconn *db)
+{
+	PGresult *res = PQexec(db, "SELECT count(*) FROM comb_migrations WHERE version >= 23");
+	int is = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		is = PQgetvalue(res, 0, 0)[0] == '0';
+	else
+		bench_log("load: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	return is;
+}
+
 static int load_events(struct fixture *f, PGconn *db)
 {
 	size_t total = f->n + (size_t)f->l.chats, i;
 	struct comb_buf raw;
 	struct copy c;
 	char seq[24], created[24], kind[12];
+	int d_rows;
 
 	comb_buf_init(&raw, 1 << 20);
 	if (copy_begin(&c, db, "COPY events (community_id, seq, id, pubkey, created_at,"
@@ -254,8 +271,12 @@ static int load_events(struct fixture *f, PGconn *db)
 		return c.rc;
 
 	/* The artifacts' d: their single-letter tags but h, which is their
-	 * channel (migrations/0013_channel_not_a_tag_row.sql); the messages
-	 * have none. */
+	 * channel (migrations/0013_channel_not_a_tag_row.sql), in a schema
+	 * before 0023 (from which on a revision's d is read from
+	 * artifact_revisions alone); the messages have none. */
+	d_rows = d_is_a_tag_row(db);
+	if (d_rows <= 0)
+		return d_rows < 0 ? COMB_EUNAVAIL : 0;
 	if (copy_begin(&c, db, "COPY event_tags (community_id, event_seq, name, value)"
 			       " FROM STDIN"))
 		return c.rc;

@@ -1,19 +1,33 @@
 // The online migration test of `scripts/bench.sh --migration`
-// (docs/operations.md, "Upgrading to 0021"): a database migrated up to the
-// last migration before FIRST_NEW, filled by the bench's fixture
-// (`comb-bench load`, 10,050 artifacts and 10,050 chat messages at the
-// reference scale), is migrated to the end by `comb-admin migrate` while a
-// writer keeps storing artifact creates and edits through the SQL write
-// functions every relay calls (comb_artifact_write), and a reader keeps
-// asking for heads by tag the way relays of the previous release do
-// (artifact_head_tags, whether table or view). Then:
+// (docs/operations.md, "Upgrading to 0021" and "Upgrading to 0023"): a
+// database migrated up to the last migration before FIRST_NEW, filled by
+// the bench's fixture (`comb-bench load`, 10,050 artifacts and 10,050 chat
+// messages at the reference scale), is migrated to the end by `comb-admin
+// migrate` while a writer keeps storing artifact creates and edits through
+// the SQL write functions every relay calls (comb_artifact_write, and
+// comb_artifact_create_run for runs of two creates), a reader keeps asking
+// for heads by tag the way relays of the 0017 release do
+// (artifact_head_tags, whether table or view), and another keeps reading
+// one artifact's revisions by "#d" the way relays of the 0023 release do
+// (event_tags and artifact_revisions), checking that it finds all of
+// them. Then:
 //   - every write during the migration was stored, none waited longer
-//     than MAX_WAIT_MS, and every read answered;
+//     than MAX_WAIT_MS, every read answered and every "#d" read was
+//     exact;
 //   - every head's tags are those of its current revision (none for a
 //     redacted one), artifact_head_tags (now a view) shows the same
 //     pairs, artifact_heads_tags is valid and the check that no head's
 //     tags are NULL validated;
+//   - no artifact revision's d is left in event_tags, a "#d" read of
+//     every d finds every revision, and its plan reads
+//     artifact_revisions_by_d;
+//   - the primary key of artifact_heads and artifact_heads_by_home are
+//     the covering ones (0024), artifact_heads_live is gone, and the
+//     incremental first page walks the key index-only;
 //   - a `current` read by tag is answered from artifact_heads_tags.
+// Last, the rollback of docs/operations.md ("Upgrading to 0023") is run:
+// afterwards the previous release's "#d" read (event_tags alone) finds
+// every revision, and a run of creates stores its d rows again.
 // Prints one JSON object on stdout; exit status 1 when a check fails.
 //
 // Environment (set by scripts/bench.sh): BENCH_PGPORT, BENCH_BUILD_DIR,
@@ -132,11 +146,32 @@ async function main() {
 	// with tags that change at every write; every outcome must be 0.
 	const writer = session();
 	const reader = session();
+	const dReader = session();
 	const writes = { n: 0, refused: 0, ms: [] };
 	const reads = { n: 0, failed: 0, ms: [] };
+	const dReads = { n: 0, wrong: 0, ms: [] };
 	let stop = false;
+	// A run of two creates through comb_artifact_create_run, in the
+	// channel of a random head; answers the number refused.
+	const createRun = (k) => `WITH h AS (SELECT channel_id, type FROM artifact_heads WHERE community_id = ${community}` +
+		' AND NOT deleted AND NOT redacted OFFSET floor(random() * 1000) LIMIT 1),' +
+		' w AS (SELECT md5(random()::text) || md5(random()::text) AS id, gen_random_uuid() AS d, h.channel_id, h.type, i' +
+		' FROM h, generate_series(1, 2) i),' +
+		" t AS (SELECT w.*, json_build_array(json_build_array('ar', '1'), json_build_array('d', w.d)," +
+		" json_build_array('h', w.channel_id), json_build_array('type', w.type), json_build_array('op', 'create')," +
+		` json_build_array('status', 's${k % 5}'), json_build_array('x', 'r' || i)) AS tags FROM w),` +
+		` a AS (SELECT array_agg(${community}::bigint ORDER BY i) AS c, array_agg(id ORDER BY i) AS id,` +
+		` array_agg('${keys.admin}'::text ORDER BY i) AS pk, array_agg(extract(epoch FROM now())::bigint ORDER BY i) AS at,` +
+		" array_agg(json_build_object('id', id, 'tags', tags)::text ORDER BY i) AS raw, array_agg(tags ORDER BY i) AS tags," +
+		' array_agg(d ORDER BY i) AS d, array_agg(channel_id ORDER BY i) AS h, array_agg(type ORDER BY i) AS type,' +
+		' array_agg(NULL::text ORDER BY i) AS root, array_agg(true ORDER BY i) AS fresh,' +
+		` array_agg('{' || comb_write_key(${community}, channel_id, '${keys.admin}', true) || '}' ORDER BY i) AS keys FROM t)` +
+		' SELECT count(*) FILTER (WHERE o.outcome <> 0) FROM a,' +
+		' LATERAL comb_artifact_create_run(a.c, a.id, a.pk, a.at, a.raw, a.tags, a.d, a.h, a.type, a.root, a.fresh, a.keys) o';
 	const write = (k) => {
-		const op = k % 2 ? 'update' : 'create';
+		if (k % 3 === 2)
+			return createRun(k);
+		const op = k % 3 ? 'update' : 'create';
 		const extra = `json_build_array(json_build_array('status', 's${k % 5}'), json_build_array('x', '${k}'),` +
 			" json_build_array('ar', '1'))";
 		return `WITH h AS (SELECT * FROM artifact_heads WHERE community_id = ${community}` +
@@ -174,6 +209,24 @@ async function main() {
 				reads.failed++;
 		}
 	})();
+	// The 0023 release's plain "#d" read (services/relay/proto/filter.c)
+	// of a random head's revisions: 't' when it finds exactly the
+	// revisions its ledger holds.
+	const dReading = (async () => {
+		while (!stop) {
+			const a = await dReader.ask(`WITH x AS (SELECT d FROM artifact_heads WHERE community_id = ${community}` +
+				' OFFSET floor(random() * 1000) LIMIT 1)' +
+				` SELECT (SELECT count(*) FROM events e WHERE e.community_id = ${community} AND e.kind = 45010` +
+				` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community}` +
+				" AND t.name = 'd' AND t.value = x.d::text" +
+				` UNION ALL SELECT r.seq FROM artifact_revisions r WHERE r.community_id = ${community} AND r.d = x.d))` +
+				` = (SELECT count(*) FROM artifact_revisions r WHERE r.community_id = ${community} AND r.d = x.d) FROM x`);
+			dReads.n++;
+			dReads.ms.push(a.ms);
+			if (a.rows[0] !== 't')
+				dReads.wrong++;
+		}
+	})();
 	await new Promise((res) => setTimeout(res, 1000));
 	log('migrating with writes running');
 	const t0 = performance.now();
@@ -181,9 +234,10 @@ async function main() {
 	const migrateS = (performance.now() - t0) / 1000;
 	await new Promise((res) => setTimeout(res, 1000));
 	stop = true;
-	await Promise.all([writing, reading]);
+	await Promise.all([writing, reading, dReading]);
 	writer.close();
 	reader.close();
+	dReader.close();
 
 	const q = async (sql) => psql(sql);
 	const mismatched = Number(await q('SELECT count(*) FROM artifact_heads h JOIN events e ON e.seq = h.accepted_seq' +
@@ -197,6 +251,53 @@ async function main() {
 	const tableGone = await q("SELECT relkind FROM pg_class WHERE oid = to_regclass('artifact_head_tags')");
 	const plan = await q(`EXPLAIN SELECT count(*) FROM artifact_heads h WHERE h.community_id = ${community}` +
 		` AND NOT h.deleted AND NOT h.redacted AND h.tags @? '$."x"[*] ? (@ == "7")'::jsonpath`);
+	const dRowsLeft = Number(await q('SELECT count(*) FROM event_tags t JOIN events e ON e.seq = t.event_seq' +
+		" WHERE t.name = 'd' AND e.kind = 45010"));
+	const dRead = `SELECT count(*) FROM events e WHERE e.community_id = ${community}` +
+		` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community} AND t.name = 'd'` +
+		` AND t.value = ANY (ARRAY(SELECT d::text FROM artifact_heads WHERE community_id = ${community}))` +
+		` UNION ALL SELECT r.seq FROM artifact_revisions r WHERE r.community_id = ${community}` +
+		` AND r.d = ANY (ARRAY(SELECT d FROM artifact_heads WHERE community_id = ${community})))`;
+	const dFound = Number(await q(dRead));
+	const revisions = Number(await q(`SELECT count(*) FROM artifact_revisions WHERE community_id = ${community}`));
+	const dPlan = await q(`EXPLAIN SELECT e.seq FROM events e WHERE e.community_id = ${community}` +
+		` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community} AND t.name = 'd'` +
+		" AND t.value = ANY ('{6a1f0c52-2b4e-4f3a-9d6c-0e2b7a8c9d10}'::text[])" +
+		` UNION ALL SELECT r.seq FROM artifact_revisions r WHERE r.community_id = ${community}` +
+		" AND r.d = ANY ('{6a1f0c52-2b4e-4f3a-9d6c-0e2b7a8c9d10}'::uuid[]))");
+	const keyDef = await q("SELECT pg_get_indexdef('artifact_heads_pkey'::regclass)");
+	const homeDef = await q("SELECT pg_get_indexdef('artifact_heads_by_home'::regclass)");
+	const liveGone = await q("SELECT to_regclass('artifact_heads_live') IS NULL");
+	const pagePlan = await q(`EXPLAIN SELECT h.d, h.accepted_seq FROM artifact_heads h WHERE h.community_id = ${community}` +
+		" AND h.d > '00000000-0000-0000-0000-000000000000' AND NOT h.deleted AND NOT h.redacted ORDER BY h.d LIMIT 100");
+	// The rollback, as docs/operations.md gives it: the previous store
+	// functions back, then the d rows.
+	const fn = (file, from, to) => {
+		const text = fs.readFileSync(path.join(root, 'migrations', file), 'utf8');
+		const start = text.indexOf(from);
+		return text.slice(start, to ? text.indexOf(to, start) : undefined);
+	};
+	const rollback = fn('0013_channel_not_a_tag_row.sql', 'CREATE OR REPLACE FUNCTION comb_store_event(', '-- True when') +
+		fn('0018_head_tags_in_heads.sql', 'CREATE OR REPLACE FUNCTION comb_artifact_create_run(');
+	await psql(`BEGIN;\n${rollback}\nCOMMIT;`);
+	await psql(`DO $$ DECLARE v bigint := 0; m bigint; BEGIN
+  SELECT coalesce(max(seq), 0) INTO m FROM artifact_revisions;
+  WHILE v <= m LOOP
+    INSERT INTO event_tags (community_id, event_seq, name, value)
+    SELECT r.community_id, r.seq, 'd', r.d::text FROM artifact_revisions r
+      JOIN events e ON e.seq = r.seq
+     WHERE r.seq >= v AND r.seq < v + 5000 AND NOT EXISTS (
+           SELECT 1 FROM event_tags t WHERE t.event_seq = r.seq AND t.name = 'd');
+    v := v + 5000; COMMIT;
+  END LOOP; END $$`);
+	const rolledBack = session();
+	const rbRun = await rolledBack.ask(createRun(0));
+	rolledBack.close();
+	const oldDRead = `SELECT count(*) FROM events e WHERE e.community_id = ${community}` +
+		` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community} AND t.name = 'd'` +
+		` AND t.value = ANY (ARRAY(SELECT d::text FROM artifact_heads WHERE community_id = ${community})))`;
+	const rbFound = Number(await q(oldDRead));
+	const rbRevisions = Number(await q(`SELECT count(*) FROM artifact_revisions WHERE community_id = ${community}`));
 	const maxWrite = Math.max(0, ...writes.ms);
 	const sorted = [...writes.ms].sort((a, b) => a - b);
 	const errors = [];
@@ -210,6 +311,26 @@ async function main() {
 		errors.push(`a write waited ${maxWrite.toFixed(0)} ms`);
 	if (reads.failed)
 		errors.push(`${reads.failed} reads failed`);
+	if (dReads.wrong || dReader.errors.length)
+		errors.push(`${dReads.wrong} "#d" reads missed revisions ${dReader.errors.join(' ').slice(0, 400)}`);
+	if (dRowsLeft)
+		errors.push(`${dRowsLeft} artifact d rows left in event_tags`);
+	if (dFound !== revisions)
+		errors.push(`"#d" finds ${dFound} revisions of ${revisions}`);
+	if (!dPlan.includes('artifact_revisions_by_d'))
+		errors.push(`a "#d" read does not use artifact_revisions_by_d:\n${dPlan}`);
+	if (!/^CREATE UNIQUE INDEX artifact_heads_pkey .* INCLUDE \(channel_id, accepted_seq, type, deleted, redacted\)$/.test(keyDef))
+		errors.push(`artifact_heads_pkey is ${keyDef}`);
+	if (rbRun.rows[0] !== '0' || rolledBack.errors.length)
+		errors.push(`after the rollback, a run of creates: ${rbRun.rows.join(' ')} ${rolledBack.errors.join(' ')}`);
+	if (rbFound !== rbRevisions)
+		errors.push(`after the rollback, the previous release's "#d" finds ${rbFound} revisions of ${rbRevisions}`);
+	if (!/^CREATE INDEX artifact_heads_by_home .* INCLUDE \(accepted_seq, type, deleted, redacted\)$/.test(homeDef))
+		errors.push(`artifact_heads_by_home is ${homeDef}`);
+	if (liveGone !== 't')
+		errors.push('artifact_heads_live is still there');
+	if (!pagePlan.includes('Index Only Scan using artifact_heads_pkey'))
+		errors.push(`the first page does not walk the key index-only:\n${pagePlan}`);
 	if (mismatched)
 		errors.push(`${mismatched} heads with tags other than their revision's`);
 	if (viewPairs !== columnPairs)
@@ -229,9 +350,12 @@ async function main() {
 		write_p50_ms: Number((sorted[Math.floor(sorted.length / 2)] ?? 0).toFixed(2)),
 		write_max_ms: Number(maxWrite.toFixed(2)),
 		reads: reads.n, failed_reads: reads.failed, read_max_ms: Number(Math.max(0, ...reads.ms).toFixed(2)),
+		d_reads: dReads.n, wrong_d_reads: dReads.wrong, d_read_max_ms: Number(Math.max(0, ...dReads.ms).toFixed(2)),
+		d_rows_left: dRowsLeft, d_found: dFound, revisions,
+		rollback_d_found: rbFound, rollback_revisions: rbRevisions,
 		heads_after: Number(await q('SELECT count(*) FROM artifact_heads')),
 		mismatched_heads: mismatched, view_pairs: viewPairs, column_pairs: columnPairs,
-		tag_read_plan: plan.split('\n'),
+		tag_read_plan: plan.split('\n'), d_read_plan: dPlan.split('\n'), first_page_plan: pagePlan.split('\n'),
 		load_avg_1m: Number(os.loadavg()[0].toFixed(2)),
 		wall_s: (Date.now() - started) / 1000,
 		ok: errors.length === 0, errors,

@@ -865,19 +865,33 @@ async function main() {
 	// ingest, with its plain INSERT floor, and chat_ingest: the same
 	// connections and window with kind-9 chat messages, against the same
 	// floor
-	const ingestFloor = () => bench('insert-floor', ['--db', dbUrl, '--events', String(keys.artifacts),
-		'--conns', '4', '--batch', '64']);
+	const ingestFloor = (rows = 'event') => bench('insert-floor', ['--db', dbUrl, '--events',
+		String(keys.artifacts), '--conns', '4', '--batch', '64', '--rows', rows]);
 	// PostgreSQL's share, with pg_stat_statements.track 'all': the floor's
 	// INSERTs per row, and every statement of the relays and the capture
 	// (not the client's count afterwards) per event stored, with the
-	// nested statements that cost the most (pg-NAME-nested.txt).
-	const ingestScenario = (name, command, floor, target, pass) => scenario(name, nodes, async () => {
+	// nested statements that cost the most (pg-NAME-nested.txt). With
+	// rowsFloor, also the floor of an artifact create's storage: the same
+	// events with their revision and head rows, bare INSERTs into copies
+	// of the three tables (insert-floor --rows artifact), per create.
+	const ingestScenario = (name, command, floor, target, pass, rowsFloor = false) => scenario(name, nodes, async () => {
 		await trackAll(true);
 		await pgReset();
 		const fw0 = await walNow();
 		const f = await ingestFloor();
 		const fw1 = await walNow();
 		const fCost = await pgCost("query ILIKE 'INSERT INTO bench_ingest_floor%'");
+		let pgRows = null;
+		if (rowsFloor) {
+			await pgReset();
+			const rw0 = await walNow();
+			const rf = await ingestFloor('artifact');
+			const rw1 = await walNow();
+			const rCost = await pgCost("query ILIKE 'WITH v (community_id%'");
+			pgRows = perUnit(rCost, rw0, rw1, rf.stored > 0 ? rf.stored : 0);
+			if (pgRows)
+				pgRows.events_per_s = round(rf.events_per_s, 0);
+		}
 		await pgReset();
 		const w0 = await walNow();
 		const r = await bench(command, [...at(node0), '--db', dbUrl, '--events',
@@ -898,6 +912,10 @@ async function main() {
 			pg_time_ratio: pgEvent && pgRow?.pg_us ? round(pgEvent.pg_us / pgRow.pg_us, 2) : null,
 			wal_records_ratio: pgEvent && pgRow?.wal_records
 				? round(pgEvent.wal_records / pgRow.wal_records, 2) : null,
+			pg_per_artifact_rows_floor: pgRows ?? undefined,
+			pg_time_ratio_to_rows_floor: pgEvent && pgRows?.pg_us ? round(pgEvent.pg_us / pgRows.pg_us, 2) : undefined,
+			wal_records_ratio_to_rows_floor: pgEvent && pgRows?.wal_records
+				? round(pgEvent.wal_records / pgRows.wal_records, 2) : undefined,
 			pg_nested_top: nested.slice(0, 6),
 			events: r.events, acknowledged: r.acknowledged, refused: r.refused, stored: r.stored,
 			seconds: round(r.seconds, 3), events_per_s: round(r.events_per_s, 0),
@@ -918,7 +936,7 @@ async function main() {
 		'at least 5,000 events/s and within 1.5x of the floor; PostgreSQL time per create within 1.5x' +
 		' a floor row\'s, WAL records per create within 2x',
 		(perS, ratio, pgRatio, walRatio) => perS >= 5000 && ratio <= 1.5 &&
-			pgRatio !== null && pgRatio <= 1.5 && walRatio !== null && walRatio <= 2);
+			pgRatio !== null && pgRatio <= 1.5 && walRatio !== null && walRatio <= 2, true);
 	await ingestScenario('chat_ingest', 'chat-ingest',
 		'the ingest floor: plain multi-row INSERT of artifact creates of the same size (64 rows per statement, 4 connections)',
 		'at least 5,000 events/s',

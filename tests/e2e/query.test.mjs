@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
+import { accept as acceptRevision } from './lib/artifacts.mjs';
 import { newKey, now, post, signEvent, startRelay, strayChannelEvents } from './lib/harness.mjs';
 
 let stack;
@@ -120,6 +121,30 @@ describe('plain filters', () => {
 			const { limit, ...unlimited } = filter;
 			const all = limit === undefined ? want.length : (await readIds(bob.sk, { ...unlimited, limit: 1000 })).length;
 			assert.equal(await count(bob.sk, filter), all, `count ${JSON.stringify(filter)}`);
+		}
+	});
+
+	test('#d finds every revision of an artifact and other kinds\' d tags', async () => {
+		// An artifact revision's d is read from its ledger row, other
+		// kinds' from event_tags (migrations/0023): both answer alike.
+		const d = crypto.randomUUID();
+		const c = await acceptRevision(stack, admin, { d, h: open, op: 'create', title: 'one' });
+		const u = await acceptRevision(stack, admin, { d, h: open, op: 'update', prev: c.id, title: 'two' });
+		const o = await acceptRevision(stack, admin, { d: crypto.randomUUID(), h: open, op: 'create' });
+		const m = await accept(admin, { kind: 9, tags: [['h', open], ['d', d]] });
+		const cases = [
+			[{ '#d': [d] }, [c, u, m]],
+			[{ '#d': [d], kinds: [45010] }, [c, u]],
+			[{ '#d': [d], kinds: [9] }, [m]],
+			[{ '#d': ['x', d, o.tags[1][1]] }, [c, u, m, o]],
+			[{ '#d': [d.toUpperCase()] }, []],
+			[{ '#d': [d], '#h': [open], limit: 2 }, [c, u, m]],
+		];
+		for (const [filter, want] of cases) {
+			const got = await readIds(bob.sk, filter);
+			const all = ordered(want).map((e) => e.id);
+			assert.deepEqual(got, filter.limit ? all.slice(0, filter.limit) : all, JSON.stringify(filter));
+			assert.equal(await count(bob.sk, filter), want.length, `count ${JSON.stringify(filter)}`);
 		}
 	});
 

@@ -297,6 +297,25 @@ static void test_sql(void **state)
 	assert_string_equal(sql.data, " AND e.channel_id = ANY($5::uuid[])");
 	assert_string_equal(p.values[0], "{" UUID_A "," UUID_B "}");
 	filter_params_release(&p);
+	json_decref(obj);
+
+	/* #d reads other kinds' d tags from event_tags (every value) and
+	 * artifact revisions' from their ledger rows (the canonical uuids
+	 * among the values: an artifact's d is one). */
+	comb_buf_reset(&sql);
+	assert_int_equal(parse("{\"kinds\":[45010],\"#d\":[\"" UUID_A "\",\"x\",\""
+			       UUID_UPPER "\"]}", &f, &obj, err, sizeof(err)), 0);
+	assert_int_equal(filter_append_sql(&f, &sql, 1, 5, &p), 0);
+	assert_string_equal(sql.data,
+		" AND e.kind = $5::int"
+		" AND e.seq IN (SELECT t.event_seq FROM event_tags t"
+		" WHERE t.community_id = $1 AND t.name = 'd' AND t.value = ANY($6::text[])"
+		" UNION ALL SELECT r.seq FROM artifact_revisions r"
+		" WHERE r.community_id = $1 AND r.d = ANY($7::uuid[]))");
+	assert_int_equal(p.count, 3);
+	assert_string_equal(p.values[1], "{\"" UUID_A "\",\"x\",\"" UUID_UPPER "\"}");
+	assert_string_equal(p.values[2], "{" UUID_A "}");
+	filter_params_release(&p);
 	comb_buf_release(&sql);
 	json_decref(obj);
 }

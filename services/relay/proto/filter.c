@@ -273,6 +273,60 @@ static int channel_match(const struct plain_filter *f, struct comb_buf *v,
 	return rc;
 }
 
+/* Appends the canonical uuids among values (a JSON array of strings) as
+ * a PostgreSQL uuid[] literal, "{}" when there is none. */
+static int uuid_literal(const json_t *values, struct comb_buf *out)
+{
+	bool first = true;
+	size_t i;
+	int rc = comb_buf_putc(out, '{');
+
+	for (i = 0; values && i < json_array_size(values) && rc == 0; i++) {
+		const char *s = json_string_value(json_array_get(values, i));
+
+		if (!comb_uuid_is_canonical(s))
+			continue;
+		rc = comb_buf_printf(out, "%s%s", first ? "" : ",", s);
+		first = false;
+	}
+	if (rc == 0)
+		rc = comb_buf_putc(out, '}');
+	return rc;
+}
+
+/*
+ * Appends the predicate of f's #d: the events whose d tag is one of the
+ * values, from two places. Other kinds' d tags are event_tags rows; an
+ * artifact revision's (kind 45010: exactly one d tag, a canonical uuid) is
+ * not (migrations/0023_artifact_d_not_a_tag_row.sql) and is read from its
+ * ledger row, artifact_revisions (community_id, d, seq), with the
+ * canonical uuids among the values (no other value is an artifact's d).
+ * Both go to the next two parameters (v is scratch); moves *n on.
+ */
+static int d_match(const struct plain_filter *f, struct comb_buf *v,
+		   struct comb_buf *sql, int community_param,
+		   struct filter_params *params, int *n)
+{
+	int rc = filter_array_literal(f->tags[FILTER_TAG_D], v);
+
+	if (rc == 0)
+		rc = push_param(params, v);
+	if (rc == 0)
+		rc = uuid_literal(f->tags[FILTER_TAG_D], v);
+	if (rc == 0)
+		rc = push_param(params, v);
+	if (rc == 0)
+		rc = comb_buf_printf(sql,
+			" AND e.seq IN (SELECT t.event_seq FROM event_tags t"
+			" WHERE t.community_id = $%d AND t.name = 'd'"
+			" AND t.value = ANY($%d::text[])"
+			" UNION ALL SELECT r.seq FROM artifact_revisions r"
+			" WHERE r.community_id = $%d AND r.d = ANY($%d::uuid[]))",
+			community_param, *n, community_param, *n + 1);
+	*n += 2;
+	return rc;
+}
+
 int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
 		      int community_param, int first_param,
 		      struct filter_params *params)
@@ -307,6 +361,10 @@ int filter_append_sql(const struct plain_filter *f, struct comb_buf *sql,
 			continue;
 		if (i == FILTER_TAG_H) {
 			rc = channel_match(f, &v, sql, params, &n);
+			continue;
+		}
+		if (i == FILTER_TAG_D) {
+			rc = d_match(f, &v, sql, community_param, params, &n);
 			continue;
 		}
 		rc = filter_array_literal(f->tags[i], &v);
@@ -391,22 +449,7 @@ int filter_channel_params(const struct plain_filter *f,
 
 int filter_named_channels(const struct plain_filter *f, struct comb_buf *out)
 {
-	const json_t *h = f->tags[FILTER_TAG_H];
-	bool first = true;
-	size_t i;
-	int rc = comb_buf_putc(out, '{');
-
-	for (i = 0; h && i < json_array_size(h) && rc == 0; i++) {
-		const char *s = json_string_value(json_array_get(h, i));
-
-		if (!comb_uuid_is_canonical(s))
-			continue;
-		rc = comb_buf_printf(out, "%s%s", first ? "" : ",", s);
-		first = false;
-	}
-	if (rc == 0)
-		rc = comb_buf_putc(out, '}');
-	return rc;
+	return uuid_literal(f->tags[FILTER_TAG_H], out);
 }
 
 /* ------------------------------------------------------------------ */

@@ -32,10 +32,11 @@
 /* The tag predicates a plain filter accepts, in this order. */
 #define FILTER_TAG_NAMES "ephd"
 #define FILTER_TAGS 4
-/* The index of #h among them. */
+/* The index of #h and of #d among them. */
 #define FILTER_TAG_H 2
-/* Parameters filter_append_sql adds at most. */
-#define FILTER_MAX_PARAMS 9
+#define FILTER_TAG_D 3
+/* Parameters filter_append_sql adds at most (#d takes two). */
+#define FILTER_MAX_PARAMS 10
 
 struct plain_filter {
 	const json_t *ids;               /* borrowed arrays, NULL when absent */
