@@ -6,8 +6,10 @@
 #   make test    install what is missing, sanitizer + -Werror build in
 #                build-test/, then every CTest entry
 #   make fuzz    clang libFuzzer build in build-fuzz/, each target FUZZ_SECONDS
-#   make lint    refuse banned C functions (scripts/checksrc.sh) and includes
+#   make lint    refuse banned C functions (scripts/checksrc.sh), includes
 #                that break the layers of services/ (scripts/checklayers.sh)
+#                and circles of calls between files or folders
+#                (scripts/checkcircles.py)
 #   make soak    long runs: 2,000 syncs under load, then the convergence
 #                checker with faults over several seeds, DURATION seconds
 #                each (default 600), SEED to repeat them; SOAK_PARTS adds
@@ -61,6 +63,7 @@ fuzz:
 lint:
 	scripts/checksrc.sh
 	scripts/checklayers.sh
+	scripts/checkcircles.py
 
 soak: node_modules/.package-lock.json
 	SEED=$(SEED) DURATION=$(DURATION) scripts/soak.sh

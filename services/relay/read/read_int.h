@@ -1,5 +1,6 @@
 /* What the files of read/ call of each other: query.c hands artifact
- * filters to artifact_query.c, which hands incremental ones on. */
+ * filters to artifact_query.c, which hands incremental ones on; both
+ * answer with the events they listed through listed.c. */
 #ifndef COMB_READ_INT_H
 #define COMB_READ_INT_H
 
@@ -17,7 +18,7 @@
 
 /*
  * Sends the stored events whose seqs res lists (its first column, in
- * order) as a bare JSON array (query.c): when small (at most
+ * order) as a bare JSON array (listed.c): when small (at most
  * READ_SMALL_ANSWER asked for) whole with a length, their bytes read on
  * req->db; else streamed as they are read, req->db given back before the
  * first byte, the bytes fetched a batch at a time (read_events_from) on

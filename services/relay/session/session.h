@@ -276,8 +276,6 @@ struct ws_session *ws_session_new(struct relay *relay,
  * from the connection's thread when the connection is gone. */
 void ws_session_free(struct ws_session *s);
 
-/* Sends ["AUTH",<challenge>]. Returns 0 or a negative COMB_E*. */
-int ws_session_start(struct ws_session *s);
 
 /* True once NIP-42 authentication succeeded. Any thread. */
 bool ws_session_authenticated(struct ws_session *s);
@@ -315,6 +313,15 @@ int ws_session_access_now(struct ws_session *s, comb_lsn *primary_at);
 bool ws_session_write_begin(struct ws_session *s, int limit);
 /* Counts one write as answered (its OK queued or given up). Any thread. */
 void ws_session_write_end(struct ws_session *s);
+
+/*
+ * frames.c, the NIP-01 frames. Frames other than EVENT are small: at
+ * most WS_SMALL_FRAME bytes.
+ */
+#define WS_SMALL_FRAME 4096
+
+/* Sends ["AUTH",<challenge>]. Returns 0 or a negative COMB_E*. */
+int ws_session_start(struct ws_session *s);
 
 /* Frames. Each builds one NIP-01 message and pushes it with flags (see
  * ws_push_flags); returns what the push returned. */

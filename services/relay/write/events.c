@@ -72,14 +72,6 @@ int write_run(struct writer *w, struct write_item *items, size_t n)
 	return rc;
 }
 
-void write_item_deliver(struct write_item *it, bool inserted, const char *h)
-{
-	ws_live_local_begin();
-	if (inserted)
-		ws_live_local_stored(it->community, it->ev, h);
-	it->live = ws_live_local_take(it->community, it->ev, it->out->status == 200);
-}
-
 void write_dispatch(struct writer *w, const struct comb_event *ev,
 		    struct write_result *out)
 {

@@ -108,7 +108,7 @@ struct write_item {
 	struct ws_live_local *live;
 };
 
-/* Sets it->live once a run writer decided it (events.c): the event, when
+/* Sets it->live once a run writer decided it (writer.c): the event, when
  * inserted now (in channel h), for live delivery after the commit, and
  * its answer. */
 void write_item_deliver(struct write_item *it, bool inserted, const char *h);

@@ -1,8 +1,8 @@
 /*
  * The helpers every kind's writer uses (write_int.h): refusals, database
- * failures, the created_at window, plain statements and storing an event
- * with its tags. Below the dispatcher (events.c) and the writers, it
- * calls neither.
+ * failures, the created_at window, plain statements, storing an event
+ * with its tags and handing a run's stored event to live delivery. Below
+ * the dispatcher (events.c) and the writers, it calls neither.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -228,4 +228,12 @@ void write_note_position(struct relay *relay, PGconn *db,
 	PQclear(res);
 	if (readpos_record(relay, c, authors, n, lsn))
 		comb_warn("write: Redis did not keep the writes' read position");
+}
+
+void write_item_deliver(struct write_item *it, bool inserted, const char *h)
+{
+	ws_live_local_begin();
+	if (inserted)
+		ws_live_local_stored(it->community, it->ev, h);
+	it->live = ws_live_local_take(it->community, it->ev, it->out->status == 200);
 }

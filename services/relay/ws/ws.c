@@ -87,10 +87,6 @@ static struct {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
-/* The client address of the connection whose message this thread is
- * handling. */
-static _Thread_local const char *handling_addr = "";
-
 /* What begin_request resolved for the upgrade this thread is handling. */
 static _Thread_local struct {
 	bool valid;
@@ -357,14 +353,7 @@ static void message(struct ws_conn *wc, int opcode, const char *data, size_t len
 			       WS_PUSH_WAIT);
 		return;
 	}
-	handling_addr = wc->addr;
-	ws_session_handle(wc->session, data, len);
-	handling_addr = "";
-}
-
-const char *ws_message_client_addr(void)
-{
-	return handling_addr;
+	ws_session_handle(wc->session, wc->addr, data, len);
 }
 
 /* Handles one complete message unless the connection is going away (the

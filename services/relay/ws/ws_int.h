@@ -27,12 +27,10 @@ void ws_req_open(struct ws_session *s, const json_t *msg);
 /* Handles ["CLOSE", id]: the subscription stops at once, silently. */
 void ws_req_close(struct ws_session *s, const json_t *msg);
 
-/* The client address of the connection whose message this thread is
- * handling ("" outside one): what its writes count against (ws.c). */
-const char *ws_message_client_addr(void);
-
 /* Handles one complete text message (len bytes, not NUL-terminated) of
- * session s: EVENT, REQ, CLOSE or AUTH (ws_message.c). */
-void ws_session_handle(struct ws_session *s, const char *msg, size_t len);
+ * session s, whose client's address is addr (what its writes count
+ * against): EVENT, REQ, CLOSE or AUTH (ws_message.c). */
+void ws_session_handle(struct ws_session *s, const char *addr, const char *msg,
+		       size_t len);
 
 #endif

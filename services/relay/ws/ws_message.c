@@ -101,14 +101,15 @@ static const char auth_first[] =
 	"auth-required: authenticate with NIP-42 before publishing";
 
 /*
- * Publishes a well-formed EVENT of an authenticated connection: the event
+ * Publishes a well-formed EVENT of an authenticated connection whose
+ * client's address is addr (what the write counts against): the event
  * is verified here, then handed to the write path without waiting for its
  * OK (pipelining): OKs come in completion order, each after its write
  * committed. At most COMB_WRITE_INFLIGHT_PER_CONNECTION wait at once;
  * beyond that this thread waits, and so stops reading the socket. The
  * answers are those of POST /events: both go through the same write path.
  */
-static void publish(struct ws_session *s, struct comb_event *ev)
+static void publish(struct ws_session *s, const char *addr, struct comb_event *ev)
 {
 	char err[256], text[300];
 
@@ -117,13 +118,13 @@ static void publish(struct ws_session *s, struct comb_event *ev)
 		ws_send_ok(s, ev->id, false, text, WS_PUSH_WAIT);
 	} else if (ws_session_write_begin(
 			   s, s->relay->cfg.write_inflight_per_connection)) {
-		write_submit(s->relay, &s->community, s->pubkey,
-			     ws_message_client_addr(), ev, s, event_done, s);
+		write_submit(s->relay, &s->community, s->pubkey, addr, ev, s,
+			     event_done, s);
 	}
 }
 
-/* ["EVENT", <event>] as a JSON value: checked, then published. */
-static void on_event(struct ws_session *s, const json_t *msg)
+/* ["EVENT", <event>] as a JSON value from addr: checked, then published. */
+static void on_event(struct ws_session *s, const char *addr, const json_t *msg)
 {
 	const json_t *obj = json_array_get(msg, 1);
 	struct comb_event ev;
@@ -142,21 +143,22 @@ static void on_event(struct ws_session *s, const json_t *msg)
 		refuse(s, obj, text);
 		return;
 	}
-	publish(s, &ev);
+	publish(s, addr, &ev);
 	comb_event_release(&ev);
 }
 
 /* An EVENT message read in one pass (comb_event_message_parse), answered
  * exactly as on_event would answer it. */
-static void on_event_read(struct ws_session *s, struct comb_event *ev)
+static void on_event_read(struct ws_session *s, const char *addr, struct comb_event *ev)
 {
 	if (!ws_session_authenticated(s))
 		ws_send_ok(s, ev->id, false, auth_first, WS_PUSH_WAIT);
 	else
-		publish(s, ev);
+		publish(s, addr, ev);
 }
 
-void ws_session_handle(struct ws_session *s, const char *text, size_t len)
+void ws_session_handle(struct ws_session *s, const char *addr, const char *text,
+		       size_t len)
 {
 	char err[128], notice[200];
 	struct comb_event ev;
@@ -167,7 +169,7 @@ void ws_session_handle(struct ws_session *s, const char *text, size_t len)
 	 * pass; what that declines is read the general way below. */
 	if (len <= (size_t)s->relay->cfg.max_message_length &&
 	    comb_event_message_parse(&ev, text, len) == 0) {
-		on_event_read(s, &ev);
+		on_event_read(s, addr, &ev);
 		comb_event_release(&ev);
 		return;
 	}
@@ -183,7 +185,7 @@ void ws_session_handle(struct ws_session *s, const char *text, size_t len)
 		ws_send_notice(s, "invalid: a message is a json array that starts with its type",
 			       WS_PUSH_WAIT);
 	} else if (!strcmp(type, "EVENT")) {
-		on_event(s, msg);
+		on_event(s, addr, msg);
 	} else if (!strcmp(type, "REQ")) {
 		ws_req_open(s, msg);
 	} else if (!strcmp(type, "CLOSE")) {
