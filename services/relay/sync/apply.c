@@ -800,7 +800,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 			rc = ws_held_map_put(&sub->known, d, seq);
 			if (rc) {
 				ws_sub_close(&sub->head, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
-								  : "error: out of memory");
+									     : "error: out of memory");
 				return COMB_ENOMEM;
 			}
 			return 0;

@@ -145,7 +145,7 @@ static struct sync_sub *sub_new(struct ws_session *s, const char *id,
 		return NULL;
 	}
 	ws_sub_init(&sub->head, s, id, &sync_current_kind,
-		       (const char (*)[37])sub->channels, sub->nchannels, sub_release);
+		    (const char (*)[37])sub->channels, sub->nchannels, sub_release);
 	sync_pending_init(sub);
 	return sub;
 }

@@ -553,7 +553,7 @@ static struct resume_sub *sub_new(struct ws_session *s, const char *id,
 		qsort(sub->channels, sub->nchannels, sizeof(*sub->channels), sync_cmp_channel);
 	}
 	ws_sub_init(&sub->head, s, id, &sync_changes_kind,
-		       (const char (*)[37])sub->channels, sub->nchannels, sub_release);
+		    (const char (*)[37])sub->channels, sub->nchannels, sub_release);
 	sub->retry_ms = RETRY_FIRST_MS;
 	metrics_add(METRIC_RESUMABLE_SYNCS, 1);
 	return sub;
