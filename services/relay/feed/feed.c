@@ -333,7 +333,7 @@ static void on_beat(int64_t now)
 	if (!was) {
 		comb_info("feed: capture link up, epoch %016" PRIx64, feed.epoch);
 		/* Capture now delivers every event of this node too. */
-		ws_live_set_local_feed(false);
+		feed_local_set(false);
 	}
 }
 
@@ -354,7 +354,7 @@ static void check_liveness(int64_t now)
 	if (!was)
 		return;
 	metrics_add(METRIC_FEED_LOSSES, 1);
-	ws_live_set_local_feed(true);
+	feed_local_set(true);
 	interrupt_all("no heartbeat from capture for three intervals");
 }
 

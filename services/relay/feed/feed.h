@@ -61,7 +61,7 @@ void feed_listen(const struct feed_listener *l);
 /*
  * Starts the feed thread for relay (borrowed; its
  * configuration names the endpoints and the heartbeat interval). Call
- * after ws_live_start and after feed_listen. Returns 0,
+ * after feed_live_start and after feed_listen. Returns 0,
  * or COMB_EIO / COMB_ENOMEM with errbuf set.
  */
 int feed_start(struct relay *relay, char *errbuf, size_t errlen);
@@ -80,6 +80,9 @@ void feed_watch(int64_t community_id);
  * FEED_MISSED_HEARTBEATS intervals. Any thread. */
 bool feed_alive(void);
 
+/* The CLOSED reason of a subscription whose feed was interrupted. */
+#define FEED_INTERRUPTED "resync: change feed interrupted"
+
 /*
  * Waits up to timeout_ms until the feed of community_id is trusted, and
  * stores the community's interruption generation in *generation. Returns
@@ -90,9 +93,6 @@ bool feed_alive(void);
  * feed_still_trusted() with the generation: every change committed after
  * the snapshot began then reaches it as a signal, or it is interrupted.
  */
-/* The CLOSED reason of a subscription whose feed was interrupted. */
-#define FEED_INTERRUPTED "resync: change feed interrupted"
-
 int feed_wait_trusted(int64_t community_id, int timeout_ms,
 		      uint64_t *generation);
 
@@ -118,24 +118,24 @@ bool feed_still_trusted(int64_t community_id, uint64_t generation);
  * Events arrive in one queue, which the thread keeps in order: from the
  * capture feed (feed.c), which carries what every relay node wrote, and,
  * while the feed is down or was never up, from the local write path after
- * commit (ws_live_local_*, called by write/; local.c).
+ * commit (feed_local_*, called by write/; local.c).
  */
 
 /* Items queued for live delivery beyond which new ones are dropped: a
  * signal's community is interrupted, a local event interrupts every live
  * subscription. */
-#define WS_LIVE_MAX_BACKLOG 65536
+#define FEED_LIVE_MAX_BACKLOG 65536
 
 /*
  * Starts the live delivery thread (relay borrowed for its database pools,
  * revision cache and configuration). Returns 0, or COMB_EIO with errbuf
  * set.
  */
-int ws_live_start(struct relay *relay, char *errbuf, size_t errlen);
+int feed_live_start(struct relay *relay, char *errbuf, size_t errlen);
 
 /* Stops the live delivery thread and drops what is queued. Every
  * subscription must have been removed (all connections closed) before. */
-void ws_live_stop(void);
+void feed_live_stop(void);
 
 /*
  * The local feed, called by the write path (write/) on the writing
@@ -145,11 +145,11 @@ void ws_live_stop(void);
  * ephemeral, kinds 20000-29999, delivered to its `h` channel) are queued
  * for delivery; otherwise they are forgotten. Cheap when nobody listens.
  */
-void ws_live_local_begin(void);
-void ws_live_local_stored(const struct community *c,
-			  const struct comb_event *ev, const char *channel);
-void ws_live_local_end(const struct community *c, const struct comb_event *ev,
-		       bool accepted);
+void feed_local_begin(void);
+void feed_local_stored(const struct community *c,
+		       const struct comb_event *ev, const char *channel);
+void feed_local_end(const struct community *c, const struct comb_event *ev,
+		    bool accepted);
 
 /*
  * For writes that commit later than they end (the write path's group
@@ -158,10 +158,10 @@ void ws_live_local_end(const struct community *c, const struct comb_event *ev,
  * is true, and frees it either way. end(c, ev, accepted) is
  * deliver(take(c, ev, accepted), true).
  */
-struct ws_live_local;
-struct ws_live_local *ws_live_local_take(const struct community *c,
-					 const struct comb_event *ev,
-					 bool accepted);
-void ws_live_local_deliver(struct ws_live_local *taken, bool committed);
+struct feed_local;
+struct feed_local *feed_local_take(const struct community *c,
+				   const struct comb_event *ev,
+				   bool accepted);
+void feed_local_deliver(struct feed_local *taken, bool committed);
 
 #endif

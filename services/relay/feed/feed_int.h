@@ -33,14 +33,14 @@ void feed_live_push(const struct comb_signal *s);
  * the backlog is full (the event is dropped and every live subscription
  * interrupted); COMB_ENOMEM; COMB_EIO when live delivery does not run.
  */
-int ws_live_deliver_event(int64_t community_id, const char *channel,
-			  const char *json, size_t len);
+int feed_live_push_local(int64_t community_id, const char *channel,
+			 const char *json, size_t len);
 
 /*
  * Decides whether events written through this node feed live delivery
  * directly (local.c; on by default). Turn it off once the capture feed
  * delivers every event, so that none arrives twice.
  */
-void ws_live_set_local_feed(bool on);
+void feed_local_set(bool on);
 
 #endif

@@ -81,7 +81,7 @@ static int enqueue(struct item *it)
 	int rc = 0;
 
 	pthread_mutex_lock(&live.mu);
-	if (live.backlog >= WS_LIVE_MAX_BACKLOG) {
+	if (live.backlog >= FEED_LIVE_MAX_BACKLOG) {
 		rc = COMB_ETOOBIG;
 	} else {
 		if (live.tail)
@@ -142,8 +142,8 @@ void feed_live_push(const struct comb_signal *s)
 	}
 }
 
-int ws_live_deliver_event(int64_t community_id, const char *channel,
-			  const char *json, size_t len)
+int feed_live_push_local(int64_t community_id, const char *channel,
+			 const char *json, size_t len)
 {
 	struct item *it;
 
@@ -479,7 +479,7 @@ static void *live_main(void *arg)
 	return NULL;
 }
 
-int ws_live_start(struct relay *relay, char *errbuf, size_t errlen)
+int feed_live_start(struct relay *relay, char *errbuf, size_t errlen)
 {
 	pthread_attr_t tattr;
 	int err;
@@ -497,7 +497,7 @@ int ws_live_start(struct relay *relay, char *errbuf, size_t errlen)
 	return 0;
 }
 
-void ws_live_stop(void)
+void feed_live_stop(void)
 {
 	struct item *it, *next;
 

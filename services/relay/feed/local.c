@@ -2,7 +2,7 @@
  * The local feed (see feed.h): the events a write through this node
  * stored, kept on the writing thread until the write commits and then
  * queued for live delivery (live.c), while the capture feed does not
- * carry them (it is down, or was never up); ws_live_set_local_feed turns
+ * carry them (it is down, or was never up); feed_local_set turns
  * it off once capture delivers every event.
  */
 #include "feed_int.h"
@@ -31,7 +31,7 @@ struct pending {
 
 static _Thread_local struct pending *pending_head, *pending_tail;
 
-void ws_live_set_local_feed(bool on)
+void feed_local_set(bool on)
 {
 	atomic_store(&local_feed, on);
 }
@@ -53,7 +53,7 @@ static void pending_clear(void)
 	pending_head = pending_tail = NULL;
 }
 
-void ws_live_local_begin(void)
+void feed_local_begin(void)
 {
 	pending_clear();
 }
@@ -83,16 +83,16 @@ static void pending_add(int64_t community_id, const struct comb_event *ev,
 	pending_tail = p;
 }
 
-void ws_live_local_stored(const struct community *c,
-			  const struct comb_event *ev, const char *channel)
+void feed_local_stored(const struct community *c,
+		       const struct comb_event *ev, const char *channel)
 {
 	if (local_feed_on())
 		pending_add(c->id, ev, channel);
 }
 
-struct ws_live_local *ws_live_local_take(const struct community *c,
-					 const struct comb_event *ev,
-					 bool accepted)
+struct feed_local *feed_local_take(const struct community *c,
+				   const struct comb_event *ev,
+				   bool accepted)
 {
 	struct pending *p = NULL;
 
@@ -103,26 +103,26 @@ struct ws_live_local *ws_live_local_take(const struct community *c,
 		pending_head = pending_tail = NULL;
 	}
 	pending_clear();
-	return (struct ws_live_local *)p;
+	return (struct feed_local *)p;
 }
 
-void ws_live_local_deliver(struct ws_live_local *taken, bool committed)
+void feed_local_deliver(struct feed_local *taken, bool committed)
 {
 	struct pending *p = (struct pending *)taken, *next;
 
 	for (; p; p = next) {
 		next = p->next;
 		if (committed)
-			ws_live_deliver_event(p->community_id,
-					      p->has_channel ? p->channel : NULL,
-					      p->json, p->len);
+			feed_live_push_local(p->community_id,
+					     p->has_channel ? p->channel : NULL,
+					     p->json, p->len);
 		free(p->json);
 		free(p);
 	}
 }
 
-void ws_live_local_end(const struct community *c, const struct comb_event *ev,
-		       bool accepted)
+void feed_local_end(const struct community *c, const struct comb_event *ev,
+		    bool accepted)
 {
-	ws_live_local_deliver(ws_live_local_take(c, ev, accepted), true);
+	feed_local_deliver(feed_local_take(c, ev, accepted), true);
 }

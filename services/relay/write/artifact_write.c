@@ -278,7 +278,7 @@ void write_artifact(struct writer *w, const struct comb_event *ev,
 	}
 	if (wr.outcome == OUTCOME_STORED) {
 		if (wr.inserted)
-			ws_live_local_stored(w->community, ev, env.h);
+			feed_local_stored(w->community, ev, env.h);
 		if (move && (store_move(w, ev, &env, &wr) ||
 			     !write_exec(w, "COMMIT")))
 			write_db_failed(w, out);

@@ -61,7 +61,7 @@ struct write_job {
 	void *ctx;
 	bool alone;
 	struct write_result res;
-	struct ws_live_local *live;      /* what to deliver after commit */
+	struct feed_local *live;         /* what to deliver after commit */
 };
 
 static struct {
@@ -153,7 +153,7 @@ static void fail_all(struct write_job **batch, int n)
 
 	for (i = 0; i < n; i++) {
 		write_refuse(&batch[i]->res, 503, "error: database unavailable");
-		ws_live_local_deliver(batch[i]->live, false);
+		feed_local_deliver(batch[i]->live, false);
 		batch[i]->live = NULL;
 	}
 }
@@ -181,10 +181,10 @@ static void run_one(struct write_job *job, PGconn *db, bool batched,
 		.batched = batched,
 	};
 
-	ws_live_local_begin();
+	feed_local_begin();
 	write_dispatch(&w, &job->ev, &job->res);
-	job->live = ws_live_local_take(&job->community, &job->ev,
-				       job->res.status == 200);
+	job->live = feed_local_take(&job->community, &job->ev,
+				    job->res.status == 200);
 	*broken = w.db_broken;
 }
 
@@ -366,7 +366,7 @@ static void *batcher_main(void *arg)
 
 		run(batch, n);
 		for (i = 0; i < n; i++) {
-			ws_live_local_deliver(batch[i]->live, true);
+			feed_local_deliver(batch[i]->live, true);
 			metrics_write(batch[i]->res.message);
 			batch[i]->done(batch[i]->ctx, &batch[i]->ev, &batch[i]->res);
 			addr_counts_release(&wb.per_addr, batch[i]->addr);

@@ -108,10 +108,10 @@ void write_dispatch(struct writer *w, const struct comb_event *ev,
 void write_event(struct writer *w, const struct comb_event *ev,
 		 struct write_result *out)
 {
-	ws_live_local_begin();
+	feed_local_begin();
 	if (write_admit(w, ev, out))
 		write_dispatch(w, ev, out);
-	ws_live_local_end(w->community, ev, out->status == 200);
+	feed_local_end(w->community, ev, out->status == 200);
 	metrics_write(out->message);
 }
 

@@ -49,7 +49,7 @@ int write_store_event(struct writer *w, const struct comb_event *ev,
  * channel channels[i] (NULL for none), with one statement inside the
  * caller's transaction, exactly as n write_store_event calls in this
  * order would, except that live delivery is not told (the caller tells
- * ws_live_local_stored of each event it delivers). inserted[i] is false
+ * feed_local_stored of each event it delivers). inserted[i] is false
  * when the community already had evs[i]'s id, from before or from an
  * earlier element. Returns 0, or COMB_EUNAVAIL / COMB_ENOMEM, after
  * which the caller rolls back whatever the statement did.
@@ -95,7 +95,7 @@ void write_dispatch(struct writer *w, const struct comb_event *ev,
  * artifact writes that stay in their channel. */
 bool write_runs_alone(const struct comb_event *ev);
 
-struct ws_live_local;
+struct feed_local;
 
 /* One write of a run of writes of one kind that write_run applies in
  * one step of a group-commit batch (batch.c). */
@@ -105,7 +105,7 @@ struct write_item {
 	struct write_result *out;           /* borrowed; always set */
 	/* What to deliver once the transaction committed (feed.h); the
 	 * caller's after a success, NULL when nothing. */
-	struct ws_live_local *live;
+	struct feed_local *live;
 };
 
 /* Sets it->live once a run writer decided it (writer.c): the event, when

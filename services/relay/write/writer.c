@@ -122,7 +122,7 @@ int write_store_event(struct writer *w, const struct comb_event *ev,
 	}
 	PQclear(res);
 	if (rc == 0 && *inserted)
-		ws_live_local_stored(w->community, ev, channel_id);
+		feed_local_stored(w->community, ev, channel_id);
 out:
 	write_event_params_release(&p);
 	return rc;
@@ -232,8 +232,8 @@ void write_note_position(struct relay *relay, PGconn *db,
 
 void write_item_deliver(struct write_item *it, bool inserted, const char *h)
 {
-	ws_live_local_begin();
+	feed_local_begin();
 	if (inserted)
-		ws_live_local_stored(it->community, it->ev, h);
-	it->live = ws_live_local_take(it->community, it->ev, it->out->status == 200);
+		feed_local_stored(it->community, it->ev, h);
+	it->live = feed_local_take(it->community, it->ev, it->out->status == 200);
 }

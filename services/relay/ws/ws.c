@@ -525,12 +525,12 @@ int ws_start(struct relay *relay, char *errbuf, size_t errlen)
 	ws.relay = relay;
 	ws.stop = false;
 	pthread_cond_init(&ws.cond, NULL);
-	rc = ws_live_start(relay, errbuf, errlen);
+	rc = feed_live_start(relay, errbuf, errlen);
 	if (rc)
 		goto fail;
 	err = pthread_create(&ws.reaper, NULL, reaper_main, NULL);
 	if (err) {
-		ws_live_stop();
+		feed_live_stop();
 		rc = comb_fail(errbuf, errlen, COMB_EIO,
 			       "cannot start the websocket reaper: %s", strerror(err));
 		goto fail;
@@ -597,7 +597,7 @@ void ws_stop(void)
 	pthread_cond_signal(&ws.cond);
 	pthread_mutex_unlock(&ws.mu);
 	pthread_join(ws.reaper, NULL);
-	ws_live_stop();
+	feed_live_stop();
 	pthread_cond_destroy(&ws.cond);
 	free(ws.addrs);
 	ws.addrs = NULL;
