@@ -271,15 +271,33 @@ static void check_one_channel(const struct plain_filter *f)
 	filter_params_release(&params);
 }
 
+/* lit is the uuid[] literal of exactly the canonical uuids among values
+ * (a JSON array of strings, or NULL), in order. */
+static void check_uuids(const char *lit, const json_t *values)
+{
+	const char *p = lit;
+	size_t i, n = 0;
+
+	FUZZ_CHECK(p != NULL && *p++ == '{');
+	for (i = 0; values && i < json_array_size(values); i++) {
+		const char *s = json_string_value(json_array_get(values, i));
+
+		if (!comb_uuid_is_canonical(s))
+			continue;
+		if (n++)
+			FUZZ_CHECK(*p++ == ',');
+		FUZZ_CHECK(strncmp(p, s, COMB_UUID_LEN) == 0);
+		p += COMB_UUID_LEN;
+	}
+	FUZZ_CHECK(p[0] == '}' && p[1] == '\0');
+}
+
 static void check_sql(const struct plain_filter *f)
 {
 	const int community_param = 1, first_param = 2;
 	struct filter_params params = {0};
 	struct comb_buf sql, named;
 	int k = 0, t, rc;
-	size_t i, n = 0;
-	const json_t *h;
-	const char *p;
 
 	comb_buf_init(&sql, 1 << 16);
 	rc = filter_append_sql(f, &sql, community_param, first_param, &params);
@@ -304,10 +322,16 @@ static void check_sql(const struct plain_filter *f)
 	for (t = 0; t < FILTER_TAGS; t++) {
 		if (!f->tags[t])
 			continue;
-		if (t == FILTER_TAG_H)
+		if (t == FILTER_TAG_H) {
 			check_channels(params.values[k++], f, named.data, sql.data);
-		else
+		} else if (t == FILTER_TAG_D) {
+			/* every value, for event_tags; the canonical uuids
+			 * among them, for artifact revisions */
 			check_literal(params.values[k++], f->tags[t]);
+			check_uuids(params.values[k++], f->tags[t]);
+		} else {
+			check_literal(params.values[k++], f->tags[t]);
+		}
 	}
 	FUZZ_CHECK(k == params.count);
 	filter_params_release(&params);
@@ -316,20 +340,7 @@ static void check_sql(const struct plain_filter *f)
 	check_one_channel(f);
 
 	/* named channels: exactly the canonical uuids of #h, in order */
-	h = f->tags[FILTER_TAG_H];
-	p = named.data;
-	FUZZ_CHECK(p != NULL && *p++ == '{');
-	for (i = 0; h && i < json_array_size(h); i++) {
-		const char *s = json_string_value(json_array_get(h, i));
-
-		if (!comb_uuid_is_canonical(s))
-			continue;
-		if (n++)
-			FUZZ_CHECK(*p++ == ',');
-		FUZZ_CHECK(strncmp(p, s, COMB_UUID_LEN) == 0);
-		p += COMB_UUID_LEN;
-	}
-	FUZZ_CHECK(p[0] == '}' && p[1] == '\0');
+	check_uuids(named.data, f->tags[FILTER_TAG_H]);
 	comb_buf_release(&named);
 }
 
