@@ -363,6 +363,13 @@ describe('the feed', () => {
 		c.send(['REQ', 'local', { kinds: [9], '#h': [X] }]);
 		assert.deepEqual(await c.next((m) => m[1] === 'local', WINDOW_MS + 5000),
 			['CLOSED', 'local', 'error: change feed unavailable']);
+		// one that can match nothing live (no canonical channel) neither
+		// registers nor waits: its stored part (none) and EOSE at once
+		const asked = Date.now();
+		c.send(['REQ', 'none', { kinds: [9], '#h': ['not-a-channel'] }]);
+		assert.deepEqual(await c.next((m) => m[1] === 'none', 2000), ['EOSE', 'none']);
+		// (the wait would be 1.3 s: four heartbeats and 500 ms)
+		assert.ok(Date.now() - asked < 1000, 'it waited for the feed');
 		// the same epoch comes back: the relay asks for marks again
 		fake.beatEvery(epoch, HEARTBEAT_MS);
 		await waitReady(true);
