@@ -78,6 +78,12 @@ int bench_artifact_channel(const struct bench_layout *l, int j);
 /* The number of readable artifacts in the first n channels. */
 int bench_artifacts_in(const struct bench_layout *l, int nchannels);
 
+/* Appends the head tags of ev as comb_head_tags (migrations/0018) builds
+ * them, what artifact_heads.tags holds: every tag of two elements or more
+ * but d, h and type, as name -> its distinct first values, serialized.
+ * Returns 0 or COMB_ENOMEM. */
+int bench_head_tags(const struct comb_event *ev, struct comb_buf *out);
+
 /*
  * Builds (unsigned) a kind-45010 revision: d, h, op, prev (NULL for a
  * create), with a title and content from content_seed, padded so that the

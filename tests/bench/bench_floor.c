@@ -164,45 +164,6 @@ struct insert_job {
 #define FLOOR_EVENT_PARAMS 7
 #define FLOOR_ARTIFACT_PARAMS 10
 
-/* The head tags of ev as comb_head_tags (migrations/0018) builds them:
- * every tag of two elements or more but d, h and type, as name -> its
- * distinct first values, serialized into out. */
-static int head_tags(const struct comb_event *ev, struct comb_buf *out)
-{
-	json_t *obj = json_object();
-	char *text = NULL;
-	size_t i, k;
-	int rc = COMB_ENOMEM;
-
-	for (i = 0; obj && i < json_array_size(ev->tags); i++) {
-		const json_t *tag = json_array_get(ev->tags, i);
-		const char *name = json_string_value(json_array_get(tag, 0));
-		json_t *value = json_array_get(tag, 1), *vals;
-
-		if (json_array_size(tag) < 2 || !name || !strcmp(name, "d") ||
-		    !strcmp(name, "h") || !strcmp(name, "type"))
-			continue;
-		vals = json_object_get(obj, name);
-		if (!vals) {
-			vals = json_array();
-			if (json_object_set_new(obj, name, vals))
-				goto out;
-		}
-		for (k = 0; k < json_array_size(vals); k++)
-			if (json_equal(json_array_get(vals, k), value))
-				break;
-		if (k == json_array_size(vals) && json_array_append(vals, value))
-			goto out;
-	}
-	text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-	if (text)
-		rc = comb_buf_puts(out, text);
-out:
-	free(text);
-	json_decref(obj);
-	return rc;
-}
-
 /* The statement of n rows: the events alone, or with their revision and
  * head rows (one statement, so that both floors commit once a batch). */
 static void floor_statement(struct comb_buf *sql, size_t n, bool artifact)
@@ -291,7 +252,7 @@ static void *insert_main(void *arg)
 			if (!job->artifact)
 				continue;
 			comb_buf_reset(&tags[k]);
-			if (head_tags(ev, &tags[k])) {
+			if (bench_head_tags(ev, &tags[k])) {
 				job->rc = COMB_ENOMEM;
 				break;
 			}

@@ -227,19 +227,28 @@ static const struct comb_event *loaded_event(const struct fixture *f, size_t i)
 	return i < f->n ? &f->evs[i] : &f->chats[i - f->n];
 }
 
+/* The count sql (a SELECT count(*) of the schema) answers, or -1 when
+ * the database cannot say. */
+static long schema_count(PGconn *db, const char *sql)
+{
+	PGresult *res = PQexec(db, sql);
+	long n = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+	else
+		bench_log("load: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	return n;
+}
+
 /* Whether the schema keeps an artifact revision's d as an event_tags row
  * (before migration 0023), or -1 when the database cannot say. */
 static int d_is_a_tag_row(PGconn *db)
 {
-	PGresult *res = PQexec(db, "SELECT count(*) FROM comb_migrations WHERE version >= 23");
-	int is = -1;
+	long n = schema_count(db, "SELECT count(*) FROM comb_migrations WHERE version >= 23");
 
-	if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		is = PQgetvalue(res, 0, 0)[0] == '0';
-	else
-		bench_log("load: %s", PQresultErrorMessage(res));
-	PQclear(res);
-	return is;
+	return n < 0 ? -1 : n == 0;
 }
 
 static int load_events(struct fixture *f, PGconn *db)
@@ -292,41 +301,19 @@ static int load_events(struct fixture *f, PGconn *db)
  * when the database cannot say. */
 static int heads_have_tags(PGconn *db)
 {
-	PGresult *res = PQexec(db, "SELECT count(*) FROM pg_attribute"
-				   " WHERE attrelid = 'artifact_heads'::regclass"
-				   " AND attname = 'tags' AND NOT attisdropped");
-	int have = -1;
+	long n = schema_count(db, "SELECT count(*) FROM pg_attribute"
+			      " WHERE attrelid = 'artifact_heads'::regclass"
+			      " AND attname = 'tags' AND NOT attisdropped");
 
-	if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		have = PQgetvalue(res, 0, 0)[0] == '1';
-	else
-		bench_log("load: %s", PQresultErrorMessage(res));
-	PQclear(res);
-	return have;
-}
-
-/* The head tags of ev as artifact_heads.tags holds them (name -> values),
- * serialized; NULL when out of memory. Caller frees. */
-static char *head_tags_json(const struct comb_event *ev, const char *const *names,
-			    size_t n)
-{
-	json_t *obj = json_object();
-	char *out = NULL;
-	size_t k;
-
-	for (k = 0; obj && k < n; k++)
-		if (json_object_set_new(obj, names[k], json_pack("[s]", tag(ev, names[k]))))
-			break;
-	if (obj && k == n)
-		out = json_dumps(obj, JSON_COMPACT);
-	json_decref(obj);
-	return out;
+	return n < 0 ? -1 : n == 1;
 }
 
 static int load_artifacts(struct fixture *f, PGconn *db)
 {
+	/* the head tags of the fixture's creates, for a schema before 0018 */
 	static const char *const head_tags[] = {"ar", "op", "title", "status"};
 	const size_t ntags = sizeof(head_tags) / sizeof(head_tags[0]);
+	struct comb_buf tags;
 	struct copy c;
 	char seq[24];
 	size_t i, k;
@@ -354,20 +341,22 @@ static int load_artifacts(struct fixture *f, PGconn *db)
 			: "COPY artifact_heads (community_id, d, revision_id,"
 			  " accepted_seq, channel_id, type, creator) FROM STDIN"))
 		return c.rc;
+	comb_buf_init(&tags, 1 << 16);
 	for (i = 0; i < f->n; i++) {
 		const struct comb_event *ev = &f->evs[i];
-		char *tags = in_heads ? head_tags_json(ev, head_tags, ntags) : NULL;
 
-		if (in_heads && !tags) {
+		comb_buf_reset(&tags);
+		if (in_heads && bench_head_tags(ev, &tags)) {
 			c.rc = COMB_ENOMEM;
 			break;
 		}
 		snprintf(seq, sizeof(seq), "%ld", f->base_seq + (long)i + 1);
 		copy_row(&c, in_heads ? 8 : 7,
 			 (const char *const[]){f->community, tag(ev, "d"), ev->id, seq,
-					       tag(ev, "h"), "demo.task", ev->pubkey, tags});
-		free(tags);
+					       tag(ev, "h"), "demo.task", ev->pubkey,
+					       tags.data});
 	}
+	comb_buf_release(&tags);
 	if (copy_end(&c, "artifact_heads") || in_heads)
 		return c.rc;
 

@@ -726,3 +726,39 @@ const struct bench_item *bench_manifest_find(const struct bench_manifest *m,
 	snprintf(key.d, sizeof(key.d), "%s", d);
 	return bsearch(&key, m->sorted, m->n, sizeof(key), by_d);
 }
+
+int bench_head_tags(const struct comb_event *ev, struct comb_buf *out)
+{
+	json_t *obj = json_object();
+	char *text = NULL;
+	size_t i, k;
+	int rc = COMB_ENOMEM;
+
+	for (i = 0; obj && i < json_array_size(ev->tags); i++) {
+		const json_t *tag = json_array_get(ev->tags, i);
+		const char *name = json_string_value(json_array_get(tag, 0));
+		json_t *value = json_array_get(tag, 1), *vals;
+
+		if (json_array_size(tag) < 2 || !name || !strcmp(name, "d") ||
+		    !strcmp(name, "h") || !strcmp(name, "type"))
+			continue;
+		vals = json_object_get(obj, name);
+		if (!vals) {
+			vals = json_array();
+			if (json_object_set_new(obj, name, vals))
+				goto out;
+		}
+		for (k = 0; k < json_array_size(vals); k++)
+			if (json_equal(json_array_get(vals, k), value))
+				break;
+		if (k == json_array_size(vals) && json_array_append(vals, value))
+			goto out;
+	}
+	text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	if (text)
+		rc = comb_buf_puts(out, text);
+out:
+	free(text);
+	json_decref(obj);
+	return rc;
+}
