@@ -118,18 +118,21 @@ static int grow(struct ws_held_map *m)
 
 int ws_held_map_put(struct ws_held_map *m, const unsigned char *key, int64_t value)
 {
-	int64_t *v = ws_held_map_get(m, key);
+	size_t i = m->cap ? slot_of(m, key) : 0;
 	int rc;
 
-	if (v) {
-		*v = value;
+	if (m->cap && ws_held_map_key(m, i)) {
+		*value_at(m, i) = value;
 		return 0;
 	}
 	if (m->count >= m->max)
 		return COMB_ETOOBIG;
-	if (2 * (m->count + 1) > m->cap && (rc = grow(m)))
-		return rc;
-	place(m, slot_of(m, key), key, value);
+	if (2 * (m->count + 1) > m->cap) {
+		if ((rc = grow(m)))
+			return rc;
+		i = slot_of(m, key);  /* the slots moved */
+	}
+	place(m, i, key, value);
 	return 0;
 }
 
@@ -138,9 +141,11 @@ void ws_held_map_del(struct ws_held_map *m, const unsigned char *key)
 	const unsigned char *k;
 	size_t hole, i, home;
 
-	if (!ws_held_map_get(m, key))
+	if (!m->cap)
 		return;
 	hole = slot_of(m, key);
+	if (!ws_held_map_key(m, hole))
+		return;
 	*value_at(m, hole) = HELD_EMPTY;
 	m->count--;
 	/* Move back every later entry of the run that may now be unreachable. */

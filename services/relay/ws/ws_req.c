@@ -107,14 +107,13 @@ static bool sent_before(const struct ws_held_map *sent, const char *id)
 static int mark_sent(struct ws_held_map *sent, const char *id)
 {
 	unsigned char key[32];
+	size_t before = sent->count;
 	int rc;
 
 	if (comb_hex_decode(id, key, sizeof(key)))
 		return 1;
-	if (ws_held_map_get(sent, key))
-		return 0;
 	rc = ws_held_map_put(sent, key, 0);
-	return rc ? rc : 1;
+	return rc ? rc : sent->count > before;
 }
 
 /* Counts bytes as held by sub against its connection's budget; false
