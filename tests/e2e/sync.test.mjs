@@ -263,6 +263,31 @@ describe('live changes', () => {
 		c.send(['CLOSE', 'both']);
 	});
 
+	test('one move reaches each sync as its channels say, syncs that held it among syncs that did not', async () => {
+		// Woken by the same move, served together: those that held the
+		// artifact need its stored move, the others only its new head.
+		const rev = await create(X);
+		const held = ['from1', 'from2', 'from3'];
+		const gaining = ['to1', 'to2', 'to3'];
+		for (const id of held)
+			await openSync(c, id, { artifact: 'current', '#h': [X] });
+		for (const id of gaining)
+			await openSync(c, id, { artifact: 'current', '#h': [Y] });
+		await openSync(c, 'span', { artifact: 'current', '#h': [X, Y] });
+		const moved = await move(rev, Y);
+		for (const id of held) {
+			const marker = await nextEvent(c, id);
+			assert.equal(marker.kind, 45011, `${id} gets the moved marker`);
+			assert.equal(tagValue(marker, 'reason'), 'moved');
+			assert.equal(tagValue(marker, 'prev'), rev.id);
+		}
+		for (const id of [...gaining, 'span'])
+			assert.deepEqual(await nextEvent(c, id), plain(moved), `${id} gets the new revision`);
+		await Promise.all([...held, ...gaining, 'span'].map((id) => quiet(c, id)));
+		for (const id of [...held, ...gaining, 'span'])
+			c.send(['CLOSE', id]);
+	});
+
 	test('a redaction arrives as the redacted marker and the sync stays open', async () => {
 		const rev = await update(await create(X));
 		await openSync(c, 'red', { artifact: 'current', '#h': [X] });

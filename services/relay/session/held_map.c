@@ -40,6 +40,19 @@ static int64_t *value_at(const struct ws_held_map *m, size_t i)
 	return (int64_t *)(void *)(m->slots + i * m->stride);
 }
 
+void ws_held_map_clear(struct ws_held_map *m, size_t keep_cap)
+{
+	size_t i;
+
+	if (m->cap > keep_cap) {
+		ws_held_map_release(m);
+		return;
+	}
+	for (i = 0; m->count && i < m->cap; i++)
+		*value_at(m, i) = HELD_EMPTY;
+	m->count = 0;
+}
+
 const unsigned char *ws_held_map_key(const struct ws_held_map *m, size_t i)
 {
 	return *value_at(m, i) == HELD_EMPTY ? NULL : m->slots + i * m->stride + sizeof(int64_t);

@@ -420,6 +420,10 @@ void ws_held_map_init(struct ws_held_map *m, size_t key_len, size_t max,
 		      struct ws_session *budget);
 /* Frees the entries and gives their bytes back; m stays usable, empty. */
 void ws_held_map_release(struct ws_held_map *m);
+/* Forgets every entry. Slots up to keep_cap stay allocated (and counted)
+ * for the next entries, so that a map filled and emptied over and over
+ * allocates once; more are given back as by ws_held_map_release. */
+void ws_held_map_clear(struct ws_held_map *m, size_t keep_cap);
 /* Sets key to value. Returns 0, COMB_ETOOBIG when key is new and m holds
  * max entries already, COMB_EDENIED when the budget has no room for more
  * slots, or COMB_ENOMEM. */

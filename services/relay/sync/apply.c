@@ -6,13 +6,17 @@
  *
  * The feed thread only notes a change (a d, or "access") in the sync's
  * pending set and wakes it; once the sync sent its EOSE, the hub gives it
- * turns. A worker takes a batch of woken syncs and serves all of them with
- * one READ ONLY REPEATABLE READ transaction: the current head of every changed
- * artifact (shared by every sync holding it), whether each sync's reader
- * may still read each of its channels, and, for artifacts that left a
- * sync, the moves with their stored markers. Access is checked in the
- * same snapshot as the data, so nothing written after a reader lost a
- * channel ever reaches that reader. Then, per sync and artifact:
+ * turns. A worker takes a batch of woken syncs and serves them with one
+ * read: the current head of every changed artifact (shared by every sync
+ * holding it) with its community's access epoch, in one statement, which
+ * answers every sync whose epoch stands and whose client holds no
+ * artifact that left its channels; the others (and all, when a signal said
+ * a reader's access changed) get one READ ONLY REPEATABLE READ transaction
+ * that also asks whether each sync's reader may still read each of its
+ * channels and, for artifacts that left a sync, the moves with their
+ * stored markers. Access is checked in the same snapshot as the data, so
+ * nothing written after a reader lost a channel ever reaches that reader.
+ * Then, per sync and artifact:
  *
  *   head in the synced channels and live, newer than what the client
  *     holds (or unknown to it)          -> the current revision;
@@ -45,16 +49,20 @@
 
 /* Syncs one worker serves with one transaction. */
 #define BATCH 1024
+/* The slots a sync's map of held changes keeps between turns (a change
+ * or two per turn is the rule; a burst's are given back). */
+#define KEEP_SLOTS 16
 /* The largest frame a worker builds (an event as stored, escaped). */
 #define MAX_FRAME (16 * 1024 * 1024)
 
 /* One sync of a batch and what it held. */
 struct work {
 	struct sync_sub *sub;
-	struct ws_held_map pending;
+	struct ws_held_map *pending;  /* its sub's taken */
 	bool access;               /* check every channel */
 	const char *overflow;      /* the CLOSED reason, or NULL */
 	bool skip;                 /* dead, or closed during this batch */
+	bool deferred;             /* left by the quick read to the general one */
 	size_t probe_first, probe_count;
 };
 
@@ -71,6 +79,7 @@ struct batch {
 	struct relay *relay;       /* borrowed: the syncs' node */
 	comb_lsn at_least;         /* the read runs where this has been replayed */
 	struct comb_db_pool *pool; /* the server it runs on (its statements) */
+	bool quick;                /* the quick read, else the general one */
 	struct work *works;
 	size_t n;
 	struct head_key *keys;
@@ -79,6 +88,8 @@ struct batch {
 	size_t nprobes, capprobes;
 	PGresult *heads, *moves;
 	PGresult *epochs;          /* of the syncs' communities (sync_epochs_stmt) */
+	int64_t epoch_community, epoch;  /* epoch_of's last answer */
+	bool epoch_known;
 	/* The last frame built: ["EVENT",frame_sub,*frame_json] (frame_json
 	 * points into heads or moves), reused for the next sync of the same
 	 * subscription id. */
@@ -98,6 +109,7 @@ static struct relay *relay_of(const struct sync_sub *sub)
 void sync_pending_init(struct sync_sub *sub)
 {
 	ws_held_map_init(&sub->pending, 16, WS_SYNC_MAX_HELD, sub->head.session);
+	ws_held_map_init(&sub->taken, 16, WS_SYNC_MAX_HELD, sub->head.session);
 }
 
 static struct sync_sub *sync_of(const struct hub_sub *hs)
@@ -197,11 +209,15 @@ static struct head_key *find_key(struct batch *b, int64_t community,
 	return bsearch(&probe, b->keys, b->nkeys, sizeof(*b->keys), cmp_key);
 }
 
+/* Adds the artifact (community, d) to re-read; one the same as the last
+ * added (many syncs holding the same change, the rule) is not repeated. */
 static int add_key(struct batch *b, int64_t community, const uint8_t d[16])
 {
-	struct head_key *grown;
+	struct head_key *grown, *last = b->nkeys ? &b->keys[b->nkeys - 1] : NULL;
 	size_t cap;
 
+	if (last && last->community == community && !memcmp(last->d, d, 16))
+		return 0;
 	if (b->nkeys == b->capkeys) {
 		cap = b->capkeys ? 2 * b->capkeys : 256;
 		grown = realloc(b->keys, cap * sizeof(*grown));
@@ -274,8 +290,8 @@ static int collect(struct batch *b)
 		}
 		if (w->skip)
 			continue;
-		for (j = 0; j < w->pending.cap && rc == 0; j++) {
-			if ((d = ws_held_map_key(&w->pending, j)))
+		for (j = 0; j < w->pending->cap && rc == 0; j++) {
+			if ((d = ws_held_map_key(w->pending, j)))
 				rc = add_key(b, sub->community, d);
 		}
 	}
@@ -354,22 +370,33 @@ static int move_row(const struct batch *b, const struct sync_sub *sub,
 	return -1;
 }
 
-/* The access epoch of community in the read's snapshot (-1: not read). */
-static int64_t epoch_of(const struct batch *b, int64_t community)
+/* The access epoch of community in the read's snapshot (-1: not read):
+ * from the epochs' rows of the general read, or from the heads' columns 7
+ * and 8 of the quick one. The last answer is kept, as a batch's syncs
+ * mostly share one community. */
+static int64_t epoch_of(struct batch *b, int64_t community)
 {
-	int row;
+	PGresult *r = b->epochs ? b->epochs : b->heads;
+	int col = b->epochs ? 0 : 7, row;
 
-	for (row = 0; b->epochs && row < PQntuples(b->epochs); row++) {
-		if (strtoll(PQgetvalue(b->epochs, row, 0), NULL, 10) == community)
-			return strtoll(PQgetvalue(b->epochs, row, 1), NULL, 10);
+	if (b->epoch_known && b->epoch_community == community)
+		return b->epoch;
+	b->epoch = -1;
+	for (row = 0; r && PQnfields(r) >= col + 2 && row < PQntuples(r); row++) {
+		if (strtoll(PQgetvalue(r, row, col), NULL, 10) == community) {
+			b->epoch = strtoll(PQgetvalue(r, row, col + 1), NULL, 10);
+			break;
+		}
 	}
-	return -1;
+	b->epoch_community = community;
+	b->epoch_known = true;
+	return b->epoch;
 }
 
 /* True when w's reader may have lost (or gained) a channel since its sync
  * last found all of them readable: a signal said its access changed, or
  * the community's access epoch moved since (migrations/0022). */
-static bool access_moved(const struct batch *b, const struct work *w)
+static bool access_moved(struct batch *b, const struct work *w)
 {
 	return w->access || epoch_of(b, w->sub->community) != w->sub->access_epoch;
 }
@@ -406,8 +433,8 @@ static bool mark_moves(struct batch *b)
 
 		if (w->skip)
 			continue;
-		for (j = 0; j < w->pending.cap; j++) {
-			d = ws_held_map_key(&w->pending, j);
+		for (j = 0; j < w->pending->cap; j++) {
+			d = ws_held_map_key(w->pending, j);
 			if (!d || !ws_held_map_get(&w->sub->known, d))
 				continue;
 			k = find_key(b, w->sub->community, d);
@@ -420,15 +447,27 @@ static bool mark_moves(struct batch *b)
 	return any;
 }
 
-static struct comb_db_stmt heads_stmt = COMB_DB_STMT(
-	"SELECT q.i, h.channel_id, h.accepted_seq, h.deleted, h.redacted, h.type,"
+/* The heads of the keys (their ordinal, home, accepted_seq, deleted,
+ * redacted, type, and the bytes to send: the current revision, or the
+ * redaction's marker). */
+#define HEADS_COLUMNS \
+	"SELECT q.i, h.channel_id, h.accepted_seq, h.deleted, h.redacted, h.type," \
 	" CASE WHEN h.redacted THEN mk.raw ELSE e.raw END"
-	" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
-	" JOIN artifact_heads h ON h.community_id = q.cid AND h.d = q.d"
-	" LEFT JOIN events e ON NOT h.redacted AND e.seq = h.accepted_seq"
-	" LEFT JOIN artifact_redactions rd ON h.redacted"
-	"  AND rd.community_id = h.community_id AND rd.revision_id = h.revision_id"
-	" LEFT JOIN events mk ON mk.seq = rd.marker_seq", 2);
+#define HEADS_FROM \
+	" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)" \
+	" JOIN artifact_heads h ON h.community_id = q.cid AND h.d = q.d" \
+	" LEFT JOIN events e ON NOT h.redacted AND e.seq = h.accepted_seq" \
+	" LEFT JOIN artifact_redactions rd ON h.redacted" \
+	"  AND rd.community_id = h.community_id AND rd.revision_id = h.revision_id" \
+	" LEFT JOIN events mk ON mk.seq = rd.marker_seq"
+
+static struct comb_db_stmt heads_stmt = COMB_DB_STMT(HEADS_COLUMNS HEADS_FROM, 2);
+
+/* The heads with, in columns 7 and 8, each one's community and its access
+ * epoch: one statement, so one snapshot, for the quick read. */
+static struct comb_db_stmt quick_stmt = COMB_DB_STMT(
+	HEADS_COLUMNS ", q.cid, k.access_epoch" HEADS_FROM
+	" JOIN communities k ON k.id = q.cid", 2);
 
 static struct comb_db_stmt moves_stmt = COMB_DB_STMT(
 	"SELECT q.i, m.from_channel, mk.raw"
@@ -449,6 +488,7 @@ static void forget_reads(struct batch *b)
 	PQclear(b->moves);
 	PQclear(b->epochs);
 	b->heads = b->moves = b->epochs = NULL;
+	b->epoch_known = false;
 	for (i = 0; i < b->nkeys; i++) {
 		b->keys[i].row = -1;
 		b->keys[i].want_moves = false;
@@ -476,19 +516,19 @@ static int communities_literal(const struct batch *b, struct comb_buf *ids)
 	return rc ? rc : comb_buf_putc(ids, '}');
 }
 
-/* The heads query (or, moves_only, the moves query) for b's keys as a
- * step of comb_db_exec_together, its parameters in cids and ds; index
- * as key_arrays. Returns 0 or COMB_ENOMEM. */
-static int keys_step(struct batch *b, bool moves_only, struct comb_buf *cids,
+/* Statement stmt (heads_stmt, quick_stmt, or moves_stmt for the keys
+ * wanting moves) for b's keys as a step of comb_db_exec_together, its
+ * parameters in cids and ds; index as key_arrays. Returns 0 or
+ * COMB_ENOMEM. */
+static int keys_step(struct batch *b, struct comb_db_stmt *stmt, struct comb_buf *cids,
 		     struct comb_buf *ds, const char *params[2], size_t *index,
 		     struct comb_db_step *step)
 {
-	if (key_arrays(b, moves_only, cids, ds, index))
+	if (key_arrays(b, stmt == &moves_stmt, cids, ds, index))
 		return COMB_ENOMEM;
 	params[0] = cids->data;
 	params[1] = ds->data;
-	*step = (struct comb_db_step){
-		.stmt = moves_only ? &moves_stmt : &heads_stmt, .params = params};
+	*step = (struct comb_db_step){.stmt = stmt, .params = params};
 	return 0;
 }
 
@@ -531,22 +571,21 @@ static void take_moves(struct batch *b, const size_t *index)
 }
 
 /*
- * The first round trip of a read: the epochs and the heads, after BEGIN,
- * followed by then (SQL without parameters, or NULL) in the same round
- * trip. Returns 0, or COMB_EUNAVAIL (*failed the failed result, which the
- * caller clears, and *budget whether it ran past the statement budget) or
- * COMB_ENOMEM; index as key_arrays.
+ * The first round trip of the general read: BEGIN, the epochs and the
+ * heads. Returns 0, or COMB_EUNAVAIL (*failed the failed result, which
+ * the caller clears, and *budget whether it ran past the statement
+ * budget) or COMB_ENOMEM; index as key_arrays.
  */
-static int read_heads(struct batch *b, PGconn *db, size_t *index, const char *then,
+static int read_heads(struct batch *b, PGconn *db, size_t *index,
 		      PGresult **failed, bool *budget)
 {
 	struct comb_buf ids, cids, ds;
 	const char *params[2], *communities;
-	struct comb_db_step steps[4] = {
+	struct comb_db_step steps[3] = {
 		{.sql = begin_sql},
 		{.stmt = &sync_epochs_stmt, .params = &communities},
 	};
-	PGresult *results[4] = {NULL, NULL, NULL, NULL};
+	PGresult *results[3] = {NULL, NULL, NULL};
 	size_t nsteps = 2, i;
 	int rc, heads_at = -1;
 
@@ -556,11 +595,9 @@ static int read_heads(struct batch *b, PGconn *db, size_t *index, const char *th
 	rc = communities_literal(b, &ids) ? COMB_ENOMEM : 0;
 	communities = ids.data;
 	if (rc == 0 && b->nkeys) {
-		rc = keys_step(b, false, &cids, &ds, params, index, &steps[nsteps]);
+		rc = keys_step(b, &heads_stmt, &cids, &ds, params, index, &steps[nsteps]);
 		heads_at = (int)nsteps++;
 	}
-	if (then)
-		steps[nsteps++] = (struct comb_db_step){.sql = then};
 	if (rc == 0 && comb_db_exec_together(b->pool, db, steps, nsteps, results))
 		rc = COMB_EUNAVAIL;
 	for (i = 0; i < nsteps && rc; i++) {
@@ -589,22 +626,35 @@ static int read_heads(struct batch *b, PGconn *db, size_t *index, const char *th
 }
 
 /*
- * The common read, in one round trip: the epochs and the heads in one
- * snapshot, then COMMIT. Sets *done when that answered the batch: no sync
- * knows an artifact that left its channels (whose moves would be needed)
- * and every sync's access epoch stands, so no channel needs a probe;
- * else the general read must run after forget_reads. Returns as
- * read_heads.
+ * The quick read, one statement: the heads with their communities' access
+ * epochs, which answer every sync whose access epoch stands and whose
+ * client holds no artifact that left its channels (needs_general).
+ * Returns as read_heads.
  */
-static int read_quick(struct batch *b, PGconn *db, size_t *index, bool *done,
+static int read_quick(struct batch *b, PGconn *db, size_t *index,
 		      PGresult **failed, bool *budget)
 {
-	size_t i;
-	int rc = read_heads(b, db, index, "COMMIT", failed, budget);
+	struct comb_buf cids, ds;
+	const char *params[2];
+	struct comb_db_step step;
+	PGresult *res = NULL;
+	int rc;
 
-	*done = rc == 0 && !mark_moves(b);
-	for (i = 0; *done && i < b->n; i++)
-		*done = b->works[i].skip || !access_moved(b, &b->works[i]);
+	comb_buf_init(&cids, b->nkeys * 24 + 8);
+	comb_buf_init(&ds, b->nkeys * 40 + 8);
+	rc = keys_step(b, &quick_stmt, &cids, &ds, params, index, &step);
+	if (rc == 0 && comb_db_exec_together(b->pool, db, &step, 1, &res)) {
+		rc = COMB_EUNAVAIL;
+		*failed = res;
+		*budget = comb_db_is_error(res, "57014");
+		res = NULL;
+	}
+	if (rc == 0) {
+		b->heads = res;
+		take_heads(b, index);
+	}
+	comb_buf_release(&cids);
+	comb_buf_release(&ds);
 	return rc;
 }
 
@@ -621,12 +671,12 @@ static int read_general(struct batch *b, PGconn *db, size_t *index,
 	const char *params[2];
 	struct comb_db_step step;
 	size_t i;
-	int rc = read_heads(b, db, index, NULL, failed, budget);
+	int rc = read_heads(b, db, index, failed, budget);
 
 	comb_buf_init(&cids, b->nkeys * 24 + 8);
 	comb_buf_init(&ds, b->nkeys * 40 + 8);
 	if (rc == 0 && mark_moves(b)) {
-		rc = keys_step(b, true, &cids, &ds, params, index, &step);
+		rc = keys_step(b, &moves_stmt, &cids, &ds, params, index, &step);
 		if (rc == 0 && comb_db_exec_together(b->pool, db, &step, 1, &b->moves)) {
 			rc = COMB_EUNAVAIL;
 			*failed = b->moves;
@@ -655,19 +705,18 @@ static int read_general(struct batch *b, PGconn *db, size_t *index,
 
 /*
  * Reads the batch on a server that has replayed position at (one of the
- * node's standbys or the primary, comb/readroute.h): the heads, the moves
- * and the access probes in one snapshot, in one round trip when no sync's
- * access may have moved and none needs moves. Returns 0, or a negative
- * COMB_E* with the CLOSED message in why; sets *again when the read failed
- * on a standby for a reason the primary may not share.
+ * node's standbys or the primary, comb/readroute.h): the quick read when
+ * b->quick, else the general one. Returns 0, or a negative COMB_E* with
+ * the CLOSED message in why; sets *again when the read failed on a
+ * standby for a reason the primary may not share.
  */
 static int read_at(struct batch *b, comb_lsn at, bool *again, char *why, size_t whylen)
 {
 	struct comb_read_lease lease;
-	size_t *index, i;
+	size_t *index;
 	PGresult *failed = NULL;
-	bool done = false, budget = false;
-	int rc = 0;
+	bool budget = false;
+	int rc;
 
 	*again = false;
 	index = calloc(b->nkeys ? b->nkeys : 1, sizeof(*index));
@@ -681,16 +730,8 @@ static int read_at(struct batch *b, comb_lsn at, bool *again, char *why, size_t 
 		return COMB_EUNAVAIL;
 	}
 	b->pool = lease.pool;
-	for (i = 0; i < b->n && !(!b->works[i].skip && b->works[i].access); i++)
-		;
-	if (i == b->n) {
-		/* no signal said a reader's access changed */
-		rc = read_quick(b, lease.conn, index, &done, &failed, &budget);
-		if (rc == 0 && !done)
-			forget_reads(b);
-	}
-	if (rc == 0 && !done)
-		rc = read_general(b, lease.conn, index, &failed, &budget);
+	rc = b->quick ? read_quick(b, lease.conn, index, &failed, &budget)
+		      : read_general(b, lease.conn, index, &failed, &budget);
 	*again = rc == COMB_EUNAVAIL && lease.server >= 0;
 	if (rc && !*again) {
 		if (failed && !budget)
@@ -827,6 +868,25 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 	return rc;
 }
 
+/* True when the quick read cannot answer for w: its reader's access may
+ * have moved, or an artifact its client holds left its channels (the
+ * general read finds how). */
+static bool needs_general(struct batch *b, const struct work *w)
+{
+	const unsigned char *d;
+	size_t j;
+
+	if (access_moved(b, w))
+		return true;
+	for (j = 0; j < w->pending->cap; j++) {
+		d = ws_held_map_key(w->pending, j);
+		if (d && ws_held_map_get(&w->sub->known, d) &&
+		    !in_scope(b, w->sub, find_key(b, w->sub->community, d)))
+			return true;
+	}
+	return false;
+}
+
 static void apply_work(struct batch *b, struct work *w)
 {
 	size_t j;
@@ -836,8 +896,8 @@ static void apply_work(struct batch *b, struct work *w)
 		w->skip = true;
 		return;
 	}
-	for (j = 0; j < w->pending.cap; j++) {
-		const unsigned char *d = ws_held_map_key(&w->pending, j);
+	for (j = 0; j < w->pending->cap; j++) {
+		const unsigned char *d = ws_held_map_key(w->pending, j);
 
 		if (d && apply_one(b, w, d)) {
 			w->skip = true;
@@ -846,14 +906,56 @@ static void apply_work(struct batch *b, struct work *w)
 	}
 }
 
+/* Applies every open work of the batch from the read. After the quick
+ * read, a work it cannot answer (needs_general) gets nothing and is
+ * marked deferred. Returns how many were. */
+static size_t apply_all(struct batch *b)
+{
+	size_t i, deferred = 0;
+
+	for (i = 0; i < b->n; i++) {
+		struct work *w = &b->works[i];
+
+		w->deferred = !w->skip && b->quick && needs_general(b, w);
+		if (w->deferred)
+			deferred++;
+		else if (!w->skip)
+			apply_work(b, w);
+	}
+	return deferred;
+}
+
+/* Moves the deferred works to the front of the batch (the others keep
+ * their place among the rest). */
+static void deferred_first(struct batch *b)
+{
+	struct work t;
+	size_t i, k = 0;
+
+	for (i = 0; i < b->n; i++) {
+		if (b->works[i].deferred) {
+			t = b->works[k];
+			b->works[k++] = b->works[i];
+			b->works[i] = t;
+		}
+	}
+}
+
+/*
+ * Serves a batch: the quick read unless a signal said some reader's
+ * access changed, applied to every sync it answers; then the general read
+ * for the syncs it could not answer (or for all), in a snapshot of its
+ * own. Each sync's frames of a turn come from one snapshot.
+ */
 static void run_batch(struct batch *b)
 {
 	char why[96];
-	size_t i;
+	size_t i, n = b->n, deferred;
 
 	b->nkeys = 0;
 	b->nprobes = 0;
 	b->heads = b->moves = b->epochs = NULL;
+	b->epoch_known = false;
 	if (collect(b)) {
 		kill_all(b, "error: out of memory");
 		return;
@@ -862,25 +964,39 @@ static void run_batch(struct batch *b)
 		;
 	if (i == b->n)
 		return;
+	b->quick = true;
+	for (i = 0; i < b->n; i++)
+		b->quick = b->quick && (b->works[i].skip || !b->works[i].access);
 	if (read_db(b, why, sizeof(why))) {
 		kill_all(b, why);
+		deferred = 0;
 	} else {
-		for (i = 0; i < b->n; i++) {
-			if (!b->works[i].skip)
-				apply_work(b, &b->works[i]);
-		}
+		deferred = apply_all(b);
+	}
+	if (deferred) {
+		deferred_first(b);
+		b->n = deferred;
+		b->quick = false;
+		forget_reads(b);
+		if (read_db(b, why, sizeof(why)))
+			kill_all(b, why);
+		else
+			apply_all(b);
+		b->n = n;
 	}
 	forget_reads(b);
 	b->frame_json = NULL;
 }
 
-/* The kind's take (hub.h): what was held goes to the turn. */
+/* The kind's take (hub.h): what was held goes to the turn; the turn's
+ * map, emptied by the last run, holds what comes next. */
 static void current_take(struct hub_sub *hs)
 {
 	struct sync_sub *sub = sync_of(hs);
+	struct ws_held_map emptied = sub->taken;
 
 	sub->taken = sub->pending;
-	sync_pending_init(sub);
+	sub->pending = emptied;
 	sub->taken_access = sub->access_check;
 	sub->taken_overflow = sub->overflow;
 	sub->taken_lsn = sub->want_lsn;
@@ -902,7 +1018,7 @@ static void current_run(void *scratch, struct hub_sub **subs, size_t n)
 
 			ws_sub_close(&sub->head, "error: out of memory");
 			sub->closed = true;
-			ws_held_map_release(&sub->taken);
+			ws_held_map_clear(&sub->taken, KEEP_SLOTS);
 		}
 		return;
 	}
@@ -914,14 +1030,14 @@ static void current_run(void *scratch, struct hub_sub **subs, size_t n)
 		if (sub->taken_lsn > b->at_least)
 			b->at_least = sub->taken_lsn;
 		b->works[b->n] = (struct work){
-			.sub = sub, .pending = sub->taken,
+			.sub = sub, .pending = &sub->taken,
 			.access = sub->taken_access, .overflow = sub->taken_overflow,
 		};
 	}
 	run_batch(b);
 	for (i = 0; i < n; i++) {
 		b->works[i].sub->closed = b->works[i].skip;
-		ws_held_map_release(&b->works[i].pending);
+		ws_held_map_clear(b->works[i].pending, KEEP_SLOTS);
 	}
 	if (b->frame.cap > 4 * 65536)
 		comb_buf_release(&b->frame);

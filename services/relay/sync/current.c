@@ -60,6 +60,7 @@ static void sub_release(struct ws_session *s, struct ws_sub *base)
 	(void)s;
 	hub_sub_remove(&sub->head.hub);
 	ws_held_map_release(&sub->pending);
+	ws_held_map_release(&sub->taken);
 	sub_free(sub);
 }
 

@@ -68,7 +68,8 @@ struct sync_sub {
 					 * signals' position has been replayed */
 	bool quiet;                     /* closed: nothing more is noted */
 
-	/* the worker running it: what it took from the above */
+	/* the worker running it: what it took from the above (the map is
+	 * emptied after the run and swapped with pending at the next take) */
 	struct ws_held_map taken;
 	bool taken_access;
 	const char *taken_overflow;
