@@ -46,6 +46,9 @@
 #define CAPTURE_GRACE_MS 5000
 /* How often a leader in its grace period tries to reconnect. */
 #define CAPTURE_RECONNECT_MS 100
+/* How often a leader asks whether a standby streams from the primary
+ * (listen_check_standbys). */
+#define CAPTURE_STANDBY_CHECK_MS 1000
 /* The most transaction ids remembered as published above the horizon
  * (catch-up skips them); beyond it catch-up may repeat a signal. */
 #define CAPTURE_SEEN_MAX 4096
@@ -133,6 +136,9 @@ struct capture {
 	PGconn *pg;             /* the listening connection, or NULL */
 	PGconn *pos_pg;         /* the connection that reads WAL positions
 				 * (listen_position), or NULL */
+	bool positions_wanted;  /* a standby streamed from the primary at the
+				 * last check, or none was made yet */
+	int64_t standbys_checked_ms;
 	bool leader;            /* holds the advisory lock and LISTENs */
 	bool standby_logged;    /* "another instance leads" said once */
 	int64_t next_try_ms;    /* standby: next lock attempt */
@@ -229,17 +235,27 @@ void listen_notification(struct capture *cap, const char *payload, uint64_t lsn)
  * The primary's WAL insert position now, read on a connection of its own
  * (the listening one may have a query in flight): at or after the commit
  * of every change whose notification has arrived, so that a relay re-reads
- * it only where it has been replayed (the "l" of comb/signal.h). 0 when it
- * cannot be read: that connection is opened only when leadership is taken
- * (listen_position_connect), never while notifications wait, so that a
- * slow connect never holds up a publishing leader's heartbeats; until the
- * next leadership, signals then carry no position.
+ * it only where it has been replayed (the "l" of comb/signal.h). 0, which
+ * sends relays to the primary, while no standby streams from it
+ * (listen_check_standbys: no standby could have replayed the change, and
+ * the round trip is spared), and when it cannot be read: that connection
+ * is opened only when leadership is taken (listen_position_connect), never
+ * while notifications wait, so that a slow connect never holds up a
+ * publishing leader's heartbeats; until the next leadership, signals then
+ * carry no position.
  */
 uint64_t listen_position(struct capture *cap);
 
 /* Opens the connection listen_position reads on, unless it is open (a
- * warning when it cannot be). Called when leadership is taken. */
+ * warning when it cannot be), and counts positions as wanted until
+ * listen_check_standbys says otherwise. Called when leadership is taken. */
 void listen_position_connect(struct capture *cap);
+
+/* Every CAPTURE_STANDBY_CHECK_MS (and at the first call after
+ * listen_position_connect): whether any standby streams from the primary
+ * (pg_stat_replication), which decides whether signals carry positions.
+ * On listen_position's connection; a failure closes it as there. */
+void listen_check_standbys(struct capture *cap, int64_t now);
 /*
  * Publishes, with the current epoch and continuing seqs, a signal for
  * every change stamped at or after the horizon that is not known to be

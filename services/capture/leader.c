@@ -343,6 +343,7 @@ void leader_tick(struct capture *cap, int64_t now)
 			try_lead(cap, now);
 		return;
 	}
+	listen_check_standbys(cap, now);
 	if (cap->ping_pending) {
 		if (now - cap->ping_sent_ms > CAPTURE_PING_TIMEOUT_MS)
 			drop(cap, "the database stopped answering", false);

@@ -219,6 +219,8 @@ void listen_position_connect(struct capture *cap)
 	const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
 	const char *values[] = {cap->cfg.database_url, "5", "comb-capture-position", NULL};
 
+	cap->positions_wanted = true;
+	cap->standbys_checked_ms = 0;
 	if (cap->pos_pg)
 		return;
 	cap->pos_pg = PQconnectdbParams(keys, values, 1);
@@ -230,20 +232,51 @@ void listen_position_connect(struct capture *cap)
 	}
 }
 
+/* Gives up cap's position connection after a failed statement res. */
+static void position_failed(struct capture *cap, PGresult *res)
+{
+	comb_warn("listen: cannot read the WAL position (signals carry none until the next leadership): %s",
+		  PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res) :
+		  PQerrorMessage(cap->pos_pg));
+	PQfinish(cap->pos_pg);
+	cap->pos_pg = NULL;
+}
+
+void listen_check_standbys(struct capture *cap, int64_t now)
+{
+	PGresult *res;
+	bool streaming;
+
+	if (!cap->pos_pg || (cap->standbys_checked_ms &&
+			     now - cap->standbys_checked_ms < CAPTURE_STANDBY_CHECK_MS))
+		return;
+	cap->standbys_checked_ms = now;
+	res = PQexec(cap->pos_pg, "SELECT EXISTS (SELECT FROM pg_stat_replication)");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		position_failed(cap, res);
+		PQclear(res);
+		return;
+	}
+	streaming = PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	if (streaming != cap->positions_wanted)
+		comb_info(streaming ? "listen: a standby streams from the primary: signals carry WAL positions"
+			  : "listen: no standby streams from the primary: signals carry no WAL position"
+			    " (relays re-read live changes on the primary)");
+	cap->positions_wanted = streaming;
+}
+
 uint64_t listen_position(struct capture *cap)
 {
 	PGresult *res;
 	comb_lsn lsn = 0;
 
-	if (!cap->pos_pg)
+	if (!cap->pos_pg || !cap->positions_wanted)
 		return 0;
 	res = PQexec(cap->pos_pg, "SELECT pg_current_wal_insert_lsn()::text");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
 	    comb_lsn_parse(PQgetvalue(res, 0, 0), &lsn)) {
-		comb_warn("listen: cannot read the WAL position (signals carry none until the next leadership): %s",
-			  PQerrorMessage(cap->pos_pg));
-		PQfinish(cap->pos_pg);
-		cap->pos_pg = NULL;
+		position_failed(cap, res);
 		lsn = 0;
 	}
 	PQclear(res);

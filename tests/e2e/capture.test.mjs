@@ -10,7 +10,9 @@
 // in between, which gives a new epoch; and of two captures only the leader publishes, the
 // standby taking over with a new epoch within a couple of seconds after
 // the leader is killed with SIGKILL. Signals of changes carry a WAL
-// position at or after their commit (for reads on standbys).
+// position at or after their commit (for reads on standbys) while a
+// standby streams from the primary, and none while none does (CTest runs
+// the tests that start standbys one at a time: RESOURCE_LOCK pg_standby).
 //
 // The feed is read with tests/tools/comb-signal-tap, which prints each
 // signal as one JSON line.
@@ -23,7 +25,9 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { after, before, describe, test } from 'node:test';
 
-import { buildDir, connectWs, freePort, newKey, readStackEnv, signEvent, startRelay } from './lib/harness.mjs';
+import {
+	buildDir, connectWs, freePort, newKey, readStackEnv, signEvent, startRelay, startStandby,
+} from './lib/harness.mjs';
 import {
 	accept, addMember, chat, createChannel, publish, assertAccepted, tagValue, uuid,
 } from './lib/artifacts.mjs';
@@ -205,23 +209,47 @@ describe('signals from real writes', () => {
 		}
 	});
 
-	test('a change\'s signal carries a WAL position at or after its commit', async () => {
+	test('a change\'s signal carries a WAL position at or after its commit while a standby streams, none while none does', async () => {
 		const h = await createChannel(stack, admin, { name: 'positions' });
-		const from = tap.lines.length;
-		const d = uuid();
-		const [[before]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
-		await accept(stack, admin, { d, h, op: 'create' });
-		// the commit's own record lies below this: the write was answered
-		const [[committed]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
-		const sig = await tap.waitFor((s) => s.type === 'head' && s.d === d, 'head signal', { from });
-		const [[after]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
-		const [[ok]] = await stack.query(`SELECT '${sig.lsn}'::pg_lsn > '${before}'::pg_lsn
-			AND '${sig.lsn}'::pg_lsn <= '${after}'::pg_lsn`);
-		assert.equal(ok, 't', `${before} < ${sig.lsn} <= ${after} (committed by ${committed})`);
-		// heartbeats name no change and no position
-		const beat = tap.lines.slice(from).find(isBeat);
-		if (beat)
-			assert.equal(beat.lsn, '0/0');
+		// One artifact create: its head signal and the primary's insert
+		// position before the write and after the signal.
+		const write = async () => {
+			const from = tap.lines.length;
+			const d = uuid();
+			const [[before]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+			await accept(stack, admin, { d, h, op: 'create' });
+			const sig = await tap.waitFor((s) => s.type === 'head' && s.d === d, 'head signal', { from });
+			const [[after]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+			return { sig, before, after, from };
+		};
+		// No standby streams: a relay re-reads on the primary anyway, and
+		// capture spares the position's round trip.
+		await waitLog(stack.logs.captures[0], /no standby streams from the primary/);
+		for (let i = 0; i < 3; i++)
+			assert.equal((await write()).sig.lsn, '0/0', 'a position without a standby');
+		const standby = await startStandby();
+		try {
+			await waitLog(stack.logs.captures[0], /a standby streams from the primary/);
+			for (let i = 0; i < 3; i++) {
+				const { sig, before, after, from } = await write();
+				const [[ok]] = await stack.query(`SELECT '${sig.lsn}'::pg_lsn > '${before}'::pg_lsn
+					AND '${sig.lsn}'::pg_lsn <= '${after}'::pg_lsn`);
+				assert.equal(ok, 't', `${before} < ${sig.lsn} <= ${after}`);
+				// heartbeats name no change and no position
+				const beat = tap.lines.slice(from).find(isBeat);
+				if (beat)
+					assert.equal(beat.lsn, '0/0');
+			}
+		} finally {
+			await standby.remove();
+		}
+		// Within two checks of its leaving, no position again.
+		let lsn;
+		for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(100)) {
+			if ((lsn = (await write()).sig.lsn) === '0/0')
+				break;
+		}
+		assert.equal(lsn, '0/0', 'a position after the standby left');
 	});
 
 	test('writes through the relay become signals with their transaction ids', async () => {

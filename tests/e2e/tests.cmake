@@ -64,6 +64,12 @@ if(NODE_EXECUTABLE)
       TIMEOUT 300
       LABELS e2e)
   endforeach()
+  # Streaming standbys of the fixture's PostgreSQL: comb-capture stamps
+  # signals with WAL positions only while one streams from it, which
+  # e2e/capture checks with its own standby and without any; the tests
+  # that start one take turns.
+  set_tests_properties(e2e/capture e2e/convergence e2e/standby e2e/standby_ws
+    PROPERTIES RESOURCE_LOCK pg_standby)
   # comb-client's unit tests: a fake fetch, no relay
   add_test(NAME unit/comb-client
     COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec ${PROJECT_SOURCE_DIR}/clients/js/test/

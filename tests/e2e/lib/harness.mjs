@@ -739,7 +739,9 @@ export async function runAdmin(dbUrl, args) {
  * pg_basebackup -R, then a hot standby on a free port) in a directory beside
  * the fixture's (STACK-standby-<random>, which `scripts/test-stack.sh stop`
  * also stops). It holds every database the fixture held when it started
- * and replays whatever is written later. Resolves to:
+ * and replays whatever is written later. Resolves once it streams from the
+ * primary (comb-capture stamps signals with WAL positions only while a
+ * standby does) to:
  *   port, urlFor(db) (a COMB_DATABASE_URL of database db on the standby)
  *   query(db, sql) -> rows, on the standby
  *   pause(), resume()  pg_wal_replay_pause() / pg_wal_replay_resume()
@@ -773,6 +775,14 @@ export async function startStandby() {
 			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' } });
 		return stdout.trim().split('\n').filter((l) => l !== '').map((l) => l.split('|'));
 	};
+	for (let deadline = Date.now() + 20000; ;) {
+		const rows = await query('postgres', 'SELECT status FROM pg_stat_wal_receiver').catch(() => []);
+		if (rows[0]?.[0] === 'streaming')
+			break;
+		if (Date.now() > deadline)
+			throw new Error(`the standby on port ${port} does not stream from the primary`);
+		await new Promise((r) => setTimeout(r, 50));
+	}
 	return {
 		port,
 		urlFor: (db) => `postgresql://postgres@127.0.0.1:${port}/${db}`,
