@@ -1128,9 +1128,9 @@ function statementsSince(a, b) {
 // every chat message (req-read, on a new connection each run). The
 // statements each server ran come from its own pg_stat_statements; those
 // of the REQs are also counted apart (before and after them), and so are
-// those of each node's first, untimed REQ (node 2's revision cache holds
-// what its warm at start read, the newest stored events; the bytes of
-// events it does not hold are read on the primary).
+// those of each node's first, untimed REQ (node 2's warm at start read
+// the newest stored events, by then the ingest scenarios' and not the
+// fixture's chat messages: it reads their bytes where the REQ reads).
 async function standbyReads(node0, manifest, cursor0) {
 	const script = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..',
 		'scripts', 'standby.sh');
@@ -1182,8 +1182,9 @@ async function standbyReads(node0, manifest, cursor0) {
 		const mix = async (node, half) => {
 			const at = ['--addr', node.addr, '--host', node.host];
 			// untimed, its statements counted: the node's first REQ of
-			// the chat messages (node 2's revision cache holds what its
-			// warm at start read, node 0's also what req_read read)
+			// the chat messages (node 2's revision cache does not hold
+			// them: its warm read newer events; node 0's does when
+			// req_read ran before)
 			await reset();
 			const reqFirst = await bench('req-read', [...at, '--runs', '1']);
 			const first = await both();
@@ -1282,9 +1283,10 @@ async function standbyReads(node0, manifest, cursor0) {
 			note: 'primary, standby, relays and clients share the machine\'s cores; ' +
 				'latency_ratio_req_read is of the EOSE medians; each req-read run makes two statements ' +
 				'on the primary (the reader\'s admin status with the WAL position: at AUTH and for the ' +
-				'REQ) and two where it reads (the newest events, then the rest); each node warmed its ' +
-				'revision cache when it started (the newest stored events); the bytes of events ' +
-				'not in the node\'s revision cache are read on the primary (req_read_first_untimed); ' +
+				'REQ) and two where it reads (the newest events, then the rest); node 2 warmed its ' +
+				'revision cache when it started with the newest stored events, newer than the chat ' +
+				'messages; the bytes of events not in the node\'s revision cache are read where the ' +
+				'REQ reads (req_read_first_untimed); ' +
 				'req_read_statements counts whatever ran between the REQs\' start and end',
 			...writes,
 			target: 'at least 95% of read statements off the primary; latency within 1.5x',

@@ -1,10 +1,10 @@
 /*
  * The revision cache's warm when a node starts (see revcache.h). A node
- * (re)started, or one whose data arrived behind its back (a restore, a
- * bulk load), has an empty cache, and PostgreSQL may hold none of the
- * events' pages in its shared buffers: its first read of many events
- * paid both, reading their pages from the kernel to list them and then
- * their bytes (docs/benchmarks.md, issue 38, part 3). The warm reads
+ * starts with an empty cache, and after a restart of PostgreSQL, a
+ * restore or a bulk load (COPY) the server may hold none of the events'
+ * pages in its shared buffers either: the node's first read of many
+ * events paid both, reading their pages from the kernel to list them and
+ * then their bytes (docs/benchmarks.md, issue 38, part 3). The warm reads
  * the newest stored events, which readers ask for most, once, in the
  * background: a batch per statement through the events_seq index,
  * whose heap pages PostgreSQL keeps in its shared buffers like any
@@ -44,19 +44,21 @@
 /* How long a batch waits for a pooled connection. */
 #define POOL_WAIT_MS 2000
 
+/* The node's one warm. */
 static struct {
-	struct relay *relay;
-	size_t budget;
+	struct relay *relay;       /* borrowed */
+	size_t budget;             /* bytes, entry costs included */
 	pthread_t thread;
-	bool started;
-	atomic_bool stop;
+	bool started;              /* thread to join */
+	atomic_bool stop;          /* revcache_warm_stop asks */
 	atomic_bool running;
-	atomic_ulong events;
-	atomic_size_t bytes;
-	atomic_long ms;
+	atomic_ulong events;       /* kept so far */
+	atomic_size_t bytes;       /* their cost so far */
+	atomic_long ms;            /* run time at the last batch, or in all */
 	struct timespec t0;        /* CLOCK_MONOTONIC, when it started */
 } warm;
 
+/* Milliseconds from *t0 (CLOCK_MONOTONIC) to now. */
 static long ms_since(const struct timespec *t0)
 {
 	struct timespec now;
@@ -97,21 +99,25 @@ static int read_batch(int64_t before, size_t limit, PGresult **res)
 	return rc;
 }
 
-/* The warm's thread: batches until the budget, the stored events or a
- * stop ends it, then the log line. */
+/* The warm's thread: batches until the budget, the stored events, a
+ * database error or the node's stop ends it, then the log line. */
 static void *run(void *arg)
 {
 	const char *why = "every stored event read";
 	int64_t before = INT64_MAX;
 	size_t limit = BATCH_FIRST, used = 0, read;
 	unsigned long kept = 0;
-	bool full = false;
 
 	(void)arg;
-	while (!full && !atomic_load(&warm.stop) && !atomic_load(&warm.relay->draining)) {
+	for (;;) {
 		PGresult *res;
+		bool full = false;
 		int row, rows;
 
+		if (atomic_load(&warm.stop) || atomic_load(&warm.relay->draining)) {
+			why = "stopped by the node's stop";
+			break;
+		}
 		if (read_batch(before, limit, &res)) {
 			why = "stopped by a database error";
 			PQclear(res);
@@ -122,11 +128,10 @@ static void *run(void *arg)
 			size_t len = (size_t)PQgetlength(res, row, 1);
 			int64_t seq = strtoll(PQgetvalue(res, row, 0), NULL, 10);
 
-			if (used + len + REVCACHE_ENTRY_COST > warm.budget) {
-				full = true;
-				why = "budget reached";
+			/* the newest that fit, not older ones past one that does not */
+			full = used + len + REVCACHE_ENTRY_COST > warm.budget;
+			if (full)
 				break;
-			}
 			before = seq;
 			read += len;
 			if (revcache_put(warm.relay->revisions, seq, PQgetvalue(res, row, 1), len)) {
@@ -138,15 +143,15 @@ static void *run(void *arg)
 		}
 		PQclear(res);
 		atomic_store(&warm.ms, ms_since(&warm.t0));
+		if (full) {
+			why = "budget reached";
+			break;
+		}
 		if ((size_t)rows < limit)
 			break;   /* the oldest stored event was read */
-		if (row > 0) {
-			limit = BATCH_BYTES / (read / (size_t)row + 1);
-			limit = limit < BATCH_MIN ? BATCH_MIN : limit > BATCH_MAX ? BATCH_MAX : limit;
-		}
+		limit = BATCH_BYTES / (read / (size_t)rows + 1);
+		limit = limit < BATCH_MIN ? BATCH_MIN : limit > BATCH_MAX ? BATCH_MAX : limit;
 	}
-	if (!full && (atomic_load(&warm.stop) || atomic_load(&warm.relay->draining)))
-		why = "stopped by the node's stop";
 	atomic_store(&warm.ms, ms_since(&warm.t0));
 	atomic_store(&warm.running, false);
 	comb_info("revision cache warm: %lu events, %zu bytes in %ld ms (%s)",
