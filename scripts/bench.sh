@@ -27,7 +27,9 @@
 # BUILD/bench-out), BENCH_ENFORCE=1 to exit 1 when a target is missed
 # (by default only a wrong answer fails), BENCH_PG_SETTINGS (extra
 # PostgreSQL settings, see below), BENCH_REVISION_CACHE_MB (the relays'
-# COMB_REVISION_CACHE_MB; 0 runs every scenario without the cache), JOBS.
+# COMB_REVISION_CACHE_MB; 0 runs every scenario without the cache),
+# BENCH_REVISION_CACHE_WARM_MB (the relays' COMB_REVISION_CACHE_WARM_MB; 0
+# starts them without the warm of their cache), JOBS.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -435,6 +435,11 @@ int main(void)
 		comb_error("read standbys: %s", err);
 		goto out;
 	}
+	/* in the background: readiness and clients do not wait for it */
+	if (revcache_warm_start(&relay, err, sizeof(err))) {
+		comb_error("revision cache: %s", err);
+		goto out;
+	}
 
 	raise_open_files(&relay.cfg);
 	signal(SIGPIPE, SIG_IGN);
@@ -477,6 +482,7 @@ int main(void)
 	drain(&relay);
 	rc = 0;
 out:
+	revcache_warm_stop();
 	write_batch_stop();
 	feed_stop();
 	hub_workers_stop();

@@ -107,6 +107,8 @@ static const struct setting settings[] = {
 	    "quiet time after which a resumable sync sends an empty CHANGES with a newer cursor, in milliseconds (the protocol's 30 s; lower only in tests)"),
 	INT(revision_cache_mb, "COMB_REVISION_CACHE_MB", "256", 0, 1048576,
 	    "bytes of stored events (artifact revisions, messages) each relay node keeps in memory for reads, in MiB (0: no cache)"),
+	INT(revision_cache_warm_mb, "COMB_REVISION_CACHE_WARM_MB", "64", 0, 1048576,
+	    "bytes of the newest stored events a relay node reads into its revision cache when it starts, in the background, in MiB (at most half of COMB_REVISION_CACHE_MB; 0: none)"),
 	INT(incremental_max_concurrent, "COMB_INCREMENTAL_MAX_CONCURRENT", "32",
 	    1, 100000, "incremental reads running at once across all relay nodes"),
 	INT(write_rate, "COMB_WRITE_RATE", "600", 0, 6000000,

@@ -3,8 +3,10 @@
  * put comes back byte for byte, the byte bound holds under pressure with
  * evictions counted, CLOCK keeps a referenced entry over an unreferenced
  * one, a cache of size 0 holds nothing and counts misses, oversized
- * entries are refused, pinned bytes outlive their entry's eviction, and
- * concurrent users keep the bound.
+ * entries are refused (a put says whether it kept the bytes), pinned
+ * bytes outlive their entry's eviction, and concurrent users keep the
+ * bound. The warm at start-up (revcache_warm.c) needs a relay and
+ * PostgreSQL: tests/e2e/revcache_warm.test.mjs.
  */
 #include "test_util.h"
 
@@ -25,14 +27,17 @@ static void fill(char *out, size_t len, int64_t seq)
 		out[i] = (char)('a' + (seq * 7 + (int64_t)i) % 26);
 }
 
-static void put(struct revcache *rc, int64_t seq, size_t len)
+/* Puts len bytes as revision seq; returns what revcache_put() returned. */
+static bool put(struct revcache *rc, int64_t seq, size_t len)
 {
 	char *data = malloc(len);
+	bool kept;
 
 	assert_non_null(data);
 	fill(data, len, seq);
-	revcache_put(rc, seq, data, len);
+	kept = revcache_put(rc, seq, data, len);
 	free(data);
+	return kept;
 }
 
 /* 1 when seq is cached with exactly its bytes, 0 when it is not cached,
@@ -70,14 +75,14 @@ static void test_round_trip_and_counters(void **state)
 
 	(void)state;
 	assert_non_null(rc);
-	put(rc, 1, 4923);
-	put(rc, 2, 100);
+	assert_true(put(rc, 1, 4923));
+	assert_true(put(rc, 2, 100));
 	assert_true(has(rc, 1, 4923));
 	assert_true(has(rc, 2, 100));
 	assert_false(has(rc, 3, 100));
 	assert_true(has(rc, 1, 4923));
-	/* A second put of the same seq keeps the first. */
-	put(rc, 1, 10);
+	/* A second put of the same seq keeps the first, and says so. */
+	assert_false(put(rc, 1, 10));
 	assert_true(has(rc, 1, 4923));
 	revcache_get_stats(rc, &st);
 	assert_int_equal(st.hits, 4);
@@ -143,15 +148,15 @@ static void test_off_and_oversized(void **state)
 	struct revcache_stats st;
 
 	(void)state;
-	put(off, 1, 100);
+	assert_false(put(off, 1, 100));
 	assert_false(has(off, 1, 100));
 	revcache_get_stats(off, &st);
 	assert_int_equal(st.entries, 0);
 	assert_int_equal(st.bytes, 0);
 	assert_int_equal(st.misses, 1);
 	/* A shard of 8000 bytes takes entries up to 1000 bytes with costs. */
-	put(small, 1, 1000 - REVCACHE_ENTRY_COST);
-	put(small, 2, 1001 - REVCACHE_ENTRY_COST);
+	assert_true(put(small, 1, 1000 - REVCACHE_ENTRY_COST));
+	assert_false(put(small, 2, 1001 - REVCACHE_ENTRY_COST));
 	assert_true(has(small, 1, 1000 - REVCACHE_ENTRY_COST));
 	assert_false(has(small, 2, 1001 - REVCACHE_ENTRY_COST));
 	revcache_free(off);

@@ -280,6 +280,7 @@ int metrics_render(struct relay *relay, const struct metrics_state *state,
 {
 	struct comb_db_stats db;
 	struct revcache_stats rev;
+	struct revcache_warm_stats warm;
 	int r, rc = 0;
 	size_t s, b;
 
@@ -349,6 +350,17 @@ int metrics_render(struct relay *relay, const struct metrics_state *state,
 			      "# TYPE comb_revision_cache_max_bytes gauge\ncomb_revision_cache_max_bytes %zu\n",
 			      rev.hits, rev.misses, rev.evictions, rev.bytes, rev.entries,
 			      rev.max_bytes);
+	revcache_warm_get_stats(&warm);
+	rc |= comb_buf_printf(out,
+			      "# HELP comb_revision_cache_warm_events Stored events the warm at start-up put in the cache (COMB_REVISION_CACHE_WARM_MB).\n"
+			      "# TYPE comb_revision_cache_warm_events gauge\ncomb_revision_cache_warm_events %lu\n"
+			      "# HELP comb_revision_cache_warm_bytes What those events cost the cache, bookkeeping included.\n"
+			      "# TYPE comb_revision_cache_warm_bytes gauge\ncomb_revision_cache_warm_bytes %zu\n"
+			      "# HELP comb_revision_cache_warm_seconds How long the warm ran, or has run so far.\n"
+			      "# TYPE comb_revision_cache_warm_seconds gauge\ncomb_revision_cache_warm_seconds %.3f\n"
+			      "# HELP comb_revision_cache_warm_running 1 while the warm runs.\n"
+			      "# TYPE comb_revision_cache_warm_running gauge\ncomb_revision_cache_warm_running %d\n",
+			      warm.events, warm.bytes, (double)warm.ms / 1000.0, warm.running ? 1 : 0);
 	rc |= render_relay(state, out);
 	return rc ? -1 : 0;
 }

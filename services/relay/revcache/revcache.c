@@ -206,7 +206,7 @@ static bool grow_locked(struct shard *sh)
 	return true;
 }
 
-void revcache_put(struct revcache *rc, int64_t seq, const char *data, size_t len)
+bool revcache_put(struct revcache *rc, int64_t seq, const char *data, size_t len)
 {
 	struct shard *sh = shard_of(rc, seq);
 	unsigned long evicted;
@@ -214,10 +214,10 @@ void revcache_put(struct revcache *rc, int64_t seq, const char *data, size_t len
 	size_t b;
 
 	if (!rc->shard_bytes || cost(len) > rc->shard_bytes / 8)
-		return;
+		return false;
 	e = malloc(sizeof(*e) + len);
 	if (!e)
-		return;
+		return false;
 	e->seq = seq;
 	e->len = len;
 	e->pins = 0;
@@ -229,7 +229,7 @@ void revcache_put(struct revcache *rc, int64_t seq, const char *data, size_t len
 	    (sh->entries >= sh->nbuckets && !grow_locked(sh) && !sh->nbuckets)) {
 		pthread_mutex_unlock(&sh->mu);
 		free(e);
-		return;
+		return false;
 	}
 	evicted = make_room_locked(sh, rc->shard_bytes, cost(len));
 	b = bucket_of(seq, sh->nbuckets);
@@ -250,6 +250,7 @@ void revcache_put(struct revcache *rc, int64_t seq, const char *data, size_t len
 	pthread_mutex_unlock(&sh->mu);
 	if (evicted)
 		atomic_fetch_add(&rc->evictions, evicted);
+	return true;
 }
 
 void revcache_get_stats(struct revcache *rc, struct revcache_stats *out)

@@ -49,6 +49,7 @@ struct comb_config {
 	int sync_max_events;        /* COMB_SYNC_MAX_EVENTS */
 	int sync_quiet_ms;          /* COMB_SYNC_QUIET_MS */
 	int revision_cache_mb;      /* COMB_REVISION_CACHE_MB */
+	int revision_cache_warm_mb; /* COMB_REVISION_CACHE_WARM_MB */
 	int incremental_max_concurrent; /* COMB_INCREMENTAL_MAX_CONCURRENT */
 	int capture_heartbeat_ms;   /* COMB_CAPTURE_HEARTBEAT_MS */
 	int write_rate;             /* COMB_WRITE_RATE, per minute; 0: no limit */
