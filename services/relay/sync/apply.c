@@ -925,8 +925,8 @@ static size_t apply_all(struct batch *b)
 	return deferred;
 }
 
-/* Moves the deferred works to the front of the batch (the others keep
- * their place among the rest). */
+/* Moves the deferred works to the front of the batch, by swaps: every
+ * work stays in it, for the run's end (current_run). */
 static void deferred_first(struct batch *b)
 {
 	struct work t;
