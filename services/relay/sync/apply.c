@@ -420,6 +420,19 @@ static int gather_probes(struct batch *b, struct work *w)
 	return rc;
 }
 
+/* The key of d (held for w) when w's client knows d but its head left
+ * w's channels, whose moves then say how; else NULL. */
+static struct head_key *departed(struct batch *b, const struct work *w,
+				 const unsigned char *d)
+{
+	struct head_key *k;
+
+	if (!ws_held_map_get(&w->sub->known, d))
+		return NULL;
+	k = find_key(b, w->sub->community, d);
+	return k && !in_scope(b, w->sub, k) ? k : NULL;
+}
+
 /* Marks the artifacts some sync knows but whose head left its channels. */
 static bool mark_moves(struct batch *b)
 {
@@ -435,10 +448,7 @@ static bool mark_moves(struct batch *b)
 			continue;
 		for (j = 0; j < w->pending->cap; j++) {
 			d = ws_held_map_key(w->pending, j);
-			if (!d || !ws_held_map_get(&w->sub->known, d))
-				continue;
-			k = find_key(b, w->sub->community, d);
-			if (k && !in_scope(b, w->sub, k)) {
+			if (d && (k = departed(b, w, d))) {
 				k->want_moves = true;
 				any = true;
 			}
@@ -530,6 +540,31 @@ static int keys_step(struct batch *b, struct comb_db_stmt *stmt, struct comb_buf
 	params[1] = ds->data;
 	*step = (struct comb_db_step){.stmt = stmt, .params = params};
 	return 0;
+}
+
+/* Runs stmt (quick_stmt, or moves_stmt) for b's keys on db, alone: *out
+ * its result. Returns as read_heads; index as key_arrays. */
+static int read_keys(struct batch *b, PGconn *db, struct comb_db_stmt *stmt,
+		     size_t *index, PGresult **out, PGresult **failed, bool *budget)
+{
+	struct comb_buf cids, ds;
+	const char *params[2];
+	struct comb_db_step step;
+	int rc;
+
+	*out = NULL;
+	comb_buf_init(&cids, b->nkeys * 24 + 8);
+	comb_buf_init(&ds, b->nkeys * 40 + 8);
+	rc = keys_step(b, stmt, &cids, &ds, params, index, &step);
+	if (rc == 0 && comb_db_exec_together(b->pool, db, &step, 1, out)) {
+		rc = COMB_EUNAVAIL;
+		*failed = *out;
+		*out = NULL;
+		*budget = comb_db_is_error(*failed, "57014");
+	}
+	comb_buf_release(&cids);
+	comb_buf_release(&ds);
+	return rc;
 }
 
 /* Takes b->heads apart: each key's row, and the new revisions' bytes
@@ -634,27 +669,10 @@ static int read_heads(struct batch *b, PGconn *db, size_t *index,
 static int read_quick(struct batch *b, PGconn *db, size_t *index,
 		      PGresult **failed, bool *budget)
 {
-	struct comb_buf cids, ds;
-	const char *params[2];
-	struct comb_db_step step;
-	PGresult *res = NULL;
-	int rc;
+	int rc = read_keys(b, db, &quick_stmt, index, &b->heads, failed, budget);
 
-	comb_buf_init(&cids, b->nkeys * 24 + 8);
-	comb_buf_init(&ds, b->nkeys * 40 + 8);
-	rc = keys_step(b, &quick_stmt, &cids, &ds, params, index, &step);
-	if (rc == 0 && comb_db_exec_together(b->pool, db, &step, 1, &res)) {
-		rc = COMB_EUNAVAIL;
-		*failed = res;
-		*budget = comb_db_is_error(res, "57014");
-		res = NULL;
-	}
-	if (rc == 0) {
-		b->heads = res;
+	if (rc == 0)
 		take_heads(b, index);
-	}
-	comb_buf_release(&cids);
-	comb_buf_release(&ds);
 	return rc;
 }
 
@@ -667,22 +685,11 @@ static int read_quick(struct batch *b, PGconn *db, size_t *index,
 static int read_general(struct batch *b, PGconn *db, size_t *index,
 			PGresult **failed, bool *budget)
 {
-	struct comb_buf cids, ds;
-	const char *params[2];
-	struct comb_db_step step;
 	size_t i;
 	int rc = read_heads(b, db, index, failed, budget);
 
-	comb_buf_init(&cids, b->nkeys * 24 + 8);
-	comb_buf_init(&ds, b->nkeys * 40 + 8);
 	if (rc == 0 && mark_moves(b)) {
-		rc = keys_step(b, &moves_stmt, &cids, &ds, params, index, &step);
-		if (rc == 0 && comb_db_exec_together(b->pool, db, &step, 1, &b->moves)) {
-			rc = COMB_EUNAVAIL;
-			*failed = b->moves;
-			b->moves = NULL;
-			*budget = comb_db_is_error(*failed, "57014");
-		}
+		rc = read_keys(b, db, &moves_stmt, index, &b->moves, failed, budget);
 		if (rc == 0)
 			take_moves(b, index);
 	}
@@ -698,8 +705,6 @@ static int read_general(struct batch *b, PGconn *db, size_t *index,
 		if (!w->skip && access_moved(b, w) && probes_readable(b, w))
 			w->sub->access_epoch = epoch_of(b, w->sub->community);
 	}
-	comb_buf_release(&cids);
-	comb_buf_release(&ds);
 	return rc;
 }
 
@@ -880,8 +885,7 @@ static bool needs_general(struct batch *b, const struct work *w)
 		return true;
 	for (j = 0; j < w->pending->cap; j++) {
 		d = ws_held_map_key(w->pending, j);
-		if (d && ws_held_map_get(&w->sub->known, d) &&
-		    !in_scope(b, w->sub, find_key(b, w->sub->community, d)))
+		if (d && departed(b, w, d))
 			return true;
 	}
 	return false;
