@@ -4,7 +4,8 @@
  * value until it is removed, also when many share a home slot and removals
  * shift the rest of their run back; no more than max entries; new slots
  * only within the connection's budget, every byte of it given back on
- * release.
+ * release; a cleared map forgets every key and keeps its slots up to the
+ * bound it was given, giving the rest back.
  */
 #include "test_util.h"
 
@@ -121,12 +122,56 @@ static void test_budget(void **state)
 	assert_int_equal(budget_held, 0);
 }
 
+static void test_clear(void **state)
+{
+	struct ws_held_map m;
+	unsigned char key[32];
+	unsigned i;
+
+	(void)state;
+	budget_room = 1 << 20;
+	budget_held = 0;
+	ws_held_map_init(&m, 32, 100000, (struct ws_session *)&m);
+	for (i = 0; i < 5; i++) {
+		key_of(i, false, key);
+		assert_int_equal(ws_held_map_put(&m, key, i), 0);
+	}
+	assert_int_equal(m.cap, 16);
+	/* within the bound: empty, its slots kept and still counted */
+	ws_held_map_clear(&m, 16);
+	assert_int_equal(m.count, 0);
+	assert_int_equal(m.cap, 16);
+	assert_int_equal(budget_held, 16 * m.stride);
+	for (i = 0; i < 5; i++) {
+		key_of(i, false, key);
+		assert_null(ws_held_map_get(&m, key));
+	}
+	key_of(7, false, key);
+	assert_int_equal(ws_held_map_put(&m, key, 7), 0);
+	assert_int_equal(*ws_held_map_get(&m, key), 7);
+	assert_int_equal(m.count, 1);
+	/* grown past it: every slot given back */
+	for (i = 100; i < 120; i++) {
+		key_of(i, false, key);
+		assert_int_equal(ws_held_map_put(&m, key, i), 0);
+	}
+	assert_true(m.cap > 16);
+	ws_held_map_clear(&m, 16);
+	assert_int_equal(m.count, 0);
+	assert_int_equal(m.cap, 0);
+	assert_int_equal(budget_held, 0);
+	key_of(100, false, key);
+	assert_null(ws_held_map_get(&m, key));
+	ws_held_map_release(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_put_get_del),
 	    cmocka_unit_test(test_visit),
 	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_clear),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,7 +48,9 @@ void ws_held_map_clear(struct ws_held_map *m, size_t keep_cap)
 		ws_held_map_release(m);
 		return;
 	}
-	for (i = 0; m->count && i < m->cap; i++)
+	if (!m->count)
+		return;
+	for (i = 0; i < m->cap; i++)
 		*value_at(m, i) = HELD_EMPTY;
 	m->count = 0;
 }
