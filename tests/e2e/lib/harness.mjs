@@ -781,7 +781,7 @@ export async function startStandby() {
 			break;
 		if (Date.now() > deadline)
 			throw new Error(`the standby on port ${port} does not stream from the primary`);
-		await new Promise((r) => setTimeout(r, 50));
+		await sleep(50);
 	}
 	return {
 		port,
