@@ -28,8 +28,8 @@ async function headStamp(d) {
 	return xid(v);
 }
 
-async function ledgerStamp(id) {
-	const [[v]] = await stack.query(`SELECT accepted_xid FROM artifact_revisions WHERE id = '${id}'`);
+async function revisionStamp(id) {
+	const [[v]] = await stack.query(`SELECT xid FROM events WHERE d IS NOT NULL AND id = '${id}'`);
 	return xid(v);
 }
 
@@ -60,7 +60,7 @@ describe('artifact heads and move records', () => {
 		const d = uuid();
 		const c = await accept(stack, alice.sk, { d, h: O, op: 'create' });
 		let last = await headStamp(d);
-		assert.equal(last, await ledgerStamp(c.id), 'create: the head and the ledger share the stamp');
+		assert.equal(last, await revisionStamp(c.id), 'create: the head and the revision share the stamp');
 
 		const steps = [
 			['update', { h: O, op: 'update', title: 'edited' }],
@@ -73,7 +73,7 @@ describe('artifact heads and move records', () => {
 			const ev = await accept(stack, alice.sk, { d, prev, ...spec });
 			const now = await headStamp(d);
 			assert.ok(now > last, `${what} advances the head stamp (${last} -> ${now})`);
-			assert.equal(now, await ledgerStamp(ev.id), `${what}: the stamp is the writing transaction's`);
+			assert.equal(now, await revisionStamp(ev.id), `${what}: the stamp is the writing transaction's`);
 			last = now;
 			prev = ev.id;
 		}
@@ -81,7 +81,7 @@ describe('artifact heads and move records', () => {
 			`SELECT moved_xid, from_since_xid FROM artifact_moves WHERE d = '${d}'`);
 		const [[moveRevision]] = await stack.query(
 			`SELECT revision_id FROM artifact_moves WHERE d = '${d}'`);
-		assert.equal(xid(moved), await ledgerStamp(moveRevision), 'the move record carries the move\'s stamp');
+		assert.equal(xid(moved), await revisionStamp(moveRevision), 'the move record carries the move\'s stamp');
 		assert.ok(xid(since) <= xid(moved));
 	});
 
@@ -109,7 +109,7 @@ describe('artifact heads and move records', () => {
 		await accept(stack, alice.sk, { d, h: O, op: 'update', prev: c.id, title: 'two' });
 		const before = await stack.query(
 			`SELECT (SELECT string_agg(changed_xid::text, ',' ORDER BY d) FROM artifact_heads),
-			        (SELECT count(*) FROM artifact_moves), (SELECT count(*) FROM artifact_revisions)`);
+			        (SELECT count(*) FROM artifact_moves), (SELECT count(*) FROM events WHERE d IS NOT NULL)`);
 		assertRefused(await writeRevision(stack, alice.sk, { d, h: O, op: 'update', prev: c.id, title: 'late' }),
 			409, 'conflict: artifact head changed');
 		assertRefused(await writeRevision(stack, alice.sk, { d, h: O, op: 'update', prev: c.id, root: 'f'.repeat(64) }),
@@ -118,7 +118,7 @@ describe('artifact heads and move records', () => {
 			400, 'invalid: root must be a message in the home channel');
 		assert.deepEqual(await stack.query(
 			`SELECT (SELECT string_agg(changed_xid::text, ',' ORDER BY d) FROM artifact_heads),
-			        (SELECT count(*) FROM artifact_moves), (SELECT count(*) FROM artifact_revisions)`), before);
+			        (SELECT count(*) FROM artifact_moves), (SELECT count(*) FROM events WHERE d IS NOT NULL)`), before);
 	});
 
 	test('a rolled-back write leaves no stamp behind', async () => {
@@ -153,7 +153,7 @@ describe('artifact heads and move records', () => {
 		const [[n]] = await stack.query(
 			`SELECT (SELECT count(*) FROM artifact_heads WHERE changed_xid = '${x}'::xid8)
 			      + (SELECT count(*) FROM artifact_moves WHERE moved_xid = '${x}'::xid8)
-			      + (SELECT count(*) FROM artifact_revisions WHERE accepted_xid = '${x}'::xid8)
+			      + (SELECT count(*) FROM events WHERE d IS NOT NULL AND xid = '${x}'::xid8)
 			      + (SELECT count(*) FROM artifact_redactions WHERE redacted_xid = '${x}'::xid8)
 			      + (SELECT count(*) FROM members WHERE changed_xid = '${x}'::xid8)
 			      + (SELECT count(*) FROM channels WHERE policy_xid = '${x}'::xid8)`);

@@ -125,8 +125,8 @@ describe('plain filters', () => {
 	});
 
 	test('#d finds every revision of an artifact and other kinds\' d tags', async () => {
-		// An artifact revision's d is read from its ledger row, other
-		// kinds' from event_tags (migrations/0023): both answer alike.
+		// An artifact revision's d is read from its event's row, other
+		// kinds' from event_tags (migrations 0023, 0025): both answer alike.
 		const d = crypto.randomUUID();
 		const c = await acceptRevision(stack, admin, { d, h: open, op: 'create', title: 'one' });
 		const u = await acceptRevision(stack, admin, { d, h: open, op: 'update', prev: c.id, title: 'two' });

@@ -67,8 +67,8 @@ async function lockChannel(h) {
 
 /** The accepted_xid of each stored revision id. */
 async function xids(ids) {
-	const rows = await stack.query('SELECT id, accepted_xid::text FROM artifact_revisions' +
-		` WHERE community_id = ${community} AND id IN (${ids.map((i) => `'${i}'`).join(',')})`);
+	const rows = await stack.query('SELECT id, xid::text FROM events' +
+		` WHERE d IS NOT NULL AND community_id = ${community} AND id IN (${ids.map((i) => `'${i}'`).join(',')})`);
 	return new Map(rows);
 }
 
@@ -544,12 +544,10 @@ test('a run of creates of distinct d among repeats, stale prevs and refusals: an
 	const accepted = [first, c1, c2, c3, edit, rooted, c4, c5];
 	const refused = [repeat, stale, badRoot, inClosed, taken, tooOld];
 	const ids = (evs) => evs.map((ev) => `'${ev.id}'`).join(',');
-	const revs = await stack.query('SELECT r.id, r.seq, r.accepted_xid::text, count(e.*) FROM artifact_revisions r' +
-		' JOIN events e ON e.community_id = r.community_id AND e.id = r.id' +
-		` WHERE r.community_id = ${community} AND r.id IN (${ids([...accepted, ...refused])})` +
-		' GROUP BY r.id, r.seq, r.accepted_xid ORDER BY r.seq');
+	const revs = await stack.query('SELECT r.id, r.seq, r.xid::text FROM events r' +
+		` WHERE r.community_id = ${community} AND r.d IS NOT NULL` +
+		` AND r.id IN (${ids([...accepted, ...refused])}) ORDER BY r.seq`);
 	assert.deepEqual(revs.map((r) => r[0]), accepted.map((ev) => ev.id));
-	assert.ok(revs.every((r) => r[3] === '1'));
 	assert.equal(new Set(revs.slice(1).map((r) => r[2])).size, 1);
 	assert.notEqual(revs[0][2], revs[1][2]);
 	assert.deepEqual([...await storedIds(refused.map((ev) => ev.id))], []);
@@ -569,8 +567,8 @@ test('a run of creates of distinct d among repeats, stale prevs and refusals: an
 			` WHERE community_id = ${community} AND d = '${r[0]}' ORDER BY 1`);
 		assert.deepEqual(tags.map((t) => t[0]), headTagsOf(ev), `head tags of ${r[0]}`);
 	}
-	// Their single-letter tags but h (their channel) and d (their ledger
-	// row's, migrations/0023) are event_tags rows.
+	// Their single-letter tags but h (their channel) and d (their row's
+	// column, migrations 0023 and 0025) are event_tags rows.
 	const eventTags = await stack.query('SELECT e.id, coalesce(string_agg(t.name || \'=\' || t.value, \',\'' +
 		' ORDER BY t.name, t.value), \'\') FROM events e LEFT JOIN event_tags t ON t.event_seq = e.seq' +
 		` WHERE e.community_id = ${community} AND e.id IN (${ids(accepted)}) GROUP BY e.id`);
@@ -665,10 +663,8 @@ test('the ids every write stores are checked as exactly 64 lowercase hex digits'
 	const rows = {
 		events_id_check: (v) => 'INSERT INTO events (community_id, id, pubkey, created_at, kind, raw)' +
 			` VALUES (${community}, ${v}, 'x', 0, 1, '{}')`,
-		artifact_revisions_id_check: (v) => 'INSERT INTO artifact_revisions (community_id, id, d, seq,' +
-			` channel_id, type, op) VALUES (${community}, ${v}, '${d}', 1, '${d}', 't', 'create')`,
-		artifact_revisions_prev_check: (v) => 'INSERT INTO artifact_revisions (community_id, id, d, seq,' +
-			` channel_id, type, op, prev) VALUES (${community}, '${hex}', '${d}', 1, '${d}', 't', 'update', ${v})`,
+		events_prev_check: (v) => 'INSERT INTO events (community_id, id, pubkey, created_at, kind, raw,' +
+			` d, type, op, prev) VALUES (${community}, '${hex}', 'x', 0, 45010, '{}', '${d}', 't', 'update', ${v})`,
 		artifact_heads_revision_id_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
 			` accepted_seq, channel_id, type, creator) VALUES (${community}, '${d}', ${v}, 1, '${d}', 't', '${hex}')`,
 		artifact_heads_creator_check: (v) => 'INSERT INTO artifact_heads (community_id, d, revision_id,' +
@@ -685,6 +681,21 @@ test('the ids every write stores are checked as exactly 64 lowercase hex digits'
 			await assert.rejects(stack.psql(`BEGIN; ${insert(v)}; ROLLBACK;`),
 				new RegExp(`violates check constraint "${check}"`), `${check} refuses ${v}`);
 	}
-	await stack.psql(`BEGIN; ${rows.artifact_heads_root_check('NULL')}; ${rows.artifact_revisions_prev_check('NULL')};` +
+	await stack.psql(`BEGIN; ${rows.artifact_heads_root_check('NULL')}; ${rows.events_prev_check('NULL')};` +
 		' ROLLBACK;');
+});
+
+test('a revision is stored whole in its event\'s row: d, type and op together, a known op', async () => {
+	const d = uuid();
+	const insert = (cols, vals) => `BEGIN; INSERT INTO events (community_id, id, pubkey, created_at, kind, raw, ${cols})` +
+		` VALUES (${community}, '${'b'.repeat(64)}', 'x', 0, 45010, '{}', ${vals}); ROLLBACK;`;
+	await stack.psql(insert('d, type, op', `'${d}', 't', 'create'`));
+	for (const [cols, vals, check] of [
+		['d, type', `'${d}', 't'`, 'events_revision_check'],
+		['type, op', '\'t\', \'create\'', 'events_revision_check'],
+		['prev', `'${'a'.repeat(64)}'`, 'events_revision_check'],
+		['d, type, op', `'${d}', 't', 'erase'`, 'events_op_check'],
+	])
+		await assert.rejects(stack.psql(insert(cols, vals)),
+			new RegExp(`violates check constraint "${check}"`), `${check} refuses (${cols}) = (${vals})`);
 });

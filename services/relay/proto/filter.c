@@ -299,8 +299,9 @@ static int uuid_literal(const json_t *values, struct comb_buf *out)
  * values, from two places. Other kinds' d tags are event_tags rows; an
  * artifact revision's (kind 45010: exactly one d tag, a canonical uuid) is
  * not (migrations/0023_artifact_d_not_a_tag_row.sql) and is read from its
- * ledger row, artifact_revisions (community_id, d, seq), with the
- * canonical uuids among the values (no other value is an artifact's d).
+ * row's d column (migration 0025; index events_revisions (community_id, d,
+ * seq) WHERE d IS NOT NULL), with the canonical uuids among the values (no
+ * other value is an artifact's d).
  * Both go to the next two parameters (v is scratch); moves *n on.
  */
 static int d_match(const struct plain_filter *f, struct comb_buf *v,
@@ -320,8 +321,9 @@ static int d_match(const struct plain_filter *f, struct comb_buf *v,
 			" AND e.seq IN (SELECT t.event_seq FROM event_tags t"
 			" WHERE t.community_id = $%d AND t.name = 'd'"
 			" AND t.value = ANY($%d::text[])"
-			" UNION ALL SELECT r.seq FROM artifact_revisions r"
-			" WHERE r.community_id = $%d AND r.d = ANY($%d::uuid[]))",
+			" UNION ALL SELECT r.seq FROM events r"
+			" WHERE r.community_id = $%d AND r.d IS NOT NULL"
+			" AND r.d = ANY($%d::uuid[]))",
 			community_param, *n, community_param, *n + 1);
 	*n += 2;
 	return rc;

@@ -202,8 +202,8 @@ static void add_predicates(struct statement *st, const struct artifact_filter *f
 	}
 }
 
-/* The seq of the event history and head serve: a redacted revision's
- * marker, else the revision (served's raw, by seq). */
+/* The seq of the event head serves: a redacted revision's marker, else
+ * the revision (served's raw, by seq). */
 #define SERVED_SEQ "coalesce(mk.seq, e.seq)"
 
 /* Builds the statement of f. alias is the table carrying channel_id, d and
@@ -245,16 +245,15 @@ static void build(struct statement *st, const struct artifact_filter *f,
 		    count ? "count(*)" : SERVED_SEQ, served);
 		break;
 	default:
+		/* A revision is its event's row (migration 0025). */
 		alias = "r";
-		served = "coalesce(mk.raw, e.raw)";
-		sql(st, "SELECT %s FROM artifact_revisions r"
-			" LEFT JOIN events e ON e.community_id = r.community_id AND e.id = r.id"
-			"  AND NOT r.redacted"
+		served = "coalesce(mk.raw, CASE WHEN NOT r.redacted THEN r.raw END)";
+		sql(st, "SELECT %s FROM events r"
 			" LEFT JOIN artifact_redactions rd ON r.redacted"
 			"  AND rd.community_id = r.community_id AND rd.revision_id = r.id"
 			" LEFT JOIN events mk ON mk.seq = rd.marker_seq"
-			" WHERE r.community_id = $1 AND %s IS NOT NULL",
-		    count ? "count(*)" : SERVED_SEQ, served);
+			" WHERE r.community_id = $1 AND r.d IS NOT NULL AND %s IS NOT NULL",
+		    count ? "count(*)" : "coalesce(mk.seq, r.seq)", served);
 		break;
 	}
 	/* Access as a semi-join on the reader's readable channels: the

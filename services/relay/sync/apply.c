@@ -482,7 +482,7 @@ static struct comb_db_stmt quick_stmt = COMB_DB_STMT(
 static struct comb_db_stmt moves_stmt = COMB_DB_STMT(
 	"SELECT q.i, m.from_channel, mk.raw"
 	" FROM unnest($1::bigint[], $2::uuid[]) WITH ORDINALITY AS q(cid, d, i)"
-	" JOIN artifact_revisions r ON r.community_id = q.cid AND r.d = q.d"
+	" JOIN events r ON r.community_id = q.cid AND r.d IS NOT NULL AND r.d = q.d"
 	"  AND r.op = 'move'"
 	" JOIN artifact_moves m ON m.community_id = r.community_id"
 	"  AND m.revision_id = r.id"

@@ -38,17 +38,17 @@ static PGresult *run(struct writer *w, const char *sql, int n,
 	return res;
 }
 
-/* Reads the ledger row of id (locked with lock); COMB_ENOTFOUND when the
- * community never accepted such a revision. */
+/* Reads revision id, its event's row (migration 0025), locked with lock;
+ * COMB_ENOTFOUND when the community never accepted such a revision. */
 static int load_revision(struct writer *w, const char *id, bool lock,
 			 struct revision *out)
 {
 	const char *params[2] = {w->community->id_text, id};
 	PGresult *res = run(w, lock ?
 		"SELECT d, channel_id, type, op, coalesce(prev, ''), redacted"
-		" FROM artifact_revisions WHERE community_id = $1 AND id = $2 FOR UPDATE" :
+		" FROM events WHERE community_id = $1 AND id = $2 AND d IS NOT NULL FOR UPDATE" :
 		"SELECT d, channel_id, type, op, coalesce(prev, ''), redacted"
-		" FROM artifact_revisions WHERE community_id = $1 AND id = $2",
+		" FROM events WHERE community_id = $1 AND id = $2 AND d IS NOT NULL",
 		2, params, PGRES_TUPLES_OK);
 	int rc = 0;
 
@@ -118,12 +118,6 @@ static int record(struct writer *w, const char *target_id,
 		" SELECT $1, $2, $3::uuid, $4::uuid, $5, $6, e.seq, $7"
 		" FROM events e WHERE e.community_id = $1 AND e.id = $6",
 		7, params, PGRES_COMMAND_OK);
-	if (!res)
-		return COMB_EUNAVAIL;
-	PQclear(res);
-	res = run(w,
-		"UPDATE artifact_revisions SET redacted = true WHERE community_id = $1 AND id = $2",
-		2, params, PGRES_COMMAND_OK);
 	if (!res)
 		return COMB_EUNAVAIL;
 	PQclear(res);

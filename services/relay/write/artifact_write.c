@@ -6,7 +6,7 @@
  * idempotent resubmission of an accepted id, freshness, the lock on
  * (community, d), permission where the artifact lives, identity and prev,
  * the lifecycle rules and the root anchor, and the revision with its
- * head, ledger and tag rows. A move also needs the relay-signed removal
+ * head and tag rows (the revision is its event's row). A move also needs the relay-signed removal
  * marker in the source channel, so it runs in an explicit transaction
  * that stores the marker and the move record after the call. In a
  * group-commit batch, a run of writes that are not moves is one call of

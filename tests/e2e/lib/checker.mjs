@@ -169,22 +169,22 @@ export async function quiesce(stack, timeoutMs = 60000) {
 
 /**
  * The server-side history of artifact d as store s's reader sees it, for a
- * store that differs from the truth: the head, the revision ledger, the
+ * store that differs from the truth: the head, the revisions, the
  * moves, the reader's membership and the policy log of every channel the
  * artifact was ever in (with their xid stamps), the horizon now, and every
  * read of the store that touched d (with the cursor it read with).
  */
 async function artifactHistory(stack, s, d) {
 	const rows = (sql) => sqlRetry(stack, sql).catch((err) => [[`failed: ${err.message}`]]);
-	const channels = `(SELECT channel_id FROM artifact_revisions WHERE d = '${d}'` +
+	const channels = `(SELECT channel_id FROM events WHERE d = '${d}'` +
 		` UNION SELECT to_channel FROM artifact_moves WHERE d = '${d}')`;
 	return {
 		store: s.name, scope: s.scope, d,
 		horizon: (await rows('SELECT pg_snapshot_xmin(pg_current_snapshot())::text'))[0][0],
 		head: await rows('SELECT channel_id, revision_id, deleted, redacted, changed_xid, home_since_xid' +
 			` FROM artifact_heads WHERE d = '${d}'`),
-		revisions: await rows('SELECT id, op, channel_id, redacted, accepted_xid FROM artifact_revisions' +
-			` WHERE d = '${d}' ORDER BY accepted_xid`),
+		revisions: await rows('SELECT id, op, channel_id, redacted, xid FROM events' +
+			` WHERE d = '${d}' ORDER BY xid`),
 		moves: await rows('SELECT from_channel, to_channel, moved_xid, from_since_xid FROM artifact_moves' +
 			` WHERE d = '${d}' ORDER BY moved_xid`),
 		membership: await rows('SELECT channel_id, role, active, changed_xid FROM members' +
