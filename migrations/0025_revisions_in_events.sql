@@ -16,7 +16,8 @@
 --    revisions, with their checks NOT VALID (catalog changes only, no
 --    rewrite or scan; at most 5 s of waiting for the table's lock).
 -- 2. Until step 6, each new ledger row's d, type, op and prev are copied
---    onto its event by a trigger, in the writer's transaction.
+--    onto its event by a trigger, in the writer's transaction
+--    (comb_revision_onto_event).
 -- 3. A barrier: a SHARE lock on artifact_revisions, granted once every
 --    write that started before step 2 has ended (at most 5 s of waiting),
 --    so that step 4 sees every ledger row the trigger did not copy.
@@ -33,10 +34,14 @@
 --    write functions store a revision in its event alone, the trigger
 --    that stamps a move's origin reads events, and artifact_revisions
 --    becomes a view of the revisions in events, which relays of the
---    previous release read, lock and mark redacted through; the ledger
---    table is kept as artifact_revisions_0024 until step 7.
--- 7. The ledger table and the copying trigger's function are dropped
---    (and an index a run again after step 6 built), and events analyzed.
+--    previous release read, lock and mark redacted through. A row
+--    inserted into the view is copied onto its event by the same
+--    function as in step 2: a write that began with the previous write
+--    function before the swap and reaches its ledger INSERT after it
+--    stores its revision whole. The ledger table is kept as
+--    artifact_revisions_0024 until step 7.
+-- 7. The ledger table is dropped (and an index a run again after step 6
+--    built), and events analyzed.
 DO $$
 BEGIN
 	SET LOCAL lock_timeout = '5s';
@@ -56,12 +61,17 @@ BEGIN
 	END IF;
 END $$;
 -- comb:step
-CREATE OR REPLACE FUNCTION comb_copy_revision_to_event() RETURNS trigger
+-- A revision's ledger row, onto its event (stored before it by the same
+-- transaction).
+CREATE OR REPLACE FUNCTION comb_revision_onto_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
 	UPDATE events e SET d = NEW.d, type = NEW.type, op = NEW.op, prev = NEW.prev
 	 WHERE e.community_id = NEW.community_id AND e.id = NEW.id;
-	RETURN NULL;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'comb: revision % has no event', NEW.id;
+	END IF;
+	RETURN NEW;
 END $$;
 -- comb:step
 DO $$
@@ -72,7 +82,7 @@ BEGIN
 		SET LOCAL lock_timeout = '5s';
 		CREATE OR REPLACE TRIGGER artifact_revisions_copied
 			AFTER INSERT ON artifact_revisions
-			FOR EACH ROW EXECUTE FUNCTION comb_copy_revision_to_event();
+			FOR EACH ROW EXECUTE FUNCTION comb_revision_onto_event();
 	END IF;
 END $$;
 -- comb:step
@@ -138,6 +148,9 @@ BEGIN
 		SELECT e.community_id, e.id, e.d, e.seq, e.channel_id, e.type,
 		       e.op, e.prev, e.redacted, e.xid AS accepted_xid
 		  FROM events e WHERE e.d IS NOT NULL;
+		CREATE TRIGGER artifact_revisions_onto_events
+			INSTEAD OF INSERT ON artifact_revisions
+			FOR EACH ROW EXECUTE FUNCTION comb_revision_onto_event();
 	END IF;
 	IF to_regclass('events_revisions') IS NULL THEN
 		ALTER INDEX events_revisions_building RENAME TO events_revisions;
@@ -449,8 +462,6 @@ END $$;
 COMMIT;
 -- comb:step
 DROP TABLE IF EXISTS artifact_revisions_0024;
--- comb:step
-DROP FUNCTION IF EXISTS comb_copy_revision_to_event();
 -- comb:step
 DROP INDEX CONCURRENTLY IF EXISTS events_revisions_building;
 -- comb:step

@@ -12,10 +12,11 @@
  * with plain multi-row INSERTs (--batch rows per statement, one commit
  * each) over --conns connections into a scratch copy of the events table
  * (same columns, defaults and indexes), dropped afterwards. With --rows
- * artifact, each statement also stores every event's revision and head
- * rows (the head's tags as artifact_heads.tags holds them, built here)
- * into scratch copies of artifact_revisions and artifact_heads: the rows
- * an artifact create must write, with every index the reads use, and
+ * artifact, each event is stored as its revision (with its d, type and
+ * op, as migration 0025 keeps a revision) and each statement also stores
+ * every event's head row (the head's tags as artifact_heads.tags holds
+ * them, built here) into a scratch copy of artifact_heads: the rows an
+ * artifact create must write, with every index the reads use, and
  * nothing else (no check, lock or trigger): the floor of a create's
  * storage in PostgreSQL (docs/benchmarks.md, "Fewer rows per artifact
  * create").
@@ -155,7 +156,7 @@ struct insert_job {
 	struct comb_event *evs;
 	size_t from, to;
 	int batch;
-	bool artifact;  /* --rows artifact: the revision and head rows too */
+	bool artifact;  /* --rows artifact: revisions, and their head rows */
 	int rc;
 };
 
@@ -164,7 +165,7 @@ struct insert_job {
 #define FLOOR_EVENT_PARAMS 7
 #define FLOOR_ARTIFACT_PARAMS 10
 
-/* The statement of n rows: the events alone, or with their revision and
+/* The statement of n rows: the events alone, or as revisions with their
  * head rows (one statement, so that both floors commit once a batch). */
 static void floor_statement(struct comb_buf *sql, size_t n, bool artifact)
 {
@@ -189,13 +190,10 @@ static void floor_statement(struct comb_buf *sql, size_t n, bool artifact)
 	if (artifact)
 		comb_buf_puts(sql, "), e AS ("
 			" INSERT INTO bench_ingest_floor (community_id, id, pubkey, created_at,"
-			"  kind, channel_id, raw)"
-			" SELECT community_id, id, pubkey, created_at, kind, channel_id, raw FROM v"
-			" RETURNING community_id, id, seq), r AS ("
-			" INSERT INTO bench_floor_revisions (community_id, id, d, seq, channel_id,"
-			"  type, op)"
-			" SELECT v.community_id, v.id, v.d, e.seq, v.channel_id, v.type, 'create'"
-			" FROM v JOIN e USING (community_id, id))"
+			"  kind, channel_id, raw, d, type, op)"
+			" SELECT community_id, id, pubkey, created_at, kind, channel_id, raw,"
+			"  d, type, 'create' FROM v"
+			" RETURNING community_id, id, seq)"
 			" INSERT INTO bench_floor_heads (community_id, d, revision_id, accepted_seq,"
 			"  channel_id, type, creator, tags)"
 			" SELECT v.community_id, v.d, v.id, e.seq, v.channel_id, v.type, v.pubkey,"
@@ -342,11 +340,10 @@ int bench_cmd_insert_floor(int argc, char **argv)
 			      "  EXECUTE format('ALTER TABLE bench_ingest_floor SET (%s)',"
 			      "                 array_to_string(o, ', '));"
 			      " END IF; END $$");
-	/* The revisions' and heads' copies: their columns, defaults, checks
-	 * and indexes (LIKE copies no triggers). */
+	/* The heads' copy: their columns, defaults, checks and indexes (LIKE
+	 * copies no triggers). */
 	if (rc == 0 && artifact)
-		rc = exec_sql(db, "DROP TABLE IF EXISTS bench_floor_revisions, bench_floor_heads;"
-			      " CREATE TABLE bench_floor_revisions (LIKE artifact_revisions INCLUDING ALL);"
+		rc = exec_sql(db, "DROP TABLE IF EXISTS bench_floor_heads;"
 			      " CREATE TABLE bench_floor_heads (LIKE artifact_heads INCLUDING ALL)");
 	if (rc)
 		goto out;
@@ -373,7 +370,7 @@ int bench_cmd_insert_floor(int argc, char **argv)
 	if (PQresultStatus(res) == PGRES_TUPLES_OK)
 		stored = strtol(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
-	exec_sql(db, "DROP TABLE IF EXISTS bench_ingest_floor, bench_floor_revisions,"
+	exec_sql(db, "DROP TABLE IF EXISTS bench_ingest_floor,"
 		     " bench_floor_heads");
 	if (rc == 0)
 		bench_print(json_pack("{s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:i,s:b}",

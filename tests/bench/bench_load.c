@@ -1,12 +1,14 @@
 /*
  * `comb-bench load`: generates the fixtures from the seed and loads them
  * with COPY in one transaction, straight into the tables the relay reads
- * (channels, members, events, event_tags, artifact_revisions,
- * artifact_heads with their tags), then runs VACUUM ANALYZE. The heads'
- * tags go where the schema keeps them: artifact_heads.tags (migration
- * 0018 and later) or, in a database migrated up to 0017 (the migration
- * test of docs/operations.md), the table artifact_head_tags; the
- * revisions' d rows in event_tags only before migration 0023.
+ * (channels, members, events, event_tags, artifact_heads with their
+ * tags, and artifact_revisions before migration 0025), then runs VACUUM
+ * ANALYZE. Each part goes where the schema keeps it: the heads' tags in
+ * artifact_heads.tags (migration 0018 and later) or, in a database
+ * migrated up to 0017 (the migration test of docs/operations.md), the
+ * table artifact_head_tags; the revisions' d rows in event_tags only
+ * before migration 0023; a revision's d, type and op in its event's row
+ * from migration 0025 on, in artifact_revisions before.
  *
  * Every artifact is a real kind-45010 revision of BENCH_EVENT_BYTES signed
  * by the community admin; beside them, the chat channel holds l.chats
@@ -16,7 +18,7 @@
  * that are consistent by construction; the *_xid stamps then come from
  * their column defaults, pg_current_xact_id(), which is exactly what the
  * stamping triggers would have written. events.seq is assigned here and
- * repeated in artifact_revisions.seq and artifact_heads.accepted_seq.
+ * repeated in artifact_heads.accepted_seq (and artifact_revisions.seq).
  *
  * usage: comb-bench load --db URL --community ID --seed S --scale F
  *                        --manifest PATH
@@ -251,29 +253,48 @@ static int d_is_a_tag_row(PGconn *db)
 	return n < 0 ? -1 : n == 0;
 }
 
+/* Whether the schema keeps an artifact revision in its event's row (from
+ * migration 0025 on), or -1 when the database cannot say. */
+static int revisions_in_events(PGconn *db)
+{
+	long n = schema_count(db, "SELECT count(*) FROM comb_migrations WHERE version >= 25");
+
+	return n < 0 ? -1 : n > 0;
+}
+
 static int load_events(struct fixture *f, PGconn *db)
 {
 	size_t total = f->n + (size_t)f->l.chats, i;
 	struct comb_buf raw;
 	struct copy c;
 	char seq[24], created[24], kind[12];
-	int d_rows;
+	int d_rows, in_events = revisions_in_events(db);
 
+	if (in_events < 0)
+		return COMB_EUNAVAIL;
 	comb_buf_init(&raw, 1 << 20);
-	if (copy_begin(&c, db, "COPY events (community_id, seq, id, pubkey, created_at,"
-			       " kind, channel_id, raw) FROM STDIN"))
+	/* the revision's columns empty, hence NULL, for the messages */
+	if (copy_begin(&c, db, in_events
+			? "COPY events (community_id, seq, id, pubkey, created_at,"
+			  " kind, channel_id, raw, d, type, op) FROM STDIN WITH (NULL '')"
+			: "COPY events (community_id, seq, id, pubkey, created_at,"
+			  " kind, channel_id, raw) FROM STDIN"))
 		return c.rc;
 	for (i = 0; i < total && c.rc == 0; i++) {
 		const struct comb_event *ev = loaded_event(f, i);
+		bool revision = i < f->n;
 
 		comb_buf_reset(&raw);
 		c.rc = comb_event_to_json(ev, &raw);
 		snprintf(seq, sizeof(seq), "%ld", f->base_seq + (long)i + 1);
 		snprintf(created, sizeof(created), "%lld", (long long)ev->created_at);
 		snprintf(kind, sizeof(kind), "%d", ev->kind);
-		copy_row(&c, 8, (const char *const[]){f->community, seq, ev->id,
-						      ev->pubkey, created, kind,
-						      tag(ev, "h"), raw.data});
+		copy_row(&c, in_events ? 11 : 8,
+			 (const char *const[]){f->community, seq, ev->id, ev->pubkey,
+					       created, kind, tag(ev, "h"), raw.data,
+					       revision ? tag(ev, "d") : "",
+					       revision ? "demo.task" : "",
+					       revision ? "create" : ""});
 	}
 	comb_buf_release(&raw);
 	if (copy_end(&c, "events"))
@@ -281,8 +302,8 @@ static int load_events(struct fixture *f, PGconn *db)
 
 	/* The artifacts' d: their single-letter tags but h, which is their
 	 * channel (migrations/0013_channel_not_a_tag_row.sql), in a schema
-	 * before 0023 (from which on a revision's d is read from
-	 * artifact_revisions alone); the messages have none. */
+	 * before 0023 (from which on a revision's d is read from its
+	 * revision alone); the messages have none. */
 	d_rows = d_is_a_tag_row(db);
 	if (d_rows <= 0)
 		return d_rows < 0 ? COMB_EUNAVAIL : 0;
@@ -317,23 +338,26 @@ static int load_artifacts(struct fixture *f, PGconn *db)
 	struct copy c;
 	char seq[24];
 	size_t i, k;
-	int in_heads = heads_have_tags(db);
+	int in_heads = heads_have_tags(db), in_events = revisions_in_events(db);
 
-	if (in_heads < 0)
+	if (in_heads < 0 || in_events < 0)
 		return COMB_EUNAVAIL;
-	if (copy_begin(&c, db, "COPY artifact_revisions (community_id, id, d, seq,"
-			       " channel_id, type, op) FROM STDIN"))
-		return c.rc;
-	for (i = 0; i < f->n; i++) {
-		const struct comb_event *ev = &f->evs[i];
+	if (!in_events) {
+		if (copy_begin(&c, db, "COPY artifact_revisions (community_id, id, d, seq,"
+				       " channel_id, type, op) FROM STDIN"))
+			return c.rc;
+		for (i = 0; i < f->n; i++) {
+			const struct comb_event *ev = &f->evs[i];
 
-		snprintf(seq, sizeof(seq), "%ld", f->base_seq + (long)i + 1);
-		copy_row(&c, 7, (const char *const[]){f->community, ev->id, tag(ev, "d"),
-						      seq, tag(ev, "h"), "demo.task",
-						      "create"});
+			snprintf(seq, sizeof(seq), "%ld", f->base_seq + (long)i + 1);
+			copy_row(&c, 7, (const char *const[]){f->community, ev->id,
+							      tag(ev, "d"), seq,
+							      tag(ev, "h"), "demo.task",
+							      "create"});
+		}
+		if (copy_end(&c, "artifact_revisions"))
+			return c.rc;
 	}
-	if (copy_end(&c, "artifact_revisions"))
-		return c.rc;
 
 	if (copy_begin(&c, db, in_heads
 			? "COPY artifact_heads (community_id, d, revision_id,"

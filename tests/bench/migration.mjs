@@ -1,5 +1,6 @@
 // The online migration test of `scripts/bench.sh --migration`
-// (docs/operations.md, "Upgrading to 0021" and "Upgrading to 0023"): a
+// (docs/operations.md, "Upgrading to 0021", "Upgrading to 0023" and
+// "Upgrading to 0025"): a
 // database migrated up to the last migration before FIRST_NEW, filled by
 // the bench's fixture (`comb-bench load`, 10,050 artifacts and 10,050 chat
 // messages at the reference scale), is migrated to the end by `comb-admin
@@ -8,9 +9,9 @@
 // comb_artifact_create_run for runs of two creates), a reader keeps asking
 // for heads by tag the way relays of the 0017 release do
 // (artifact_head_tags, whether table or view), and another keeps reading
-// one artifact's revisions by "#d" the way relays of the 0023 release do
-// (event_tags and artifact_revisions), checking that it finds all of
-// them. Then:
+// one artifact's revisions by "#d" the way relays of the 0023 and 0024
+// releases do (event_tags and artifact_revisions, whether table or view),
+// checking that it finds all of them. Then:
 //   - every write during the migration was stored, none waited longer
 //     than MAX_WAIT_MS, every read answered and every "#d" read was
 //     exact;
@@ -19,15 +20,21 @@
 //     pairs, artifact_heads_tags is valid and the check that no head's
 //     tags are NULL validated;
 //   - no artifact revision's d is left in event_tags, a "#d" read of
-//     every d finds every revision, and its plan reads
-//     artifact_revisions_by_d;
+//     every d finds every revision, and its plan, this release's and the
+//     previous one's, reads events_revisions;
+//   - every revision is its event's row (0025): no kind-45010 event
+//     without its d, type and op, each equal to its signed tags;
+//     artifact_revisions is a view and the ledger table gone;
+//     events_revisions is valid and the revision checks validated;
 //   - the primary key of artifact_heads and artifact_heads_by_home are
 //     the covering ones (0024), artifact_heads_live is gone, and the
 //     incremental first page walks the key index-only;
 //   - a `current` read by tag is answered from artifact_heads_tags.
-// Last, the rollback of docs/operations.md ("Upgrading to 0023") is run:
-// afterwards the previous release's "#d" read (event_tags alone) finds
-// every revision, and a run of creates stores its d rows again.
+// Last, what the rollback of docs/operations.md ("Upgrading to 0025")
+// relies on: the previous release's redaction marks a revision redacted
+// through the view (lock, update), a ledger row inserted into the view
+// lands on its event, and the previous release's history read finds
+// every revision of an artifact through it.
 // Prints one JSON object on stdout; exit status 1 when a check fails.
 //
 // Environment (set by scripts/bench.sh): BENCH_PGPORT, BENCH_BUILD_DIR,
@@ -209,9 +216,9 @@ async function main() {
 				reads.failed++;
 		}
 	})();
-	// The 0023 release's plain "#d" read (services/relay/proto/filter.c)
-	// of a random head's revisions: 't' when it finds exactly the
-	// revisions its ledger holds.
+	// The 0023 and 0024 releases' plain "#d" read
+	// (services/relay/proto/filter.c) of a random head's revisions: 't'
+	// when it finds exactly the revisions its ledger holds.
 	const dReading = (async () => {
 		while (!stop) {
 			const a = await dReader.ask(`WITH x AS (SELECT d FROM artifact_heads WHERE community_id = ${community}` +
@@ -256,48 +263,54 @@ async function main() {
 	const dRead = `SELECT count(*) FROM events e WHERE e.community_id = ${community}` +
 		` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community} AND t.name = 'd'` +
 		` AND t.value = ANY (ARRAY(SELECT d::text FROM artifact_heads WHERE community_id = ${community}))` +
-		` UNION ALL SELECT r.seq FROM artifact_revisions r WHERE r.community_id = ${community}` +
+		` UNION ALL SELECT r.seq FROM events r WHERE r.community_id = ${community} AND r.d IS NOT NULL` +
 		` AND r.d = ANY (ARRAY(SELECT d FROM artifact_heads WHERE community_id = ${community})))`;
 	const dFound = Number(await q(dRead));
-	const revisions = Number(await q(`SELECT count(*) FROM artifact_revisions WHERE community_id = ${community}`));
-	const dPlan = await q(`EXPLAIN SELECT e.seq FROM events e WHERE e.community_id = ${community}` +
+	const revisions = Number(await q(`SELECT count(*) FROM events WHERE community_id = ${community} AND kind = 45010`));
+	// revisions: the FROM of the revisions' branch, up to its WHERE's
+	// community test
+	const dPlanOf = (revisions) => q(`EXPLAIN SELECT e.seq FROM events e WHERE e.community_id = ${community}` +
 		` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community} AND t.name = 'd'` +
 		" AND t.value = ANY ('{6a1f0c52-2b4e-4f3a-9d6c-0e2b7a8c9d10}'::text[])" +
-		` UNION ALL SELECT r.seq FROM artifact_revisions r WHERE r.community_id = ${community}` +
+		` UNION ALL SELECT r.seq FROM ${revisions} r.community_id = ${community}` +
 		" AND r.d = ANY ('{6a1f0c52-2b4e-4f3a-9d6c-0e2b7a8c9d10}'::uuid[]))");
+	const dPlan = await dPlanOf('events r WHERE r.d IS NOT NULL AND');
+	const oldDPlan = await dPlanOf('artifact_revisions r WHERE');
+	// Every revision is its event's row, as its signed tags say.
+	const tagOf = (name) => `(SELECT t->>1 FROM json_array_elements(e.raw::json -> 'tags') t WHERE t->>0 = '${name}' LIMIT 1)`;
+	const unfolded = Number(await q('SELECT count(*) FROM events e WHERE e.kind = 45010 AND e.d IS NULL'));
+	const misfolded = Number(await q('SELECT count(*) FROM events e WHERE e.d IS NOT NULL AND' +
+		` (e.d::text, e.type, e.op) IS DISTINCT FROM (${tagOf('d')}, ${tagOf('type')}, ${tagOf('op')})`));
+	const ledgerKind = await q("SELECT relkind FROM pg_class WHERE oid = to_regclass('artifact_revisions')");
+	const ledgerGone = await q("SELECT to_regclass('artifact_revisions_0024') IS NULL");
+	const revisionsIndexValid = await q("SELECT coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('events_revisions')), false)");
+	const revisionChecks = await q("SELECT count(*) FILTER (WHERE convalidated) || '/' || count(*) FROM pg_constraint" +
+		" WHERE conname IN ('events_revision_check', 'events_op_check', 'events_prev_check')");
+	// The previous release's redaction (its load_revision and record,
+	// services/relay/write/artifact_redact.c) through the view, rolled back.
+	const target = await q(`SELECT id FROM events WHERE community_id = ${community} AND d IS NOT NULL AND NOT redacted LIMIT 1`);
+	const oldRedaction = await q(`BEGIN; SELECT d FROM artifact_revisions WHERE community_id = ${community}` +
+		` AND id = '${target}' FOR UPDATE; UPDATE artifact_revisions SET redacted = true WHERE community_id = ${community}` +
+		` AND id = '${target}'; SELECT d IS NOT NULL AND redacted FROM events WHERE id = '${target}'; ROLLBACK;`);
+	// A write by the previous write function that reaches its ledger
+	// INSERT after the swap: the event it stored first gets the revision.
+	const lateId = 'c'.repeat(64);
+	const lateLedger = await q(`BEGIN; INSERT INTO events (community_id, id, pubkey, created_at, kind, channel_id, raw)` +
+		` SELECT community_id, '${lateId}', pubkey, created_at, kind, channel_id, raw FROM events WHERE id = '${target}';` +
+		` INSERT INTO artifact_revisions (community_id, id, d, seq, channel_id, type, op)` +
+		` SELECT community_id, '${lateId}', gen_random_uuid(), seq, channel_id, 'late', 'create' FROM events WHERE id = '${lateId}';` +
+		` SELECT type || '/' || op FROM events WHERE id = '${lateId}' AND d IS NOT NULL; ROLLBACK;`);
+	// The previous release's history read of every revision of one
+	// artifact with several (services/relay/read/artifact_query.c).
+	const [histD, histN] = (await q(`SELECT d, count(*) FROM events WHERE community_id = ${community} AND d IS NOT NULL` +
+		' GROUP BY d ORDER BY count(*) DESC, d LIMIT 1')).split('\t');
+	const oldHistory = await q(`SELECT count(*) FROM artifact_revisions r LEFT JOIN events e ON e.community_id = r.community_id` +
+		` AND e.id = r.id AND NOT r.redacted WHERE r.community_id = ${community} AND r.d = '${histD}' AND e.raw IS NOT NULL`);
 	const keyDef = await q("SELECT pg_get_indexdef('artifact_heads_pkey'::regclass)");
 	const homeDef = await q("SELECT pg_get_indexdef('artifact_heads_by_home'::regclass)");
 	const liveGone = await q("SELECT to_regclass('artifact_heads_live') IS NULL");
 	const pagePlan = await q(`EXPLAIN SELECT h.d, h.accepted_seq FROM artifact_heads h WHERE h.community_id = ${community}` +
 		" AND h.d > '00000000-0000-0000-0000-000000000000' AND NOT h.deleted AND NOT h.redacted ORDER BY h.d LIMIT 100");
-	// The rollback, as docs/operations.md gives it: the previous store
-	// functions back, then the d rows.
-	const fn = (file, from, to) => {
-		const text = fs.readFileSync(path.join(root, 'migrations', file), 'utf8');
-		const start = text.indexOf(from);
-		return text.slice(start, to ? text.indexOf(to, start) : undefined);
-	};
-	const rollback = fn('0013_channel_not_a_tag_row.sql', 'CREATE OR REPLACE FUNCTION comb_store_event(', '-- True when') +
-		fn('0018_head_tags_in_heads.sql', 'CREATE OR REPLACE FUNCTION comb_artifact_create_run(');
-	await psql(`BEGIN;\n${rollback}\nCOMMIT;`);
-	await psql(`DO $$ DECLARE v bigint := 0; m bigint; BEGIN
-  SELECT coalesce(max(seq), 0) INTO m FROM artifact_revisions;
-  WHILE v <= m LOOP
-    INSERT INTO event_tags (community_id, event_seq, name, value)
-    SELECT r.community_id, r.seq, 'd', r.d::text FROM artifact_revisions r
-      JOIN events e ON e.seq = r.seq
-     WHERE r.seq >= v AND r.seq < v + 5000 AND NOT EXISTS (
-           SELECT 1 FROM event_tags t WHERE t.event_seq = r.seq AND t.name = 'd');
-    v := v + 5000; COMMIT;
-  END LOOP; END $$`);
-	const rolledBack = session();
-	const rbRun = await rolledBack.ask(createRun(0));
-	rolledBack.close();
-	const oldDRead = `SELECT count(*) FROM events e WHERE e.community_id = ${community}` +
-		` AND e.seq IN (SELECT t.event_seq FROM event_tags t WHERE t.community_id = ${community} AND t.name = 'd'` +
-		` AND t.value = ANY (ARRAY(SELECT d::text FROM artifact_heads WHERE community_id = ${community})))`;
-	const rbFound = Number(await q(oldDRead));
-	const rbRevisions = Number(await q(`SELECT count(*) FROM artifact_revisions WHERE community_id = ${community}`));
 	const maxWrite = Math.max(0, ...writes.ms);
 	const sorted = [...writes.ms].sort((a, b) => a - b);
 	const errors = [];
@@ -317,14 +330,27 @@ async function main() {
 		errors.push(`${dRowsLeft} artifact d rows left in event_tags`);
 	if (dFound !== revisions)
 		errors.push(`"#d" finds ${dFound} revisions of ${revisions}`);
-	if (!dPlan.includes('artifact_revisions_by_d'))
-		errors.push(`a "#d" read does not use artifact_revisions_by_d:\n${dPlan}`);
+	for (const [who, plan] of [['this release\'s', dPlan], ['the previous release\'s', oldDPlan]])
+		if (!plan.includes('events_revisions'))
+			errors.push(`${who} "#d" read does not use events_revisions:\n${plan}`);
+	if (unfolded)
+		errors.push(`${unfolded} artifact revisions without their d, type and op in their events`);
+	if (misfolded)
+		errors.push(`${misfolded} revisions whose d, type or op differ from their signed tags`);
+	if (ledgerKind !== 'v' || ledgerGone !== 't')
+		errors.push(`artifact_revisions is of kind ${ledgerKind}, the ledger table ${ledgerGone === 't' ? 'gone' : 'still there'}`);
+	if (revisionsIndexValid !== 't')
+		errors.push('events_revisions is not valid');
+	if (revisionChecks !== '3/3')
+		errors.push(`revision checks validated: ${revisionChecks}`);
+	if (oldRedaction.split('\n').pop() !== 't')
+		errors.push(`the previous release's redaction through the view: ${oldRedaction}`);
+	if (lateLedger.split('\n').pop() !== 'late/create')
+		errors.push(`a ledger row inserted after the swap: ${lateLedger}`);
+	if (oldHistory !== histN)
+		errors.push(`the previous release's history of ${histD} finds ${oldHistory} revisions of ${histN}`);
 	if (!/^CREATE UNIQUE INDEX artifact_heads_pkey .* INCLUDE \(channel_id, accepted_seq, type, deleted, redacted\)$/.test(keyDef))
 		errors.push(`artifact_heads_pkey is ${keyDef}`);
-	if (rbRun.rows[0] !== '0' || rolledBack.errors.length)
-		errors.push(`after the rollback, a run of creates: ${rbRun.rows.join(' ')} ${rolledBack.errors.join(' ')}`);
-	if (rbFound !== rbRevisions)
-		errors.push(`after the rollback, the previous release's "#d" finds ${rbFound} revisions of ${rbRevisions}`);
 	if (!/^CREATE INDEX artifact_heads_by_home .* INCLUDE \(accepted_seq, type, deleted, redacted\)$/.test(homeDef))
 		errors.push(`artifact_heads_by_home is ${homeDef}`);
 	if (liveGone !== 't')
@@ -352,10 +378,12 @@ async function main() {
 		reads: reads.n, failed_reads: reads.failed, read_max_ms: Number(Math.max(0, ...reads.ms).toFixed(2)),
 		d_reads: dReads.n, wrong_d_reads: dReads.wrong, d_read_max_ms: Number(Math.max(0, ...dReads.ms).toFixed(2)),
 		d_rows_left: dRowsLeft, d_found: dFound, revisions,
-		rollback_d_found: rbFound, rollback_revisions: rbRevisions,
+		unfolded_revisions: unfolded, misfolded_revisions: misfolded,
+		history_revisions: Number(histN), previous_release_history: Number(oldHistory),
 		heads_after: Number(await q('SELECT count(*) FROM artifact_heads')),
 		mismatched_heads: mismatched, view_pairs: viewPairs, column_pairs: columnPairs,
-		tag_read_plan: plan.split('\n'), d_read_plan: dPlan.split('\n'), first_page_plan: pagePlan.split('\n'),
+		tag_read_plan: plan.split('\n'), d_read_plan: dPlan.split('\n'),
+		previous_d_read_plan: oldDPlan.split('\n'), first_page_plan: pagePlan.split('\n'),
 		load_avg_1m: Number(os.loadavg()[0].toFixed(2)),
 		wall_s: (Date.now() - started) / 1000,
 		ok: errors.length === 0, errors,

@@ -310,8 +310,9 @@ static void test_sql(void **state)
 		" AND e.kind = $5::int"
 		" AND e.seq IN (SELECT t.event_seq FROM event_tags t"
 		" WHERE t.community_id = $1 AND t.name = 'd' AND t.value = ANY($6::text[])"
-		" UNION ALL SELECT r.seq FROM artifact_revisions r"
-		" WHERE r.community_id = $1 AND r.d = ANY($7::uuid[]))");
+		" UNION ALL SELECT r.seq FROM events r"
+		" WHERE r.community_id = $1 AND r.d IS NOT NULL"
+		" AND r.d = ANY($7::uuid[]))");
 	assert_int_equal(p.count, 3);
 	assert_string_equal(p.values[1], "{\"" UUID_A "\",\"x\",\"" UUID_UPPER "\"}");
 	assert_string_equal(p.values[2], "{" UUID_A "}");
