@@ -458,6 +458,7 @@ int bench_cmd_sync_live(int argc, char **argv);
 int bench_cmd_req_live(int argc, char **argv);
 int bench_cmd_ingest(int argc, char **argv);
 int bench_cmd_chat_ingest(int argc, char **argv);
+int bench_cmd_verify_floor(int argc, char **argv);
 int bench_cmd_conns(int argc, char **argv);
 int bench_cmd_req_read(int argc, char **argv);
 int bench_cmd_req_burst(int argc, char **argv);

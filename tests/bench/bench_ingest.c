@@ -11,6 +11,12 @@
  * `comb-bench chat-ingest`: the same with kind-9 chat messages of the
  * same size by the admin in the ingest channel; afterwards the database
  * must hold exactly one stored kind-9 event per message there.
+ *
+ * `comb-bench verify-floor`: what every relay must spend on each of the
+ * ingest's events before storing it, without a socket or a database: the
+ * relay's own parse of the `EVENT` message (comb_event_message_parse) and
+ * the check of its id and signature (comb_event_verify), on one thread,
+ * over --events creates of the same size. Best of --runs runs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,4 +301,59 @@ int bench_cmd_ingest(int argc, char **argv)
 int bench_cmd_chat_ingest(int argc, char **argv)
 {
 	return ingest_run(argc, argv, true);
+}
+
+int bench_cmd_verify_floor(int argc, char **argv)
+{
+	struct bench_layout l;
+	struct comb_event *evs = NULL;
+	struct comb_buf *frames = NULL, json;
+	char why[128];
+	double best = 0;
+	size_t n = 0, i;
+	int runs, r, rc = bench_layout_from_opts(&l, argc, argv);
+
+	comb_buf_init(&json, 1 << 16);
+	runs = (int)bench_opt_long(argc, argv, "--runs", 3);
+	if (rc == 0) {
+		n = (size_t)bench_opt_long(argc, argv, "--events", l.artifacts);
+		evs = calloc(n, sizeof(*evs));
+		frames = calloc(n, sizeof(*frames));
+		rc = evs && frames ? bench_ingest_events(&l, "verify", evs, n) : COMB_ENOMEM;
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		comb_buf_init(&frames[i], 8192);
+		comb_buf_reset(&json);
+		rc = comb_event_to_json(&evs[i], &json);
+		rc = rc ? rc : comb_buf_printf(&frames[i], "[\"EVENT\",%s]", json.data);
+	}
+	for (r = 0; r < runs && rc == 0; r++) {
+		double t0 = bench_now(), s;
+
+		for (i = 0; i < n && rc == 0; i++) {
+			struct comb_event ev;
+
+			rc = comb_event_message_parse(&ev, frames[i].data, frames[i].len);
+			rc = rc ? rc : comb_event_verify(&ev, why, sizeof(why));
+			comb_event_release(&ev);
+		}
+		s = bench_now() - t0;
+		if (r == 0 || s < best)
+			best = s;
+	}
+	if (rc == 0)
+		bench_print(json_pack("{s:s,s:i,s:i,s:f,s:f,s:f}", "command", "verify-floor",
+				      "events", (int)n, "runs", runs, "seconds", best,
+				      "us_per_event", best * 1e6 / (double)n,
+				      "events_per_s", (double)n / best));
+	else
+		bench_log("verify-floor failed: %s", comb_strerror(rc));
+	for (i = 0; frames && i < n; i++)
+		comb_buf_release(&frames[i]);
+	for (i = 0; evs && i < n; i++)
+		comb_event_release(&evs[i]);
+	free(frames);
+	free(evs);
+	comb_buf_release(&json);
+	return rc ? 1 : 0;
 }

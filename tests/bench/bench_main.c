@@ -8,7 +8,8 @@
  *                   incr-initial|incr-nochange|incr-delta|incr-read|incr-visibility|
  *                   sync-snapshot|sync-live|req-live|req-read|req-burst|
  *                   resume-catchup|resume-live|resume-reconnect|
- *                   ingest|chat-ingest|conns|machine-probe [--option value]...
+ *                   ingest|chat-ingest|verify-floor|conns|machine-probe
+ *                   [--option value]...
  * Common options: --seed S (default comb-bench-1), --scale F (1.0 is the
  * reference scale of BENCHMARKS.md), --community ID.
  */
@@ -72,6 +73,7 @@ static const struct {
 	{"resume-reconnect", bench_cmd_resume_reconnect},
 	{"ingest", bench_cmd_ingest},
 	{"chat-ingest", bench_cmd_chat_ingest},
+	{"verify-floor", bench_cmd_verify_floor},
 	{"conns", bench_cmd_conns},
 };
 

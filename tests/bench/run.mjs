@@ -919,7 +919,11 @@ async function main() {
 	// nested statements that cost the most (pg-NAME-nested.txt). With
 	// rowsFloor, also the floor of an artifact create's storage: the same
 	// events with their revision and head rows, bare INSERTs into copies
-	// of the three tables (insert-floor --rows artifact), per create.
+	// of the three tables (insert-floor --rows artifact), per create, and
+	// what the relay must spend on each event before storing it (its own
+	// parse and signature check on one thread, verify-floor): the floor
+	// with those checks spread over the machine's two cores is
+	// floor_s + verify_s / 2.
 	const ingestScenario = (name, command, floor, target, pass, rowsFloor = false) => scenario(name, nodes, async () => {
 		await trackAll(true);
 		await pgReset();
@@ -938,6 +942,7 @@ async function main() {
 			if (pgRows)
 				pgRows.events_per_s = round(rf.events_per_s, 0);
 		}
+		const v = rowsFloor ? await bench('verify-floor', ['--events', String(keys.artifacts)]) : null;
 		await pgReset();
 		const w0 = await walNow();
 		const r = await bench(command, [...at(node0), '--db', dbUrl, '--events',
@@ -969,6 +974,9 @@ async function main() {
 			ok_latency_p99_ms: round(r.ok_latency_p99_ms, 2),
 			floor, floor_events_per_s: round(f.events_per_s, 0), floor_s: round(f.seconds, 3),
 			ratio: round(ratio, 2),
+			verify_floor_us_per_event: v ? round(v.us_per_event, 1) : undefined,
+			verify_floor_s: v ? round(v.seconds, 3) : undefined,
+			ratio_to_floor_with_checks: v && r.seconds ? round(r.seconds / (f.seconds + v.seconds / 2), 2) : undefined,
 			first_refusal: r.first_refusal || undefined,
 			target,
 			ok: r.ok === true && f.ok === true,
