@@ -5,10 +5,10 @@
  * (migrations/0002_artifacts.sql) does the rest in one round trip:
  * idempotent resubmission of an accepted id, freshness, the lock on
  * (community, d), permission where the artifact lives, identity and prev,
- * the lifecycle rules and the root anchor, and the revision with its
- * head and tag rows (the revision is its event's row). A move also needs the relay-signed removal
- * marker in the source channel, so it runs in an explicit transaction
- * that stores the marker and the move record after the call. In a
+ * the lifecycle rules and the root anchor, and the revision (its event's
+ * row) with its head and tag rows. A move also needs the relay-signed
+ * removal marker in the source channel, so it runs in an explicit
+ * transaction that stores the marker and the move record after the call. In a
  * group-commit batch, a run of writes that are not moves is one call of
  * comb_artifact_write_run (migrations/0006_write_runs.sql and
  * 0007_set_based_writes.sql), which stores each stretch of creates of
