@@ -12,7 +12,8 @@
  *                  publish.c
  *   publish.c      the XPUB socket, epoch, seqs, heartbeats and marks
  *   communities.c  the per-community table
- *   clock.c        the monotonic clock
+ * Every timer of the loop (lock retries, pings, heartbeats, grace periods)
+ * is measured in comb_monotonic_ms (comb/clock.h).
  * A layer reads the state of struct capture (below) but never calls a file
  * above it.
  *
@@ -31,6 +32,7 @@
 #include <libpq-fe.h>
 
 #include "comb/buf.h"
+#include "comb/clock.h"
 #include "comb/config.h"
 #include "comb/signal.h"
 
@@ -100,7 +102,7 @@ struct capture_stats {
 	atomic_ullong db_lost;       /* database connections lost */
 	atomic_ullong redis_lost;    /* Redis subscriptions lost */
 	atomic_llong heartbeat_unix_ms; /* wall time of the last heartbeat */
-	atomic_llong loop_ms;        /* capture_now_ms of the loop's last turn */
+	atomic_llong loop_ms;        /* comb_monotonic_ms of the loop's last turn */
 	atomic_bool leader;          /* holds the capture lock */
 	atomic_bool reconnecting;    /* in the grace period of a lost connection */
 	atomic_bool db_connected;    /* has a database connection */
@@ -164,11 +166,6 @@ static inline bool capture_publishing(const struct capture *cap)
 {
 	return cap->leader || cap->reconnecting;
 }
-
-/* clock.c */
-
-/* Milliseconds of a monotonic clock. */
-int64_t capture_now_ms(void);
 
 /* communities.c */
 

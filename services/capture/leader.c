@@ -118,14 +118,14 @@ static void end_grace(struct capture *cap, const char *why)
 	comb_warn("leader: leadership lost (%s); epoch %016" PRIx64
 		  " ends, standing by", why, cap->epoch);
 	cap->reconnecting = false;
-	cap->next_try_ms = capture_now_ms() + CAPTURE_LOCK_RETRY_MS;
+	cap->next_try_ms = comb_monotonic_ms() + CAPTURE_LOCK_RETRY_MS;
 }
 
 /* Closes the connection after a failure; a leader with a horizon enters
  * its grace period when grace is set. */
 static void drop(struct capture *cap, const char *why, bool grace)
 {
-	int64_t now = capture_now_ms();
+	int64_t now = comb_monotonic_ms();
 
 	if (cap->leader && grace && cap->hz.horizon != 0) {
 		comb_warn("leader: database connection lost (%s); epoch %016"
@@ -188,7 +188,7 @@ static int continue_epoch(struct capture *cap, char *errbuf, size_t errlen)
 	PGresult *res;
 	bool same;
 
-	if (capture_now_ms() >= cap->grace_until_ms)
+	if (comb_monotonic_ms() >= cap->grace_until_ms)
 		return comb_fail(errbuf, errlen, COMB_EUNAVAIL,
 				 "the grace period passed");
 	snprintf(epoch, sizeof(epoch), "%016" PRIx64, cap->epoch);

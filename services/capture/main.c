@@ -61,7 +61,7 @@ static void run(struct capture *cap)
 {
 	while (!stopping) {
 		zmq_pollitem_t items[3];
-		int64_t now = capture_now_ms();
+		int64_t now = comb_monotonic_ms();
 		int n = 2, rc;
 
 		leader_tick(cap, now);
@@ -83,7 +83,7 @@ static void run(struct capture *cap)
 			n = 3;
 		}
 		capture_metrics_sample(cap, now);
-		rc = zmq_poll(items, n, poll_timeout(cap, capture_now_ms()));
+		rc = zmq_poll(items, n, poll_timeout(cap, comb_monotonic_ms()));
 		if (rc < 0) {
 			if (zmq_errno() == EINTR)
 				continue;

@@ -152,7 +152,7 @@ static int on_healthz(struct mg_connection *conn, void *arg)
 	/* The loop turns at least every heartbeat or lock retry. */
 	int64_t stale = 2 * (int64_t)(beat > CAPTURE_LOCK_RETRY_MS ? beat :
 				      CAPTURE_LOCK_RETRY_MS) + 1000;
-	bool loop = capture_now_ms() - atomic_load(&st->loop_ms) < stale;
+	bool loop = comb_monotonic_ms() - atomic_load(&st->loop_ms) < stale;
 	bool db = atomic_load(&st->db_connected);
 	bool redis = atomic_load(&st->redis_connected);
 	char body[160];

@@ -131,7 +131,7 @@ static uint64_t random_epoch(void)
 
 	while (e == 0) {
 		if (getrandom(&e, sizeof(e), 0) != (ssize_t)sizeof(e))
-			e = ((uint64_t)capture_now_ms() << 20) ^ (uint64_t)rand();
+			e = ((uint64_t)comb_monotonic_ms() << 20) ^ (uint64_t)rand();
 	}
 	return e;
 }

@@ -101,14 +101,6 @@ int comb_lsn_parse(const char *text, comb_lsn *out)
 	return 0;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits on cond (a monotonic-clock condition) for up to ms. Call with
  * r->lock held. */
 static void wait_ms_on(struct comb_read_router *r, pthread_cond_t *cond, int ms)
@@ -165,7 +157,7 @@ static PGconn *monitor_connect(const char *conninfo)
  */
 static int sample(PGconn **conn, const char *conninfo, comb_lsn *out)
 {
-	int64_t deadline = now_ms() + SAMPLE_TIMEOUT_MS;
+	int64_t deadline = comb_monotonic_ms() + SAMPLE_TIMEOUT_MS;
 	PGresult *res, *extra;
 	int rc = COMB_EUNAVAIL;
 
@@ -175,7 +167,7 @@ static int sample(PGconn **conn, const char *conninfo, comb_lsn *out)
 		goto fail;
 	while (PQisBusy(*conn)) {
 		struct pollfd p = {.fd = PQsocket(*conn), .events = POLLIN};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - comb_monotonic_ms();
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0 || !PQconsumeInput(*conn))
 			goto fail;
@@ -225,7 +217,7 @@ static void *primary_main(void *arg)
 				else
 					r->ring_len++;
 				last = (r->ring_head + r->ring_len - 1) % RING;
-				r->ring[last] = (struct ring_entry){now_ms(), lsn};
+				r->ring[last] = (struct ring_entry){comb_monotonic_ms(), lsn};
 			}
 		}
 		go = monitor_pause(r);
@@ -255,7 +247,7 @@ static long long lag_of(const struct comb_read_router *r, comb_lsn lsn, int64_t 
 static void standby_sampled(struct standby *s, int rc, comb_lsn lsn)
 {
 	struct comb_read_router *r = s->router;
-	int64_t now = now_ms();
+	int64_t now = comb_monotonic_ms();
 
 	if (rc) {
 		if (s->reachable || s->in_rotation)
@@ -438,7 +430,7 @@ int comb_read_standbys(const struct comb_read_router *r)
  * all. Call with r->lock held. */
 static int choose(struct comb_read_router *r, comb_lsn at_least, bool *any)
 {
-	int64_t now = now_ms();
+	int64_t now = comb_monotonic_ms();
 	int i;
 
 	*any = false;
@@ -462,14 +454,14 @@ static int choose(struct comb_read_router *r, comb_lsn at_least, bool *any)
 int comb_read_acquire(struct comb_read_router *r, comb_lsn at_least,
 		      int pool_wait_ms, struct comb_read_lease *out)
 {
-	int64_t deadline = now_ms() + r->wait_ms;
+	int64_t deadline = comb_monotonic_ms() + r->wait_ms;
 	bool waited = false, any;
 	int k = -1;
 
 	*out = (struct comb_read_lease){.server = -1};
 	pthread_mutex_lock(&r->lock);
 	while (r->n > 0 && at_least != COMB_READ_PRIMARY) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - comb_monotonic_ms();
 
 		k = choose(r, at_least, &any);
 		if (k >= 0 || !any || left <= 0)

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "comb/clock.h"
 #include "comb/error.h"
 #include "relay.h"
 
@@ -28,14 +28,6 @@ struct host_entry {
 
 static struct host_entry host_cache[HOST_CACHE_SLOTS];
 static pthread_mutex_t host_cache_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int64_t monotonic_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* FNV-1a of host, reduced to a slot. */
 static size_t host_slot(const char *host)
@@ -53,7 +45,7 @@ bool community_cached(const char *host, struct community *out)
 	bool hit;
 
 	pthread_mutex_lock(&host_cache_lock);
-	hit = e->expires_ms > monotonic_ms() && !strcmp(e->host, host);
+	hit = e->expires_ms > comb_monotonic_ms() && !strcmp(e->host, host);
 	if (hit)
 		*out = e->community;
 	pthread_mutex_unlock(&host_cache_lock);
@@ -69,7 +61,7 @@ static void host_remember(const char *host, const struct community *c)
 	pthread_mutex_lock(&host_cache_lock);
 	snprintf(e->host, sizeof(e->host), "%s", host);
 	e->community = *c;
-	e->expires_ms = monotonic_ms() + HOST_CACHE_TTL_MS;
+	e->expires_ms = comb_monotonic_ms() + HOST_CACHE_TTL_MS;
 	pthread_mutex_unlock(&host_cache_lock);
 }
 

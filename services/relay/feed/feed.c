@@ -102,14 +102,6 @@ static struct {
 	.wake = -1,
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static unsigned bucket_of(int64_t id)
 {
 	return (unsigned)(((uint64_t)id * 11400714819323198485ULL) >> 54) % BUCKETS;
@@ -182,7 +174,7 @@ bool feed_alive(void)
 	long long last = atomic_load(&feed.last_beat_ms);
 
 	return atomic_load(&feed.started) && last != 0 &&
-	       now_ms() - last <= (int64_t)FEED_MISSED_HEARTBEATS * feed.interval_ms;
+	       comb_monotonic_ms() - last <= (int64_t)FEED_MISSED_HEARTBEATS * feed.interval_ms;
 }
 
 int feed_wait_trusted(int64_t community_id, int timeout_ms,
@@ -532,7 +524,7 @@ static bool receive_one(void)
 	if (ok && comb_signal_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s,
 				     err, sizeof(err)) == 0) {
 		feed.received++;
-		handle(&s, now_ms());
+		handle(&s, comb_monotonic_ms());
 	} else {
 		/* A message that cannot be read shows up as a gap later. */
 		if (feed.refused++ < 10)
@@ -586,12 +578,12 @@ static void *feed_main(void *arg)
 		items[0].events = ZMQ_POLLIN;
 		items[1].fd = feed.wake;
 		items[1].events = ZMQ_POLLIN;
-		listen_from = now_ms();
+		listen_from = comb_monotonic_ms();
 		if (zmq_poll(items, 2, timeout) < 0 && zmq_errno() != EINTR) {
 			comb_error("feed: zmq_poll: %s", zmq_strerror(zmq_errno()));
 			break;
 		}
-		now = now_ms();
+		now = comb_monotonic_ms();
 		if (now - listen_from > timeout)
 			feed.deaf_ms += now - listen_from - timeout;
 		if (items[1].revents & ZMQ_POLLIN) {
@@ -604,7 +596,7 @@ static void *feed_main(void *arg)
 		drained = false;
 		for (i = 0; i < ROUND_MESSAGES && !drained; i++)
 			drained = !receive_one();
-		now = now_ms();
+		now = comb_monotonic_ms();
 		/* Heartbeats still queued arrived in time: judge capture's
 		 * liveness only on an empty queue, against each beat's own
 		 * receive time, so a slow round never counts as missed beats

@@ -8,8 +8,8 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
+#include "comb/clock.h"
 #include "metrics.h"
 #include "revcache/revcache.h"
 
@@ -74,14 +74,6 @@ static size_t label_index(const char *const *names, size_t n,
 	return n - 1;
 }
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void metrics_add(enum metric m, long delta)
 {
 	atomic_fetch_add(&values[m], delta);
@@ -127,7 +119,7 @@ void metrics_feed_epoch(uint64_t epoch)
 
 void metrics_feed_beat(void)
 {
-	atomic_store(&last_beat_ms, monotonic_ms());
+	atomic_store(&last_beat_ms, comb_monotonic_ms());
 }
 
 void metrics_observe(enum route route, int status, double seconds)
@@ -214,7 +206,7 @@ static int render_relay(const struct metrics_state *state, struct comb_buf *out)
 			      "# HELP comb_feed_heartbeat_losses_total Times no heartbeat arrived for three intervals.\n"
 			      "# TYPE comb_feed_heartbeat_losses_total counter\ncomb_feed_heartbeat_losses_total %ld\n",
 			      state->feed_alive ? 1 : 0,
-			      beat ? (double)(monotonic_ms() - beat) / 1000 : -1.0,
+			      beat ? (double)(comb_monotonic_ms() - beat) / 1000 : -1.0,
 			      (uint64_t)atomic_load(&feed_epoch),
 			      (long)atomic_load(&feed_epochs),
 			      atomic_load(&values[METRIC_FEED_SIGNALS]),

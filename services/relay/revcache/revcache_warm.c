@@ -27,8 +27,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "comb/clock.h"
 #include "comb/db.h"
 #include "comb/error.h"
 #include "comb/log.h"
@@ -55,17 +55,13 @@ static struct {
 	atomic_ulong events;       /* kept so far */
 	atomic_size_t bytes;       /* their cost so far */
 	atomic_long ms;            /* run time at the last batch, or in all */
-	struct timespec t0;        /* CLOCK_MONOTONIC, when it started */
+	int64_t t0_ms;             /* comb_monotonic_ms when it started */
 } warm;
 
-/* Milliseconds from *t0 (CLOCK_MONOTONIC) to now. */
-static long ms_since(const struct timespec *t0)
+/* Milliseconds since the warm started. */
+static long ms_since_start(void)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (long)(now.tv_sec - t0->tv_sec) * 1000 +
-	       (now.tv_nsec - t0->tv_nsec) / 1000000;
+	return (long)(comb_monotonic_ms() - warm.t0_ms);
 }
 
 /* Reads the next batch, at most limit events older than seq before, into
@@ -142,7 +138,7 @@ static void *run(void *arg)
 			}
 		}
 		PQclear(res);
-		atomic_store(&warm.ms, ms_since(&warm.t0));
+		atomic_store(&warm.ms, ms_since_start());
 		if (full) {
 			why = "budget reached";
 			break;
@@ -152,7 +148,7 @@ static void *run(void *arg)
 		limit = BATCH_BYTES / (read / (size_t)rows + 1);
 		limit = limit < BATCH_MIN ? BATCH_MIN : limit > BATCH_MAX ? BATCH_MAX : limit;
 	}
-	atomic_store(&warm.ms, ms_since(&warm.t0));
+	atomic_store(&warm.ms, ms_since_start());
 	atomic_store(&warm.running, false);
 	comb_info("revision cache warm: %lu events, %zu bytes in %ld ms (%s)",
 		  kept, used, atomic_load(&warm.ms), why);
@@ -168,7 +164,7 @@ int revcache_warm_start(struct relay *relay, char *errbuf, size_t errlen)
 	warm.budget = budget < half ? budget : half;
 	if (!warm.budget)
 		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &warm.t0);
+	warm.t0_ms = comb_monotonic_ms();
 	atomic_store(&warm.running, true);
 	if (pthread_create(&warm.thread, NULL, run, NULL)) {
 		atomic_store(&warm.running, false);
@@ -191,6 +187,6 @@ void revcache_warm_get_stats(struct revcache_warm_stats *out)
 {
 	out->events = atomic_load(&warm.events);
 	out->bytes = atomic_load(&warm.bytes);
-	out->ms = atomic_load(&warm.running) ? ms_since(&warm.t0) : atomic_load(&warm.ms);
+	out->ms = atomic_load(&warm.running) ? ms_since_start() : atomic_load(&warm.ms);
 	out->running = atomic_load(&warm.running);
 }
