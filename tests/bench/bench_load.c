@@ -244,21 +244,16 @@ static long schema_count(PGconn *db, const char *sql)
 	return n;
 }
 
-/* Whether the schema keeps an artifact revision's d as an event_tags row
- * (before migration 0023), or -1 when the database cannot say. */
-static int d_is_a_tag_row(PGconn *db)
+/* Whether migration version (or a later one) is applied, or -1 when the
+ * database cannot say. */
+static int migrated_to(PGconn *db, int version)
 {
-	long n = schema_count(db, "SELECT count(*) FROM comb_migrations WHERE version >= 23");
+	char sql[96];
+	long n;
 
-	return n < 0 ? -1 : n == 0;
-}
-
-/* Whether the schema keeps an artifact revision in its event's row (from
- * migration 0025 on), or -1 when the database cannot say. */
-static int revisions_in_events(PGconn *db)
-{
-	long n = schema_count(db, "SELECT count(*) FROM comb_migrations WHERE version >= 25");
-
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM comb_migrations WHERE version >= %d",
+		 version);
+	n = schema_count(db, sql);
 	return n < 0 ? -1 : n > 0;
 }
 
@@ -268,7 +263,7 @@ static int load_events(struct fixture *f, PGconn *db)
 	struct comb_buf raw;
 	struct copy c;
 	char seq[24], created[24], kind[12];
-	int d_rows, in_events = revisions_in_events(db);
+	int after_0023, in_events = migrated_to(db, 25);
 
 	if (in_events < 0)
 		return COMB_EUNAVAIL;
@@ -304,9 +299,9 @@ static int load_events(struct fixture *f, PGconn *db)
 	 * channel (migrations/0013_channel_not_a_tag_row.sql), in a schema
 	 * before 0023 (from which on a revision's d is read from its
 	 * revision alone); the messages have none. */
-	d_rows = d_is_a_tag_row(db);
-	if (d_rows <= 0)
-		return d_rows < 0 ? COMB_EUNAVAIL : 0;
+	after_0023 = migrated_to(db, 23);
+	if (after_0023 != 0)
+		return after_0023 < 0 ? COMB_EUNAVAIL : 0;
 	if (copy_begin(&c, db, "COPY event_tags (community_id, event_seq, name, value)"
 			       " FROM STDIN"))
 		return c.rc;
@@ -338,7 +333,7 @@ static int load_artifacts(struct fixture *f, PGconn *db)
 	struct copy c;
 	char seq[24];
 	size_t i, k;
-	int in_heads = heads_have_tags(db), in_events = revisions_in_events(db);
+	int in_heads = heads_have_tags(db), in_events = migrated_to(db, 25);
 
 	if (in_heads < 0 || in_events < 0)
 		return COMB_EUNAVAIL;
