@@ -139,14 +139,18 @@ function freePort() {
 	});
 }
 
+// GET urlPath of the relay listening on port: resolves to {status, body}
+// (status 0 when it did not answer).
 function httpGet(port, urlPath) {
 	return new Promise((resolve) => {
 		const req = http.request({ host: '127.0.0.1', port, path: urlPath,
 			headers: { host: `localhost:${port}` }, timeout: 2000 }, (res) => {
-			res.resume();
-			res.on('end', () => resolve(res.statusCode));
+			let body = '';
+			res.setEncoding('utf8');
+			res.on('data', (c) => { body += c; });
+			res.on('end', () => resolve({ status: res.statusCode, body }));
 		});
-		req.on('error', () => resolve(0));
+		req.on('error', () => resolve({ status: 0, body: '' }));
 		req.on('timeout', () => req.destroy());
 		req.end();
 	});
@@ -154,26 +158,14 @@ function httpGet(port, urlPath) {
 
 // The revision cache warm of the relay listening on port, from its
 // /metrics: {running, events, bytes, seconds}, or null when unreadable.
-function warmOf(port) {
-	return new Promise((resolve) => {
-		const req = http.request({ host: '127.0.0.1', port, path: '/metrics',
-			headers: { host: `localhost:${port}` }, timeout: 2000 }, (res) => {
-			let body = '';
-			res.setEncoding('utf8');
-			res.on('data', (c) => { body += c; });
-			res.on('end', () => {
-				const v = (name) => {
-					const m = new RegExp(`^comb_revision_cache_warm_${name} (\\S+)$`, 'm').exec(body);
-					return m ? Number(m[1]) : null;
-				};
-				const warm = { running: v('running'), events: v('events'), bytes: v('bytes'), seconds: v('seconds') };
-				resolve(warm.running === null ? null : warm);
-			});
-		});
-		req.on('error', () => resolve(null));
-		req.on('timeout', () => req.destroy());
-		req.end();
-	});
+async function warmOf(port) {
+	const { body } = await httpGet(port, '/metrics');
+	const v = (name) => {
+		const m = new RegExp(`^comb_revision_cache_warm_${name} (\\S+)$`, 'm').exec(body);
+		return m ? Number(m[1]) : null;
+	};
+	const warm = { running: v('running'), events: v('events'), bytes: v('bytes'), seconds: v('seconds') };
+	return warm.running === null ? null : warm;
 }
 
 const services = [];
@@ -235,7 +227,7 @@ async function startRelay(i, extraEnv = {}) {
 		...extraEnv,
 	});
 	const deadline = Date.now() + 30000;
-	while (await httpGet(port, '/readyz') !== 200) {
+	while ((await httpGet(port, '/readyz')).status !== 200) {
 		if (svc.exited || Date.now() > deadline)
 			throw new Error(`relay ${i} did not become ready; see ${svc.file}`);
 		await sleep(100);
