@@ -59,6 +59,18 @@ int bench_ingest_events(const struct bench_layout *l, const char *series,
 	return rc ? rc : bench_sign_all(evs, n, l->admin_sk, 2);
 }
 
+/* Appends ev's `EVENT` message to frame; json is scratch. Returns 0 or
+ * COMB_ENOMEM. */
+static int event_frame(const struct comb_event *ev, struct comb_buf *json,
+		       struct comb_buf *frame)
+{
+	int rc;
+
+	comb_buf_reset(json);
+	rc = comb_event_to_json(ev, json);
+	return rc ? rc : comb_buf_printf(frame, "[\"EVENT\",%s]", json->data);
+}
+
 struct pending {
 	char id[65];
 	size_t index;
@@ -213,9 +225,7 @@ static int ingest_run(int argc, char **argv, bool chat)
 		struct comb_buf frame;
 
 		comb_buf_init(&frame, 1 << 20);
-		comb_buf_reset(&json);
-		rc = comb_event_to_json(&evs[i], &json);
-		rc = rc ? rc : comb_buf_printf(&frame, "[\"EVENT\",%s]", json.data);
+		rc = event_frame(&evs[i], &json, &frame);
 		in.frames[i] = comb_buf_detach(&frame, &in.frame_len[i]);
 		memcpy(in.ids[i].id, evs[i].id, 65);
 		in.ids[i].index = i;
@@ -323,9 +333,7 @@ int bench_cmd_verify_floor(int argc, char **argv)
 	}
 	for (i = 0; i < n && rc == 0; i++) {
 		comb_buf_init(&frames[i], 8192);
-		comb_buf_reset(&json);
-		rc = comb_event_to_json(&evs[i], &json);
-		rc = rc ? rc : comb_buf_printf(&frames[i], "[\"EVENT\",%s]", json.data);
+		rc = event_frame(&evs[i], &json, &frames[i]);
 	}
 	for (r = 0; r < runs && rc == 0; r++) {
 		double t0 = bench_now(), s;
