@@ -22,7 +22,7 @@ import { CombClient } from '../../clients/js/index.js';
 import { ensureOpenChannel } from '../../clients/board/channel.mjs';
 import { startBoardServer } from '../../clients/board/serve.mjs';
 import { createChannel } from './lib/artifacts.mjs';
-import { get, newKey, startRelay } from './lib/harness.mjs';
+import { newKey, scrapeMetrics, startRelay } from './lib/harness.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
 const skip = fs.existsSync(CHROMIUM) ? false :
@@ -333,10 +333,7 @@ describe('task board in Chromium', { skip }, () => {
 	});
 
 	test('two tabs of one browser share one connection; closing the leading tab keeps the other live', async (t) => {
-		const sockets = async () => {
-			const r = await get(stack.url, '/metrics');
-			return Number(r.body.match(/^comb_ws_connections (\d+)$/m)[1]);
-		};
+		const sockets = async () => (await scrapeMetrics(stack.url)).value('comb_ws_connections');
 		const base = await sockets();
 		const context = await browser.newContext({ viewport: { width: 1100, height: 600 } });
 		context.setDefaultTimeout(5000);

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, newKey, startRelay } from './lib/harness.mjs';
+import { connectWs, get, newKey, scrapeMetrics, startRelay } from './lib/harness.mjs';
 import { accept, addMember, chat, createChannel, uuid } from './lib/artifacts.mjs';
 import { pidListeningOn, rssKb } from './lib/clients.mjs';
 import { isFor, reqFrames } from './lib/subscriptions.mjs';
@@ -29,10 +29,7 @@ const SLACK_MIB = 64;
 const ASAN_ENV = { ASAN_OPTIONS: 'quarantine_size_mb=0:thread_local_quarantine_size_kb=0' };
 
 async function heldBytes(stack) {
-	const r = await get(stack.url, '/metrics');
-	const m = /^comb_ws_held_bytes (\d+)$/m.exec(r.body);
-	assert.ok(m, 'comb_ws_held_bytes missing from /metrics');
-	return Number(m[1]);
+	return (await scrapeMetrics(stack.url)).value('comb_ws_held_bytes');
 }
 
 async function nip11(stack) {

@@ -24,7 +24,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 
-import { buildDir, get, sourceDir, startRelay } from './lib/harness.mjs';
+import { buildDir, scrapeMetrics, sourceDir, startRelay } from './lib/harness.mjs';
 import { runChecker, summarize } from './lib/checker.mjs';
 
 const execFileP = promisify(execFile);
@@ -82,10 +82,10 @@ test('the history converges with every node reading from a lagging standby', asy
 			// killed meanwhile counts from its restart)
 			let served = 0, primary = 0;
 			for (const url of stack.urls) {
-				const body = (await get(url, '/metrics')).body;
-				served += Number(body.match(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m)?.[1] ?? 0);
-				primary += Number(body.match(/^comb_read_primary_total (\d+)$/m)?.[1] ?? 0);
-				t.diagnostic(`${url}: ${body.split('\n').filter((l) => /^comb_read_[a-z_]+(\{[^}]*\})? /.test(l)).join(', ')}`);
+				const m = await scrapeMetrics(url);
+				served += m.sum('comb_read_standby_reads_total');
+				primary += m.sum('comb_read_primary_total');
+				t.diagnostic(`${url}: ${m.text.split('\n').filter((l) => /^comb_read_[a-z_]+(\{[^}]*\})? /.test(l)).join(', ')}`);
 			}
 			assert.ok(served > 0 && served >= primary,
 				`reads served by the standby: ${served}, by the primary: ${primary}`);

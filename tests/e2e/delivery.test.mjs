@@ -22,7 +22,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, post, psqlSession, signEvent, startRelay } from './lib/harness.mjs';
+import { connectWs, post, psqlSession, scrapeMetrics, signEvent, startRelay } from './lib/harness.mjs';
 import { accept, createChannel, revisionTags, tagValue, uuid } from './lib/artifacts.mjs';
 
 // 400 revisions of about 60 KB: 24 MB, well above the outbox (1 MiB) and
@@ -59,19 +59,13 @@ after(async () => {
 });
 
 async function metrics(node) {
-	const r = await get(stack.urls[node], '/metrics');
-	assert.equal(r.status, 200);
-	const value = (name) => {
-		const m = r.body.match(new RegExp(`^${name} (\\d+)$`, 'm'));
-		assert.ok(m, `${name} missing from /metrics`);
-		return Number(m[1]);
-	};
+	const m = await scrapeMetrics(stack.urls[node]);
 	return {
-		hits: value('comb_revision_cache_hits_total'),
-		misses: value('comb_revision_cache_misses_total'),
-		bytes: value('comb_revision_cache_bytes'),
-		entries: value('comb_revision_cache_entries'),
-		max: value('comb_revision_cache_max_bytes'),
+		hits: m.value('comb_revision_cache_hits_total'),
+		misses: m.value('comb_revision_cache_misses_total'),
+		bytes: m.value('comb_revision_cache_bytes'),
+		entries: m.value('comb_revision_cache_entries'),
+		max: m.value('comb_revision_cache_max_bytes'),
 	};
 }
 

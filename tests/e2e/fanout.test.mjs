@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { connectWs, get, startRelay } from './lib/harness.mjs';
+import { connectWs, scrapeMetrics, startRelay } from './lib/harness.mjs';
 import { accept, createChannel, tagValue, uuid } from './lib/artifacts.mjs';
 
 const SYNCS = 20;
@@ -29,11 +29,11 @@ after(async () => {
 });
 
 async function frames() {
-	const r = await get(stack.url, '/metrics');
-	assert.equal(r.status, 200);
-	const value = (path) => Number(r.body.match(
-		new RegExp(`^comb_ws_frames_total\\{path="${path}"\\} (\\d+)$`, 'm'))[1]);
-	return { atOnce: value('at_once'), waited: value('waited') };
+	const m = await scrapeMetrics(stack.url);
+	return {
+		atOnce: m.value('comb_ws_frames_total{path="at_once"}'),
+		waited: m.value('comb_ws_frames_total{path="waited"}'),
+	};
 }
 
 test('live frames to readers that keep up are written by the fan-out, each once and in order', async () => {

@@ -17,7 +17,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { connectWs, get, startRelay } from './lib/harness.mjs';
+import { connectWs, scrapeMetrics, startRelay } from './lib/harness.mjs';
 import { createChannel } from './lib/artifacts.mjs';
 import { FakeCapture, communityOf } from './lib/fakecapture.mjs';
 
@@ -63,10 +63,8 @@ async function openSync(c, id, h) {
 }
 
 async function feedMetrics() {
-	const r = await get(stack.url, '/metrics');
-	assert.equal(r.status, 200);
-	const value = (name) => Number(r.body.match(new RegExp(`^${name} (\\d+)$`, 'm'))[1]);
-	return { alive: value('comb_feed_alive'), losses: value('comb_feed_heartbeat_losses_total') };
+	const m = await scrapeMetrics(stack.url);
+	return { alive: m.value('comb_feed_alive'), losses: m.value('comb_feed_heartbeat_losses_total') };
 }
 
 test('a new leader gets three heartbeat intervals from its first message', async () => {

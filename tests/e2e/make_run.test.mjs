@@ -21,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { buildDir, freePort, get, post, signEvent, sourceDir } from './lib/harness.mjs';
+import { buildDir, freePort, get, post, scrapeMetrics, signEvent, sourceDir } from './lib/harness.mjs';
 
 const varDir = fs.mkdtempSync(path.join(os.tmpdir(), 'comb-run-'));
 
@@ -243,8 +243,7 @@ test('make run with COMB_STANDBYS=1: reads served by a streaming standby that st
 			const r = await post(base, '/query', [{ kinds: [9], '#h': [channel] }], sk,
 				{ nip98: { extraTags: [['nonce', crypto.randomUUID()]] } });
 			assert.deepEqual(JSON.parse(r.body).map((e) => e.id), [message.id], 'the writer reads its write');
-			const metrics = (await get(base, '/metrics')).body;
-			served = Number(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m.exec(metrics)?.[1] ?? 0);
+			served = (await scrapeMetrics(base)).sum('comb_read_standby_reads_total');
 			if (served === 0)
 				await new Promise((r) => setTimeout(r, 100));
 		}

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { chat, createChannel, uuid } from './lib/artifacts.mjs';
 import {
-	connectWs, get, newKey, post, psqlSession, signEvent, startRelay,
+	connectWs, get, newKey, post, psqlSession, scrapeMetrics, signEvent, startRelay,
 } from './lib/harness.mjs';
 
 let stack;
@@ -182,20 +182,6 @@ describe('graceful stop', () => {
 	});
 });
 
-// The exposition as a map: 'name{labels}' -> number.
-async function scrape() {
-	const r = await get(stack.url, '/metrics');
-	assert.equal(r.status, 200);
-	const m = new Map();
-	for (const line of r.body.split('\n')) {
-		if (!line || line.startsWith('#'))
-			continue;
-		const i = line.lastIndexOf(' ');
-		m.set(line.slice(0, i), Number(line.slice(i + 1)));
-	}
-	return m;
-}
-
 function closed(id) {
 	return (m) => m[0] === 'CLOSED' && m[1] === id;
 }
@@ -205,24 +191,24 @@ describe('metrics', () => {
 		// The node was restarted by the stop test and has served nothing
 		// since but /metrics, which needs no database connection.
 		await until('every pooled connection open', async () => {
-			const m = await scrape();
-			return m.get('comb_db_pool_open') === m.get('comb_db_pool_size');
+			const m = await scrapeMetrics(stack.url);
+			return m.value('comb_db_pool_open') === m.value('comb_db_pool_size');
 		});
-		const m = await scrape();
-		assert.ok(m.get('comb_db_pool_size') > 1);
-		assert.equal(m.get('comb_db_pool_failures_total'), 0);
+		const m = await scrapeMetrics(stack.url);
+		assert.ok(m.value('comb_db_pool_size') > 1);
+		assert.equal(m.value('comb_db_pool_failures_total'), 0);
 	});
 
 	test('a scripted session shows in /metrics', async () => {
 		// The node was restarted by the stop test: its counters start at 0.
-		const before = await scrape();
-		assert.equal(before.get('comb_ws_connections'), 0);
-		assert.equal(before.get('comb_feed_alive'), 1);
-		assert.equal(before.get('comb_stopping'), 0);
-		assert.ok(before.get('comb_feed_heartbeat_age_seconds') >= 0);
-		assert.ok(before.get('comb_feed_heartbeat_age_seconds') < 2);
-		assert.equal(before.get('comb_feed_epochs_total'), 1);
-		assert.ok(before.get('comb_feed_signals_total') > 0);
+		const before = await scrapeMetrics(stack.url);
+		assert.equal(before.value('comb_ws_connections'), 0);
+		assert.equal(before.value('comb_feed_alive'), 1);
+		assert.equal(before.value('comb_stopping'), 0);
+		assert.ok(before.value('comb_feed_heartbeat_age_seconds') >= 0);
+		assert.ok(before.value('comb_feed_heartbeat_age_seconds') < 2);
+		assert.equal(before.value('comb_feed_epochs_total'), 1);
+		assert.ok(before.value('comb_feed_signals_total') > 0);
 
 		const c = await connectWs(stack.url, admin);
 		try {
@@ -244,44 +230,44 @@ describe('metrics', () => {
 				[{ artifact: 'incremental', '#h': [channel], cursor: 'not-a-cursor' }], admin);
 			assert.equal(badCursor.status, 400, badCursor.body);
 
-			const open = await scrape();
-			assert.equal(open.get('comb_ws_connections'), 1);
-			assert.equal(open.get('comb_ws_subscriptions'), 1);
-			assert.equal(open.get('comb_syncs{mode="current"}'), 1);
-			assert.equal(open.get('comb_http_requests_total{route="websocket",status="101"}'), 1);
-			assert.equal(open.get('comb_http_requests_total{route="websocket",status="other"}'), undefined);
-			assert.equal(open.get('comb_writes_total{outcome="accepted"}'), 1);
-			assert.equal(open.get(`comb_writes_total{outcome="${prefix}"}`), 1, refused[3]);
-			assert.equal(open.get('comb_incremental_reads_total{outcome="initial"}'), 1);
-			assert.equal(open.get(`comb_incremental_reads_total{outcome="${badCursor.json().error}"}`), 1);
+			const open = await scrapeMetrics(stack.url);
+			assert.equal(open.value('comb_ws_connections'), 1);
+			assert.equal(open.value('comb_ws_subscriptions'), 1);
+			assert.equal(open.value('comb_syncs{mode="current"}'), 1);
+			assert.equal(open.value('comb_http_requests_total{route="websocket",status="101"}'), 1);
+			assert.equal(open.series.get('comb_http_requests_total{route="websocket",status="other"}'), undefined);
+			assert.equal(open.value('comb_writes_total{outcome="accepted"}'), 1);
+			assert.equal(open.value(`comb_writes_total{outcome="${prefix}"}`), 1, refused[3]);
+			assert.equal(open.value('comb_incremental_reads_total{outcome="initial"}'), 1);
+			assert.equal(open.value(`comb_incremental_reads_total{outcome="${badCursor.json().error}"}`), 1);
 
 			// Capture goes away: the sync and the live REQ are closed, the
 			// feed is reported down; it comes back with a new epoch.
 			await stack.stopCapture(capture);
 			assert.deepEqual(await c.next(closed('sync'), 5000), ['CLOSED', 'sync', 'resync: change feed interrupted']);
 			assert.deepEqual(await c.next(closed('live'), 5000), ['CLOSED', 'live', 'resync: change feed interrupted']);
-			const down = await scrape();
-			assert.equal(down.get('comb_feed_alive'), 0);
-			assert.ok(down.get('comb_feed_heartbeat_age_seconds') >= 1.5);
-			assert.equal(down.get('comb_feed_heartbeat_losses_total'), 1);
-			assert.equal(down.get('comb_resync_closes_total{reason="change feed interrupted"}'), 2);
+			const down = await scrapeMetrics(stack.url);
+			assert.equal(down.value('comb_feed_alive'), 0);
+			assert.ok(down.value('comb_feed_heartbeat_age_seconds') >= 1.5);
+			assert.equal(down.value('comb_feed_heartbeat_losses_total'), 1);
+			assert.equal(down.value('comb_resync_closes_total{reason="change feed interrupted"}'), 2);
 			// held (as the relay's memory holds them) until the client's
 			// CLOSE, a REQ reusing the id, or the end of the connection
-			assert.equal(down.get('comb_syncs{mode="current"}'), 1);
+			assert.equal(down.value('comb_syncs{mode="current"}'), 1);
 			c.send(['CLOSE', 'sync']);
 			c.send(['CLOSE', 'live']);
 			await until('the closed sync and REQ released', async () => {
-				const m = await scrape();
-				return m.get('comb_syncs{mode="current"}') === 0 && m.get('comb_ws_subscriptions') === 0;
+				const m = await scrapeMetrics(stack.url);
+				return m.value('comb_syncs{mode="current"}') === 0 && m.value('comb_ws_subscriptions') === 0;
 			});
 			capture = await stack.startCapture();
-			await until('the feed back', async () => (await scrape()).get('comb_feed_alive') === 1);
-			assert.equal((await scrape()).get('comb_feed_epochs_total'), 2);
+			await until('the feed back', async () => (await scrapeMetrics(stack.url)).value('comb_feed_alive') === 1);
+			assert.equal((await scrapeMetrics(stack.url)).value('comb_feed_epochs_total'), 2);
 		} finally {
 			await c.close();
 		}
 		await until('the connection counted closed', async () =>
-			(await scrape()).get('comb_ws_connections') === 0);
+			(await scrapeMetrics(stack.url)).value('comb_ws_connections') === 0);
 	});
 });
 

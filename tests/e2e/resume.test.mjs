@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, newKey, post, psqlSession, startRelay } from './lib/harness.mjs';
+import { connectWs, get, newKey, post, psqlSession, scrapeMetrics, startRelay } from './lib/harness.mjs';
 import {
 	accept, addMember, assertAccepted, createChannel, publish, removeMember, uuid,
 } from './lib/artifacts.mjs';
@@ -441,8 +441,7 @@ test('syncs of one scope at one cursor are answered by one read each change', as
 	// reads that found the change: one per change and cursor (reads that
 	// found the horizon still behind it are repeated, more of them when
 	// other tests' transactions hold the cluster's horizon back)
-	const reads = async () => Number((await get(stack.url, '/metrics')).body
-		.match(/^comb_resumable_reads_total\{found="changes"\} (\d+)$/m)[1]);
+	const reads = async () => (await scrapeMetrics(stack.url)).value('comb_resumable_reads_total{found="changes"}');
 	const syncs = Array.from({ length: SUBS }, () => new Resume(stack, reader.sk, { '#h': [h] }));
 	await Promise.all(syncs.map((r) => r.open()));
 	const edit = async (i) => {

@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, startRelay } from './lib/harness.mjs';
+import { connectWs, scrapeMetrics, startRelay } from './lib/harness.mjs';
 import { assertAccepted, chat, createChannel, publish } from './lib/artifacts.mjs';
 import { reqFrames } from './lib/subscriptions.mjs';
 
@@ -32,22 +32,16 @@ const MESSAGES = 48;
 
 /** Node 0's revision cache figures from /metrics. */
 async function cacheMetrics(stack) {
-	const r = await get(stack.urls[0], '/metrics');
-	assert.equal(r.status, 200);
-	const value = (name) => {
-		const m = new RegExp(`^${name} ([0-9.e+]+)$`, 'm').exec(r.body);
-		assert.ok(m, `/metrics lacks ${name}`);
-		return Number(m[1]);
-	};
+	const m = await scrapeMetrics(stack.urls[0]);
 	return {
-		hits: value('comb_revision_cache_hits_total'),
-		misses: value('comb_revision_cache_misses_total'),
-		evictions: value('comb_revision_cache_evictions_total'),
-		entries: value('comb_revision_cache_entries'),
-		bytes: value('comb_revision_cache_bytes'),
-		warmEvents: value('comb_revision_cache_warm_events'),
-		warmBytes: value('comb_revision_cache_warm_bytes'),
-		warmRunning: value('comb_revision_cache_warm_running'),
+		hits: m.value('comb_revision_cache_hits_total'),
+		misses: m.value('comb_revision_cache_misses_total'),
+		evictions: m.value('comb_revision_cache_evictions_total'),
+		entries: m.value('comb_revision_cache_entries'),
+		bytes: m.value('comb_revision_cache_bytes'),
+		warmEvents: m.value('comb_revision_cache_warm_events'),
+		warmBytes: m.value('comb_revision_cache_warm_bytes'),
+		warmRunning: m.value('comb_revision_cache_warm_running'),
 	};
 }
 

@@ -10,17 +10,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, get, newKey, startRelay } from './lib/harness.mjs';
+import { connectWs, newKey, scrapeMetrics, startRelay } from './lib/harness.mjs';
 import { accept, addMember, chat, createChannel, tagValue, uuid } from './lib/artifacts.mjs';
 import { isFor, reqFrames } from './lib/subscriptions.mjs';
 
 /** Node `node`'s reads served by the standby and by the primary. */
 async function served(stack, node) {
-	const r = await get(stack.urls[node], '/metrics');
-	const value = (re) => Number((r.body.match(re) ?? [0, 0])[1]);
+	const m = await scrapeMetrics(stack.urls[node]);
 	return {
-		standby: value(/^comb_read_standby_reads_total\{[^}]*\} (\d+)$/m),
-		primary: value(/^comb_read_primary_total (\d+)$/m),
+		standby: m.sum('comb_read_standby_reads_total'),
+		primary: m.sum('comb_read_primary_total'),
 	};
 }
 

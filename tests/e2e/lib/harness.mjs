@@ -18,6 +18,7 @@
 // same care. Service output goes to
 // STACK/logs/<test>-<database>-<service>.log.
 
+import assert from 'node:assert/strict';
 import { spawn, execFile, execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -207,6 +208,47 @@ export function request(base, opts = {}) {
 /** GET base+path; opts as for request(). */
 export function get(base, urlPath, opts = {}) {
 	return request(base, { ...opts, method: 'GET', path: urlPath });
+}
+
+/**
+ * GETs base's /metrics (base as for request(), a relay's or a capture's
+ * metrics listener), asserts status 200 and parses the Prometheus text
+ * format: blank and `#` lines are skipped; a series is the text before a
+ * line's last space, as written ('comb_x' or 'comb_x{path="a"}'), its
+ * value the Number of the rest. Resolves to:
+ *   text, headers   the response's body and headers
+ *   series          Map: series -> number
+ *   value(series)   its number; fails the test when /metrics lacks it
+ *   sum(name)       the sum of every series of metric `name` (name itself
+ *                   and name{...}), 0 when there is none
+ */
+export async function scrapeMetrics(base) {
+	const r = await get(base, '/metrics');
+	assert.equal(r.status, 200, `GET ${base}/metrics: ${r.body}`);
+	const series = new Map();
+	for (const line of r.body.split('\n')) {
+		if (line.trim() === '' || line.startsWith('#'))
+			continue;
+		const i = line.lastIndexOf(' ');
+		series.set(line.slice(0, i), Number(line.slice(i + 1)));
+	}
+	return {
+		text: r.body,
+		headers: r.headers,
+		series,
+		value(s) {
+			assert.ok(series.has(s), `${base}/metrics lacks ${s}`);
+			return series.get(s);
+		},
+		sum(name) {
+			let total = 0;
+			for (const [s, v] of series) {
+				if (s === name || s.startsWith(`${name}{`))
+					total += v;
+			}
+			return total;
+		},
+	};
 }
 
 /**
