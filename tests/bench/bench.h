@@ -375,6 +375,7 @@ struct bench_live {
 	double *from_ok, *from_send, *node_ms[8];
 	size_t n, node_n[8];
 	int early;               /* frames that arrived before the OK */
+	double frame_bytes;      /* the counted frames' bytes on the wire */
 };
 
 /* Sets lv up for nsubs subscribers over nnodes (at most 8) nodes and
@@ -421,6 +422,9 @@ json_t *bench_live_ms(struct bench_live *lv, double q);
 json_t *bench_live_from_send_ms(struct bench_live *lv, double q);
 /* A new JSON array of {node, p50_ms, p99_ms} per node. */
 json_t *bench_live_per_node(struct bench_live *lv);
+/* The mean size on the wire (WebSocket header included) of the frames
+ * that carried an edit to a subscriber, in bytes; null before any. */
+json_t *bench_live_frame_bytes(struct bench_live *lv);
 
 /* ---- /proc ---- */
 

@@ -42,6 +42,9 @@ static void live_message(struct bench_loop *loop, struct bench_ws *ws,
 			lv->t_frame[sub] = t;
 			st->got++;
 			lv->received++;
+			/* an unmasked server frame: 2 header bytes, 2 more for
+			 * a length of 126 to 65535, 8 more beyond */
+			lv->frame_bytes += (double)(len + (len < 126 ? 2 : len < 65536 ? 4 : 10));
 		} else {
 			st->unexpected++;
 		}
@@ -281,6 +284,17 @@ json_t *bench_live_ms(struct bench_live *lv, double q)
 json_t *bench_live_from_send_ms(struct bench_live *lv, double q)
 {
 	return lv->n ? json_real(bench_quantile(lv->from_send, lv->n, q)) : json_null();
+}
+
+json_t *bench_live_frame_bytes(struct bench_live *lv)
+{
+	size_t frames = 0;
+	int i;
+
+	for (i = 0; i < lv->nsubs; i++)
+		frames += (size_t)lv->subs[i].got;
+	return frames ? json_integer((json_int_t)(lv->frame_bytes / (double)frames + 0.5)) :
+			json_null();
 }
 
 json_t *bench_live_per_node(struct bench_live *lv)

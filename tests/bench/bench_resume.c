@@ -637,13 +637,14 @@ int bench_cmd_resume_live(int argc, char **argv)
 	bench_loop_run(&lv.loop, NULL, 0.2);
 	unexpected = bench_live_tally(&lv, completed, true, errors);
 report:
-	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:f,s:o,s:b,s:o}",
+	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:f,s:o,s:o,s:b,s:o}",
 		"command", "resume-live", "subscribers", nsubs, "nodes", nodes.n,
 		"edits", nedits, "edits_completed", completed,
 		"first_catchup_items", catchup_items, "unexpected_frames", unexpected,
 		"p50_ms", bench_live_ms(&lv, 0.5), "p99_ms", bench_live_ms(&lv, 0.99),
 		"max_ms", bench_live_ms(&lv, 1.0), "min_ms", bench_live_ms(&lv, 0.0),
 		"setup_s", setup_s, "per_node", bench_live_per_node(&lv),
+		"frame_bytes", bench_live_frame_bytes(&lv),
 		"ok", rc == 0 && json_array_size(errors) == 0 && completed == nedits,
 		"errors", json_incref(errors)));
 	if (json_array_size(errors) || completed != nedits)

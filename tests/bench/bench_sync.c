@@ -420,7 +420,7 @@ static int live_latency(int argc, char **argv, bool plain)
 	completed = bench_live_edits(&lv, 10, errors);
 	bench_live_tally(&lv, completed, false, errors);
 report:
-	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:f,s:o,s:o,s:o,s:b,s:o}",
+	bench_print(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:f,s:o,s:o,s:o,s:o,s:b,s:o}",
 		"command", name, "subscribers", nsubs, "nodes", nodes.n,
 		"edits", nedits, "edits_completed", completed,
 		"snapshot_events", na,
@@ -430,6 +430,7 @@ report:
 		"per_node", bench_live_per_node(&lv),
 		"from_send_p50_ms", bench_live_from_send_ms(&lv, 0.5),
 		"from_send_p99_ms", bench_live_from_send_ms(&lv, 0.99),
+		"frame_bytes", bench_live_frame_bytes(&lv),
 		"ok", rc == 0 && json_array_size(errors) == 0 && completed == nedits,
 		"errors", json_incref(errors)));
 	if (json_array_size(errors) || completed != nedits)

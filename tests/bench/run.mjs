@@ -830,16 +830,21 @@ async function main() {
 	});
 
 	// The floor of the live-latency scenarios, measured once after the
-	// first: as many loopback TCP readers as subscribers, written to by one
-	// thread per node, no relay in between. liveFigures(r) reports it with
-	// what every live-latency driver (bench_live.c) measured.
+	// first: as many loopback TCP readers as subscribers, each written the
+	// bytes of one of that scenario's live frames (as measured on the
+	// wire) by one thread per node, no relay in between. liveFigures(r)
+	// reports it with what every live-latency driver (bench_live.c)
+	// measured.
 	let liveFloor = null;
 	const liveFigures = async (r) => {
 		liveFloor ??= await bench('fanout-floor', ['--conns', String(P.liveSubs),
-			'--writers', String(nodes.length), '--bytes', '5200', '--rounds', String(P.liveEdits)]);
+			'--writers', String(nodes.length), '--bytes', String(r.frame_bytes ?? 5200),
+			'--rounds', String(P.liveEdits)]);
 		return {
-			floor: `fanout-floor: ${P.liveSubs} loopback TCP readers in one epoll loop, 5,200 bytes ` +
-				`(about one live frame) written to each by ${nodes.length} threads, no relay`,
+			floor: `fanout-floor: ${P.liveSubs} loopback TCP readers in one epoll loop, ${liveFloor.bytes} ` +
+				`bytes (one live frame of the first live scenario) written to each by ${nodes.length} ` +
+				'threads, no relay',
+			frame_bytes: r.frame_bytes,
 			floor_p50_ms: round(liveFloor.p50_ms), floor_p99_ms: round(liveFloor.p99_ms),
 			ratio_p50: liveFloor.p50_ms ? round(r.p50_ms / liveFloor.p50_ms, 2) : null,
 			subscribers: r.subscribers, nodes: r.nodes, edits: r.edits,
