@@ -81,9 +81,19 @@ test('a removed community admin loses a private channel on every open subscripti
 	assert.deepEqual(await c.next((m) => isFor('cur')(m) && m[0] === 'CLOSED', 5000),
 		['CLOSED', 'cur', 'resync: access changed']);
 	const closedMs = Date.now() - removedAt;
+	// Before its removal the resumable sync may send the artifact its
+	// catch-up held once more, the same revision, and nothing else: the
+	// catch-up's cursor lies at the snapshot horizon, which another test's
+	// open transaction on the shared cluster may hold below the admin grant
+	// above, and a grant yields every artifact of the channel (an artifact
+	// the client had, as docs/protocol.md 8.6 allows).
+	const repeat = (x) => x.op === 'upsert' && x.event.id === art.id;
 	const removal = await c.next((m) => isFor('chg')(m) && m[0] === 'CHANGES' &&
-		m[2].changes.length > 0, 5000);
-	assert.deepEqual(removal[2].changes, [{ op: 'remove', d: art.tags.find((t) => t[0] === 'd')[1], h: P, reason: 'access' }]);
+		m[2].changes.some((x) => x.op === 'remove'), 5000);
+	assert.deepEqual(removal[2].changes.filter((x) => !repeat(x)),
+		[{ op: 'remove', d: art.tags.find((t) => t[0] === 'd')[1], h: P, reason: 'access' }]);
+	const earlier = c.drain().filter((m) => isFor('chg')(m) && m[0] === 'CHANGES');
+	assert.deepEqual(earlier.flatMap((m) => m[2].changes).filter((x) => !repeat(x)), []);
 	const removedMs = Date.now() - removedAt;
 	console.log(`# after remove-admin: sync CLOSED in ${closedMs} ms, CHANGES removal in ${removedMs} ms`);
 
