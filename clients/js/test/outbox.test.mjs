@@ -91,9 +91,12 @@ test('offline writes are pending at once, survive a reload, and are sent in orde
 	const errors = [];
 	v.on('error', (e) => errors.push(e));
 	await v.ready;
+	// the outbox's last word on the create: emptied (and stored)
+	const emptied = new Promise((resolve) => v.on('pending', (n) => n === 0 && resolve()));
 	const task = await v.create({ h: H, type: 'demo.task', title: 'one', tags: [['status', 'open']] });
 	const d = tagValue(task, 'd');
 	await until(() => v.pending === 0 && v.get(d)?.id === task.id && !v.get(d).pending, 'the create accepted');
+	await emptied;
 	relay.online = false;
 	const counts = [];
 	v.on('pending', (n) => counts.push(n));
