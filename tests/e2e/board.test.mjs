@@ -86,6 +86,11 @@ describe('task board in Chromium', { skip }, () => {
 	}
 
 	const card = (page, title) => page.locator('.card', { hasText: title });
+	// How long a write may take to show in another page where the test is
+	// not about its speed: a page's live frames wait for the read horizon,
+	// which another test's open transaction on the shared PostgreSQL
+	// cluster may hold back for seconds.
+	const OTHER_PAGE_MS = 30000;
 	const column = (page, status) => page.locator(`.column[data-status="${status}"]`);
 
 	// The shown channel's columns as the page draws them: titles per status.
@@ -164,7 +169,7 @@ describe('task board in Chromium', { skip }, () => {
 	test('a drag in one page moves the card in the other', async () => {
 		const title = 'Ship the board';
 		await card(a.page, title).dragTo(column(a.page, 'doing'));
-		await column(b.page, 'doing').locator('.card', { hasText: title }).waitFor({ timeout: 5000 });
+		await column(b.page, 'doing').locator('.card', { hasText: title }).waitFor({ timeout: OTHER_PAGE_MS });
 		await column(a.page, 'doing').locator('.card', { hasText: title }).waitFor({ timeout: 5000 });
 		const [task] = (await snapshot(b.page)).filter((t) => t.title === title);
 		assert.equal(task.status, 'doing');
@@ -371,7 +376,8 @@ describe('task board in Chromium', { skip }, () => {
 			assert.equal(stats.resets, 0);
 			assert.ok(stats.fetched < held, `the new leader fetched ${stats.fetched} of ${held}: no full re-read`);
 			await card(a.page, 'Fix the payment timeout today').dragTo(column(a.page, 'done'));
-			await column(second, 'done').locator('.card', { hasText: 'Fix the payment timeout today' }).waitFor();
+			await column(second, 'done').locator('.card', { hasText: 'Fix the payment timeout today' })
+				.waitFor({ timeout: OTHER_PAGE_MS });
 			assert.deepEqual(await snapshot(second), await snapshot(a.page));
 			await eventually(sockets, base + 1, 'still one WebSocket for the tab left');
 			assert.deepEqual(errors, []);
@@ -405,7 +411,7 @@ describe('task board in Chromium', { skip }, () => {
 			assert.equal(await page.locator('#signer').inputValue(), 'extension');
 			await page.fill('#new-title', 'Signed by the extension');
 			await page.press('#new-title', 'Enter');
-			await card(a.page, 'Signed by the extension').waitFor();
+			await card(a.page, 'Signed by the extension').waitFor({ timeout: OTHER_PAGE_MS });
 			assert.equal(await card(a.page, 'Signed by the extension').getAttribute('data-author'), ext.pk);
 
 			// the user denies: the next connection's challenge is refused
