@@ -832,14 +832,15 @@ async function main() {
 	// The floor of the live-latency scenarios, measured once after the
 	// first: as many loopback TCP readers as subscribers, each written the
 	// bytes of one of that scenario's live frames (as measured on the
-	// wire) by one thread per node, no relay in between. liveFigures(r)
-	// reports it with what every live-latency driver (bench_live.c)
-	// measured.
+	// wire; the command's default of about one frame when the scenario
+	// delivered none) by one thread per node, no relay in between.
+	// liveFigures(r) reports it with what every live-latency driver
+	// (bench_live.c) measured.
 	let liveFloor = null;
 	const liveFigures = async (r) => {
 		liveFloor ??= await bench('fanout-floor', ['--conns', String(P.liveSubs),
-			'--writers', String(nodes.length), '--bytes', String(r.frame_bytes ?? 5200),
-			'--rounds', String(P.liveEdits)]);
+			'--writers', String(nodes.length), '--rounds', String(P.liveEdits),
+			...(r.frame_bytes ? ['--bytes', String(r.frame_bytes)] : [])]);
 		return {
 			floor: `fanout-floor: ${P.liveSubs} loopback TCP readers in one epoll loop, ${liveFloor.bytes} ` +
 				`bytes (one live frame of the first live scenario) written to each by ${nodes.length} ` +
