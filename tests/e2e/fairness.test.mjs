@@ -16,7 +16,10 @@ let stack;
 let owner;
 
 before(async () => {
-	stack = await startRelay({ env: { COMB_MAX_SUBSCRIPTIONS: String(SCOPES + 10) } });
+	// A PostgreSQL of its own: a live frame waits for the read horizon,
+	// which another test's open transaction on a shared one would hold
+	// back for as long as it likes, whatever the scheduler's turns.
+	stack = await startRelay({ env: { COMB_MAX_SUBSCRIPTIONS: String(SCOPES + 10) }, ownCluster: true });
 	owner = stack.admins[0];
 });
 
@@ -65,8 +68,8 @@ async function framesBefore(X, single, many, isFrame, idOf) {
 
 /**
  * The fewest of up to three measurements, stopping at one within bound.
- * A read whose change is not below the horizon yet (a transaction of
- * another test on the shared PostgreSQL holds it back) is read again
+ * A read whose change is not below the horizon yet (another transaction
+ * still open on the server holds it back) is read again
  * after a backoff: a delay that is not the scheduler's, and that one
  * attempt may meet. Served in arrival order, every attempt is SCOPES.
  */

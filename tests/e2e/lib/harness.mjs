@@ -429,9 +429,10 @@ function psqlArgs(stackEnv, db) {
 		'-d', db];
 }
 
-/** Runs SQL with psql on database `db` of the fixture; resolves to stdout. */
-export async function psqlOn(db, sql) {
-	const stackEnv = readStackEnv();
+/** Runs SQL with psql on database `db` of the fixture's PostgreSQL (or of
+ * the one on port `port`); resolves to stdout. */
+export async function psqlOn(db, sql, port = undefined) {
+	const stackEnv = { ...readStackEnv(), ...(port ? { PGPORT: port } : {}) };
 	try {
 		const { stdout } = await execFileP('psql', [...psqlArgs(stackEnv, db), '-c', sql],
 			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' }, maxBuffer: 64 << 20 });
@@ -463,11 +464,12 @@ const RS = '\u001e';
 const NULL_MARK = '\\N';
 
 /**
- * Runs one SQL statement on `db`; resolves to its rows as arrays of strings
- * (SQL NULL as null).
+ * Runs one SQL statement on `db` of the fixture's PostgreSQL (or of the one
+ * on port `port`); resolves to its rows as arrays of strings (SQL NULL as
+ * null).
  */
-export async function queryOn(db, sql) {
-	const stackEnv = readStackEnv();
+export async function queryOn(db, sql, port = undefined) {
+	const stackEnv = { ...readStackEnv(), ...(port ? { PGPORT: port } : {}) };
 	const args = [...psqlArgs(stackEnv, db), '-P', `fieldsep=${FS}`, '-P', `recordsep=${RS}`,
 		'-P', `null=${NULL_MARK}`, '-c', sql];
 	let out;
@@ -860,6 +862,10 @@ export async function startStandby() {
  *   standby      start a streaming standby (startStandby) once the database
  *                exists, and have every relay read from it
  *                (COMB_READ_DATABASE_URLS; a node's nodeEnv may unset it)
+ *   ownCluster   run on a PostgreSQL of its own: a standby promoted once the
+ *                database exists, so that no other test's open transaction
+ *                holds back its read horizon (for tests that time live
+ *                delivery); not with standby
  *
  * Resolves to the stack:
  *   url, urls[], port, ports[], wsUrl, wsUrls[]  (http://localhost:PORT...)
@@ -868,6 +874,7 @@ export async function startStandby() {
  *   communities [{id, hosts, owner, ownerSk}], admins [Uint8Array sk]
  *   captureEndpoint, logs {relays[], captures[]}
  *   standby (with opts.standby: startStandby's, removed by stop())
+ *   cluster (with opts.ownCluster: startStandby's, promoted; removed by stop())
  *   psql(sql) -> stdout, query(sql) -> rows, admin(args) -> {code, stdout, stderr}
  *   stopNode(i, signal?) -> {code, signal}, startNode(i), stopCapture(i, signal?),
  *   signalNode(i, signal) (for example SIGSTOP and SIGCONT),
@@ -881,16 +888,27 @@ export async function startRelay(opts = {}) {
 	const captureBin = path.join(buildDir, 'bin', 'comb-capture');
 	const nodes = opts.nodes ?? 1;
 	const dbName = `t_${crypto.randomBytes(6).toString('hex')}`;
-	const dbUrl = `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/${dbName}`;
 	const { db: redisDb, url: redisUrl } = await privateRedis(stackEnv);
 	const logPrefix = path.join(stackDir, 'logs', `${testName()}-${dbName}`);
 
 	if (!fs.existsSync(relayBin))
 		throw new Error(`${relayBin} is missing (build the project first)`);
 
+	if (opts.standby && opts.ownCluster)
+		throw new Error('startRelay: standby and ownCluster do not go together');
 	await psqlOn('postgres',
 		`CREATE DATABASE "${dbName}" TEMPLATE ${stackEnv.COMB_TEST_TEMPLATE_DB ?? 'comb_template'}`);
 	const standby = opts.standby ? await startStandby() : null;
+	const cluster = opts.ownCluster ? await startStandby() : null;
+	if (cluster) {
+		try {
+			await cluster.promote();
+		} catch (err) {
+			await cluster.remove();
+			throw err;
+		}
+	}
+	const dbUrl = cluster ? cluster.urlFor(dbName) : `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/${dbName}`;
 
 	const relayKey = newKey();
 	const stack = {
@@ -903,6 +921,7 @@ export async function startRelay(opts = {}) {
 		logs: { relays: [], captures: [] },
 		captureEndpoint: null,
 		standby,
+		cluster,
 	};
 	const relays = [];
 	const captures = [];
@@ -1026,16 +1045,16 @@ export async function startRelay(opts = {}) {
 			}
 		}
 		await Promise.all([...relays, ...captures].map((p) => p.exitPromise));
-		if (standby)
-			await standby.remove();
+		await standby?.remove();
+		await cluster?.remove();
 		throw err;
 	}
 
 	stack.url = stack.urls[0];
 	stack.port = stack.ports[0];
 	stack.wsUrl = stack.wsUrls[0];
-	stack.psql = (sql) => psqlOn(dbName, sql);
-	stack.query = (sql) => queryOn(dbName, sql);
+	stack.psql = (sql) => psqlOn(dbName, sql, cluster?.port);
+	stack.query = (sql) => queryOn(dbName, sql, cluster?.port);
 	stack.admin = (args) => runAdmin(dbUrl, args);
 	stack.stop = async () => {
 		if (stopped)
@@ -1052,8 +1071,8 @@ export async function startRelay(opts = {}) {
 			if (c)
 				complaints.push(c);
 		}
-		if (standby)
-			await standby.remove();
+		await standby?.remove();
+		await cluster?.remove();
 		if (complaints.length > 0)
 			throw new Error(`the stack did not stop cleanly (database ${dbName} kept):\n` +
 				complaints.join('\n'));
