@@ -278,6 +278,37 @@ describe('first read and paging', () => {
 		const c = await readOk(reader.sk, { '#h': [h], cursor });
 		assert.deepEqual(upserts(c.changes), [made[0].d, more[0].d].sort());
 	});
+
+	test('a page that ends the listing and goes on with changes names each artifact once', async () => {
+		const h = await createChannel(stack, admin, { visibility: 'private' });
+		const reader = await member(h);
+		await createArtifacts(h, 2);
+		await settle(stack);
+		// the listing's first page pins a horizon that an open transaction
+		// holds below the next write
+		const s = psqlSession(stack.dbName);
+		let first;
+		const last = `ffffffff-ffff-4fff-bfff-${crypto.randomBytes(6).toString('hex')}`;
+		try {
+			await s.run('BEGIN; SELECT pg_current_xact_id();');
+			first = await readOk(reader.sk, { '#h': [h], limit: 1 });
+			assert.equal(first.changes.length, 1);
+			assert.equal(first.more, true);
+			// an artifact written above that horizon, listed last
+			await accept(stack, admin, { d: last, h, op: 'create' });
+			await s.run('COMMIT;');
+		} finally {
+			await s.close();
+		}
+		await settle(stack);
+		// the next page lists it and, the horizon past it, has its change
+		// too: one item for it, not two
+		const second = await readOk(reader.sk, { '#h': [h], limit: 100, cursor: first.cursor });
+		const named = second.changes.map((c) => (c.op === 'upsert' ? tagOf(c.event, 'd') : c.d));
+		assert.equal(new Set(named).size, named.length, `an artifact named twice: ${named}`);
+		assert.ok(upserts(second.changes).includes(last));
+		assert.equal(second.more, false);
+	});
 });
 
 // --- every change source and removal reason ----------------------------------------

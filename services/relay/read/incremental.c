@@ -277,7 +277,8 @@ static void db_failure(struct read_ctx *rc, PGresult *res)
 	page_fail(rc, 503, "error: database unavailable");
 }
 
-/* Adds an upsert of the stored event seq (d NULL) or a removal of d to
+/* Adds an upsert of artifact d's stored event seq (d may be NULL where
+ * nothing compares the page's items by d) or, seq 0, a removal of d to
  * the page; 0 or COMB_ENOMEM. */
 static int add_item(struct read_ctx *rc, int64_t seq, const char *d,
 		    const char *channel, const char *reason)
@@ -296,8 +297,9 @@ static int add_item(struct read_ctx *rc, int64_t seq, const char *d,
 	}
 	it = &pg->items[pg->nitems++];
 	*it = (struct incremental_item){.seq = seq};
-	if (!seq) {
+	if (d)
 		snprintf(it->d, sizeof(it->d), "%s", d);
+	if (!seq) {
 		snprintf(it->channel, sizeof(it->channel), "%s", channel ? channel : "");
 		snprintf(it->reason, sizeof(it->reason), "%s", reason);
 	}
@@ -593,8 +595,8 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	/* One row with a NULL d when nothing is listed. */
 	n = PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
 	for (i = 0; i < n && i < limit && !err; i++) {
-		err = add_item(rc, strtoll(PQgetvalue(res, i, 5), NULL, 10), NULL,
-			       NULL, NULL);
+		err = add_item(rc, strtoll(PQgetvalue(res, i, 5), NULL, 10),
+			       PQgetvalue(res, i, 4), NULL, NULL);
 		snprintf(last, 37, "%s", PQgetvalue(res, i, 4));
 	}
 	PQclear(res);
@@ -741,7 +743,7 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		}
 		if (!strcmp(c->what, "upsert"))
 			err = add_item(rc, strtoll(PQgetvalue(res, c->row, 10), NULL, 10),
-				       NULL, NULL, NULL);
+				       c->d, NULL, NULL);
 		else
 			err = add_item(rc, 0, c->d, c->channel, c->what);
 	}
@@ -754,6 +756,48 @@ out:
 		return -1;
 	}
 	return n;
+}
+
+/* Orders pointers to artifacts' d by their text. */
+static int cmp_d(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * In a page that ends a listing (its first nlisted items) and goes on with
+ * the changes since the listing's horizon, drops every listed item that a
+ * change of the page names again: an artifact whose change lies above the
+ * horizon is listed and changed, and within one answer only the latest
+ * item about an artifact counts (a page naming one revision twice would
+ * also ask for its bytes twice). Returns 0 or COMB_ENOMEM.
+ */
+static int drop_listed_again(struct incremental_page *pg, int nlisted)
+{
+	int nchanged = pg->nitems - nlisted, i, kept = 0;
+	const char **changed;
+
+	if (nlisted == 0 || nchanged == 0)
+		return 0;
+	changed = malloc((size_t)nchanged * sizeof(*changed));
+	if (!changed)
+		return COMB_ENOMEM;
+	for (i = 0; i < nchanged; i++)
+		changed[i] = pg->items[nlisted + i].d;
+	qsort(changed, (size_t)nchanged, sizeof(*changed), cmp_d);
+	/* Only listed items are looked up, and they are moved only within
+	 * the listing: the changes that changed[] points into stay put until
+	 * the last lookup. */
+	for (i = 0; i < pg->nitems; i++) {
+		const char *d = pg->items[i].d;
+
+		if (i < nlisted && bsearch(&d, changed, (size_t)nchanged, sizeof(*changed), cmp_d))
+			continue;
+		pg->items[kept++] = pg->items[i];
+	}
+	pg->nitems = kept;
+	free(changed);
+	return 0;
 }
 
 /* Checks that the cursor was issued for this reader, community and scope;
@@ -841,9 +885,15 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 		if (limit == 0) {
 			more = rc->horizon > cur.after.xid;
 		} else {
+			int nlisted = rc->page->nitems;
+
 			n = changes_page(rc, &cur.after, limit, &ran);
 			if (n < 0)
 				return;
+			if (listed && drop_listed_again(rc->page, nlisted)) {
+				page_fail(rc, 503, "error: out of memory");
+				return;
+			}
 			if (!listed) {
 				if (!cursor_current(rc, &cur))
 					return;
