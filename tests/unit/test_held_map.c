@@ -80,8 +80,9 @@ static void test_put_get_del(void **state)
 static void test_visit(void **state)
 {
 	struct ws_held_map m;
+	struct ws_held_visit v = WS_HELD_VISIT;
 	uint8_t d[16] = {1, 2, 3};
-	size_t i, seen = 0;
+	size_t seen = 0;
 
 	(void)state;
 	ws_held_map_init(&m, 16, 4, NULL);
@@ -90,9 +91,10 @@ static void test_visit(void **state)
 	assert_int_equal(ws_held_map_put(&m, d, 0), COMB_ETOOBIG);  /* a fifth */
 	d[15] = 0;
 	assert_int_equal(ws_held_map_put(&m, d, 9), 0);  /* not new */
-	for (i = 0; i < m.cap; i++)
-		seen += ws_held_map_key(&m, i) != NULL;
+	while (ws_held_map_next(&m, &v))
+		seen++;
 	assert_int_equal(seen, 4);
+	assert_null(ws_held_map_next(&m, &v));
 	ws_held_map_release(&m);
 }
 

@@ -55,9 +55,25 @@ void ws_held_map_clear(struct ws_held_map *m, size_t keep_cap)
 	m->count = 0;
 }
 
-const unsigned char *ws_held_map_key(const struct ws_held_map *m, size_t i)
+/* The key in slot i, or NULL when the slot is free. */
+static const unsigned char *key_at(const struct ws_held_map *m, size_t i)
 {
 	return *value_at(m, i) == HELD_EMPTY ? NULL : m->slots + i * m->stride + sizeof(int64_t);
+}
+
+const unsigned char *ws_held_map_next(const struct ws_held_map *m,
+				      struct ws_held_visit *v)
+{
+	const unsigned char *k;
+
+	/* past the count-th entry, every slot left is free */
+	while (v->seen < m->count && v->slot < m->cap) {
+		if ((k = key_at(m, v->slot++))) {
+			v->seen++;
+			return k;
+		}
+	}
+	return NULL;
 }
 
 static size_t home_of(const struct ws_held_map *m, const unsigned char *key)
@@ -77,7 +93,7 @@ static size_t slot_of(const struct ws_held_map *m, const unsigned char *key)
 	const unsigned char *k;
 	size_t i = home_of(m, key);
 
-	while ((k = ws_held_map_key(m, i)) && memcmp(k, key, m->key_len))
+	while ((k = key_at(m, i)) && memcmp(k, key, m->key_len))
 		i = (i + 1) & (m->cap - 1);
 	return i;
 }
@@ -89,7 +105,7 @@ int64_t *ws_held_map_get(const struct ws_held_map *m, const unsigned char *key)
 	if (!m->cap)
 		return NULL;
 	i = slot_of(m, key);
-	return ws_held_map_key(m, i) ? value_at(m, i) : NULL;
+	return key_at(m, i) ? value_at(m, i) : NULL;
 }
 
 /* Puts key (absent) with value in slot i (free). */
@@ -122,7 +138,7 @@ static int grow(struct ws_held_map *m)
 	for (i = 0; i < cap; i++)
 		*value_at(m, i) = HELD_EMPTY;
 	for (i = 0; i < old.cap; i++) {
-		const unsigned char *k = ws_held_map_key(&old, i);
+		const unsigned char *k = key_at(&old, i);
 
 		if (k)
 			place(m, slot_of(m, k), k, *value_at(&old, i));
@@ -136,7 +152,7 @@ int ws_held_map_put(struct ws_held_map *m, const unsigned char *key, int64_t val
 	size_t i = m->cap ? slot_of(m, key) : 0;
 	int rc;
 
-	if (m->cap && ws_held_map_key(m, i)) {
+	if (m->cap && key_at(m, i)) {
 		*value_at(m, i) = value;
 		return 0;
 	}
@@ -159,12 +175,12 @@ void ws_held_map_del(struct ws_held_map *m, const unsigned char *key)
 	if (!m->cap)
 		return;
 	hole = slot_of(m, key);
-	if (!ws_held_map_key(m, hole))
+	if (!key_at(m, hole))
 		return;
 	*value_at(m, hole) = HELD_EMPTY;
 	m->count--;
 	/* Move back every later entry of the run that may now be unreachable. */
-	for (i = (hole + 1) & (m->cap - 1); (k = ws_held_map_key(m, i));
+	for (i = (hole + 1) & (m->cap - 1); (k = key_at(m, i));
 	     i = (i + 1) & (m->cap - 1)) {
 		home = home_of(m, k);
 		/* The entry stays when its home lies cyclically in (hole, i]. */

@@ -432,9 +432,15 @@ int ws_held_map_put(struct ws_held_map *m, const unsigned char *key, int64_t val
 int64_t *ws_held_map_get(const struct ws_held_map *m, const unsigned char *key);
 /* Removes key (nothing when absent). */
 void ws_held_map_del(struct ws_held_map *m, const unsigned char *key);
-/* The key in slot i (0 to m->cap - 1), or NULL when it is free: for
- * visiting every entry. */
-const unsigned char *ws_held_map_key(const struct ws_held_map *m, size_t i);
+/* Where a visit of a map's entries stands: WS_HELD_VISIT to start. */
+struct ws_held_visit {
+	size_t slot, seen;
+};
+#define WS_HELD_VISIT {0, 0}
+/* The key of the next entry of the visit v, or NULL after the last. The
+ * map may change only by ws_held_map_get's changes in place meanwhile. */
+const unsigned char *ws_held_map_next(const struct ws_held_map *m,
+				      struct ws_held_visit *v);
 
 /*
  * sub.c, a connection's subscriptions and their life. Order of an

@@ -71,6 +71,7 @@ struct head_key {
 	int64_t community;
 	uint8_t d[16];
 	int row;                   /* in the heads result, or -1 */
+	int64_t seq;               /* the head's accepted_seq, when row >= 0 */
 	bool want_moves;
 	int move_first, move_count;
 };
@@ -273,8 +274,9 @@ static void kill_all(struct batch *b, const char *reason)
  * re-read (sorted, distinct). */
 static int collect(struct batch *b)
 {
+	struct ws_held_visit v;
 	const unsigned char *d;
-	size_t i, j, k;
+	size_t i, k;
 	int rc = 0;
 
 	for (i = 0; i < b->n && rc == 0; i++) {
@@ -290,10 +292,9 @@ static int collect(struct batch *b)
 		}
 		if (w->skip)
 			continue;
-		for (j = 0; j < w->pending->cap && rc == 0; j++) {
-			if ((d = ws_held_map_key(w->pending, j)))
-				rc = add_key(b, sub->community, d);
-		}
+		v = (struct ws_held_visit)WS_HELD_VISIT;
+		while (rc == 0 && (d = ws_held_map_next(w->pending, &v)))
+			rc = add_key(b, sub->community, d);
 	}
 	if (rc)
 		return rc;
@@ -436,19 +437,20 @@ static struct head_key *departed(struct batch *b, const struct work *w,
 /* Marks the artifacts some sync knows but whose head left its channels. */
 static bool mark_moves(struct batch *b)
 {
+	struct ws_held_visit v;
 	const unsigned char *d;
 	struct head_key *k;
 	bool any = false;
-	size_t i, j;
+	size_t i;
 
 	for (i = 0; i < b->n; i++) {
 		struct work *w = &b->works[i];
 
 		if (w->skip)
 			continue;
-		for (j = 0; j < w->pending->cap; j++) {
-			d = ws_held_map_key(w->pending, j);
-			if (d && (k = departed(b, w, d))) {
+		v = (struct ws_held_visit)WS_HELD_VISIT;
+		while ((d = ws_held_map_next(w->pending, &v))) {
+			if ((k = departed(b, w, d))) {
 				k->want_moves = true;
 				any = true;
 			}
@@ -575,14 +577,15 @@ static void take_heads(struct batch *b, const size_t *index)
 
 	for (row = 0; row < PQntuples(b->heads); row++) {
 		long o = strtol(PQgetvalue(b->heads, row, 0), NULL, 10);
+		int64_t seq = strtoll(PQgetvalue(b->heads, row, 2), NULL, 10);
 
-		if (o >= 1 && (size_t)o <= b->nkeys)
+		if (o >= 1 && (size_t)o <= b->nkeys) {
 			b->keys[index[o - 1]].row = row;
+			b->keys[index[o - 1]].seq = seq;
+		}
 		if (PQgetvalue(b->heads, row, 4)[0] != 't' &&
 		    !PQgetisnull(b->heads, row, 6))
-			revcache_put(b->relay->revisions,
-				     strtoll(PQgetvalue(b->heads, row, 2), NULL, 10),
-				     PQgetvalue(b->heads, row, 6),
+			revcache_put(b->relay->revisions, seq, PQgetvalue(b->heads, row, 6),
 				     (size_t)PQgetlength(b->heads, row, 6));
 	}
 }
@@ -820,20 +823,18 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 	int64_t *known = ws_held_map_get(&sub->known, d);
 	const char *json = NULL;
 	size_t len = 0;
-	int64_t seq;
 	bool live;
 	int rc;
 
 	if (in_scope(b, sub, k)) {
 		live = PQgetvalue(b->heads, k->row, 3)[0] != 't' &&
 		       PQgetvalue(b->heads, k->row, 4)[0] != 't';
-		seq = strtoll(PQgetvalue(b->heads, k->row, 2), NULL, 10);
 		if (PQgetisnull(b->heads, k->row, 6))
 			return 0;  /* not served anywhere */
 		json = PQgetvalue(b->heads, k->row, 6);
 		len = (size_t)PQgetlength(b->heads, k->row, 6);
 		if (live) {
-			if (known && *known >= seq)
+			if (known && *known >= k->seq)
 				return 0;
 			if (!known && sub->known.count >= sub->known.max) {
 				/* A fresh open would be refused now. */
@@ -843,7 +844,7 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
 			rc = push(b, w, json, len);
 			if (rc)
 				return rc;
-			rc = ws_held_map_put(&sub->known, d, seq);
+			rc = ws_held_map_put(&sub->known, d, k->seq);
 			if (rc) {
 				ws_sub_close(&sub->head, rc == COMB_EDENIED ? WS_BUDGET_EXCEEDED
 									     : "error: out of memory");
@@ -878,32 +879,29 @@ static int apply_one(struct batch *b, struct work *w, const uint8_t d[16])
  * general read finds how). */
 static bool needs_general(struct batch *b, const struct work *w)
 {
+	struct ws_held_visit v = WS_HELD_VISIT;
 	const unsigned char *d;
-	size_t j;
 
 	if (access_moved(b, w))
 		return true;
-	for (j = 0; j < w->pending->cap; j++) {
-		d = ws_held_map_key(w->pending, j);
-		if (d && departed(b, w, d))
+	while ((d = ws_held_map_next(w->pending, &v)))
+		if (departed(b, w, d))
 			return true;
-	}
 	return false;
 }
 
 static void apply_work(struct batch *b, struct work *w)
 {
-	size_t j;
+	struct ws_held_visit v = WS_HELD_VISIT;
+	const unsigned char *d;
 
 	if (!probes_readable(b, w)) {
 		ws_sub_close(&w->sub->head, "resync: access changed");
 		w->skip = true;
 		return;
 	}
-	for (j = 0; j < w->pending->cap; j++) {
-		const unsigned char *d = ws_held_map_key(w->pending, j);
-
-		if (d && apply_one(b, w, d)) {
+	while ((d = ws_held_map_next(w->pending, &v))) {
+		if (apply_one(b, w, d)) {
 			w->skip = true;
 			return;
 		}

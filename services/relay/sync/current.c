@@ -167,14 +167,13 @@ static int channels_literal(struct comb_buf *b, const struct sync_sub *sub)
 
 static int d_literal(struct comb_buf *b, const struct ws_held_map *m)
 {
+	struct ws_held_visit v = WS_HELD_VISIT;
 	const unsigned char *d;
 	char text[37];
-	size_t i, k = 0;
+	size_t k = 0;
 	int rc = comb_buf_putc(b, '{');
 
-	for (i = 0; i < m->cap && rc == 0; i++) {
-		if (!(d = ws_held_map_key(m, i)))
-			continue;
+	while (rc == 0 && (d = ws_held_map_next(m, &v))) {
 		comb_uuid_format(d, text);
 		rc = comb_buf_printf(b, "%s%s", k++ ? "," : "", text);
 	}
