@@ -277,7 +277,18 @@ static void test_verify_rejects(void **state)
 	memset(ev.pubkey, 'f', 64);
 	reid(&ev);
 	expect_verify_fail(&ev, "bad signature");
+	comb_event_release(&other);
+	comb_event_release(&ev);
 
+	/* Two authors in turn on one thread, which keeps the key it parsed
+	 * last: each verifies, a key parsed before changes nothing. */
+	parse_vector(json_array_get(vectors, 0), &ev);
+	parse_vector(json_array_get(vectors, 1), &other);
+	assert_int_equal(comb_event_verify(&ev, NULL, 0), 0);
+	assert_int_equal(comb_event_verify(&other, NULL, 0), 0);
+	assert_int_equal(comb_event_verify(&ev, NULL, 0), 0);
+	memcpy(ev.sig, other.sig, sizeof(ev.sig));
+	expect_verify_fail(&ev, "bad signature");
 	comb_event_release(&other);
 	comb_event_release(&ev);
 }
