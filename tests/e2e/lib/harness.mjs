@@ -423,23 +423,27 @@ export function readStackEnv() {
 	return env;
 }
 
-function psqlArgs(stackEnv, db) {
-	return ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+/** Runs psql with `args` (after the connection's) on database `db` of the
+ * fixture's PostgreSQL (or of the one on port `port`); resolves to stdout,
+ * or fails naming `sql`. */
+async function psql(db, args, sql, port) {
+	const stackEnv = { ...readStackEnv(), ...(port ? { PGPORT: port } : {}) };
+	const conn = ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
 		'-h', stackEnv.PGHOST, '-p', stackEnv.PGPORT, '-U', stackEnv.PGUSER ?? 'postgres',
 		'-d', db];
-}
-
-/** Runs SQL with psql on database `db` of the fixture's PostgreSQL (or of
- * the one on port `port`); resolves to stdout. */
-export async function psqlOn(db, sql, port = undefined) {
-	const stackEnv = { ...readStackEnv(), ...(port ? { PGPORT: port } : {}) };
 	try {
-		const { stdout } = await execFileP('psql', [...psqlArgs(stackEnv, db), '-c', sql],
+		const { stdout } = await execFileP('psql', [...conn, ...args],
 			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' }, maxBuffer: 64 << 20 });
 		return stdout;
 	} catch (err) {
 		throw new Error(`psql failed on ${db}: ${err.stderr || err.message}\n${sql}`);
 	}
+}
+
+/** Runs SQL with psql on database `db` of the fixture's PostgreSQL (or of
+ * the one on port `port`); resolves to stdout. */
+export async function psqlOn(db, sql, port = undefined) {
+	return psql(db, ['-c', sql], sql, port);
 }
 
 /**
@@ -469,17 +473,8 @@ const NULL_MARK = '\\N';
  * null).
  */
 export async function queryOn(db, sql, port = undefined) {
-	const stackEnv = { ...readStackEnv(), ...(port ? { PGPORT: port } : {}) };
-	const args = [...psqlArgs(stackEnv, db), '-P', `fieldsep=${FS}`, '-P', `recordsep=${RS}`,
-		'-P', `null=${NULL_MARK}`, '-c', sql];
-	let out;
-	try {
-		({ stdout: out } = await execFileP('psql', args,
-			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' }, maxBuffer: 64 << 20 }));
-	} catch (err) {
-		throw new Error(`psql failed on ${db}: ${err.stderr || err.message}\n${sql}`);
-	}
-	out = out.replace(/\n$/, '');
+	const out = (await psql(db, ['-P', `fieldsep=${FS}`, '-P', `recordsep=${RS}`,
+		'-P', `null=${NULL_MARK}`, '-c', sql], sql, port)).replace(/\n$/, '');
 	if (out === '')
 		return [];
 	return out.split(RS).map((r) => r.split(FS).map((v) => (v === NULL_MARK ? null : v)));
@@ -813,12 +808,7 @@ export async function startStandby() {
 		}
 	});
 	const port = (await run('start', dir, stackEnv.PGPORT)).split('\n').pop();
-	const env = { ...stackEnv, PGPORT: port };
-	const query = async (db, sql) => {
-		const { stdout } = await execFileP('psql', [...psqlArgs(env, db), '-c', sql],
-			{ env: { ...process.env, PGCONNECT_TIMEOUT: '10' } });
-		return stdout.trim().split('\n').filter((l) => l !== '').map((l) => l.split('|'));
-	};
+	const query = (db, sql) => queryOn(db, sql, port);
 	for (let deadline = Date.now() + 20000; ;) {
 		const rows = await query('postgres', 'SELECT status FROM pg_stat_wal_receiver').catch(() => []);
 		if (rows[0]?.[0] === 'streaming')
