@@ -276,6 +276,7 @@ struct bench_ws {
 
 struct bench_loop {
 	int ep;
+	char *chunk;             /* where a connection with nothing pending reads */
 	struct bench_ws **conns;
 	int n, cap;
 	bench_ws_message_fn on_message;

@@ -35,6 +35,9 @@ int bench_loop_init(struct bench_loop *loop, bench_ws_message_fn fn, void *ctx)
 	loop->on_message = fn;
 	loop->ctx = ctx;
 	loop->ep = epoll_create1(EPOLL_CLOEXEC);
+	loop->chunk = malloc(READ_CHUNK);
+	if (!loop->chunk)
+		return COMB_ENOMEM;
 	return loop->ep < 0 ? COMB_EIO : 0;
 }
 
@@ -73,6 +76,7 @@ void bench_loop_release(struct bench_loop *loop)
 		free(loop->conns[i]);
 	}
 	free(loop->conns);
+	free(loop->chunk);
 	if (loop->ep >= 0)
 		close(loop->ep);
 	memset(loop, 0, sizeof(*loop));
@@ -357,30 +361,17 @@ static void on_text(struct bench_loop *loop, struct bench_ws *ws,
 		loop->on_message(loop, ws, msg, len, t);
 }
 
-/* Handles what ws->in holds: the handshake answer, then frames. */
-static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
+/* Handles the frames at the head of data (len bytes, ws open), each as
+ * read at t; returns the bytes they took (a partial frame stays), 0 also
+ * when ws was closed. */
+static size_t consume_frames(struct bench_loop *loop, struct bench_ws *ws,
+			     const char *data, size_t len, double t)
 {
 	size_t off = 0;
 
-	if (ws->state == BENCH_WS_HANDSHAKE) {
-		char *end = ws->in_len >= 4 ? memmem(ws->in, ws->in_len, "\r\n\r\n", 4) : NULL;
-
-		if (!end)
-			return;
-		if (ws->in_len < 12 || memcmp(ws->in, "HTTP/1.1 101", 12)) {
-			char why[160];
-
-			snprintf(why, sizeof(why), "upgrade refused: %.*s",
-				 (int)(ws->in_len < 100 ? ws->in_len : 100), ws->in);
-			ws_close(loop, ws, why);
-			return;
-		}
-		ws->state = BENCH_WS_OPEN;
-		off = (size_t)(end - ws->in) + 4;
-	}
-	while (ws->state == BENCH_WS_OPEN && ws->in_len - off >= 2) {
-		const unsigned char *p = (const unsigned char *)ws->in + off;
-		size_t avail = ws->in_len - off, hl = 2, plen = p[1] & 0x7f, i;
+	while (ws->state == BENCH_WS_OPEN && len - off >= 2) {
+		const unsigned char *p = (const unsigned char *)data + off;
+		size_t avail = len - off, hl = 2, plen = p[1] & 0x7f, i;
 		int opcode = p[0] & 0x0f;
 		bool fin = p[0] & 0x80;
 		const char *payload;
@@ -400,11 +391,11 @@ static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
 		}
 		if (p[1] & 0x80) {
 			ws_close(loop, ws, "masked frame from the server");
-			return;
+			return 0;
 		}
 		if (plen > MAX_MESSAGE) {
 			ws_close(loop, ws, "frame too large");
-			return;
+			return 0;
 		}
 		if (avail < hl + plen)
 			break;
@@ -417,7 +408,7 @@ static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
 			if (!fin || ws->frag_len > 0 || opcode == 0) {
 				if (grow(&ws->frag, &ws->frag_cap, ws->frag_len + plen + 1)) {
 					ws_close(loop, ws, "message too large");
-					return;
+					return 0;
 				}
 				memcpy(ws->frag + ws->frag_len, payload, plen);
 				ws->frag_len += plen;
@@ -439,7 +430,7 @@ static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
 				 payload + 2);
 			queue_frame(loop, ws, 0x8, payload, plen >= 2 ? 2 : 0);
 			ws_close(loop, ws, why);
-			return;
+			return 0;
 		}
 		case 0x9:
 			queue_frame(loop, ws, 0xA, payload, plen);
@@ -448,6 +439,31 @@ static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
 			break;
 		}
 	}
+	return ws->state == BENCH_WS_CLOSED ? 0 : off;
+}
+
+/* Handles what ws->in holds: the handshake answer, then frames. */
+static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
+{
+	size_t off = 0;
+
+	if (ws->state == BENCH_WS_HANDSHAKE) {
+		char *end = ws->in_len >= 4 ? memmem(ws->in, ws->in_len, "\r\n\r\n", 4) : NULL;
+
+		if (!end)
+			return;
+		if (ws->in_len < 12 || memcmp(ws->in, "HTTP/1.1 101", 12)) {
+			char why[160];
+
+			snprintf(why, sizeof(why), "upgrade refused: %.*s",
+				 (int)(ws->in_len < 100 ? ws->in_len : 100), ws->in);
+			ws_close(loop, ws, why);
+			return;
+		}
+		ws->state = BENCH_WS_OPEN;
+		off = (size_t)(end - ws->in) + 4;
+	}
+	off += consume_frames(loop, ws, ws->in + off, ws->in_len - off, t);
 	if (ws->state == BENCH_WS_CLOSED)
 		return;
 	if (off > 0) {
@@ -466,13 +482,19 @@ static void consume(struct bench_loop *loop, struct bench_ws *ws, double t)
 static void readable(struct bench_loop *loop, struct bench_ws *ws)
 {
 	for (;;) {
+		/* Nothing pending: read into the loop's one buffer, warm in
+		 * the cache like the fan-out floor's, and keep only a
+		 * partial frame's bytes in the connection's own. */
+		bool shared = ws->in_len == 0 && ws->state == BENCH_WS_OPEN;
+		size_t used;
 		ssize_t n;
 
-		if (grow(&ws->in, &ws->in_cap, ws->in_len + READ_CHUNK)) {
+		if (!shared && grow(&ws->in, &ws->in_cap, ws->in_len + READ_CHUNK)) {
 			ws_close(loop, ws, "out of memory");
 			return;
 		}
-		n = read(ws->fd, ws->in + ws->in_len, ws->in_cap - ws->in_len);
+		n = shared ? read(ws->fd, loop->chunk, READ_CHUNK)
+			   : read(ws->fd, ws->in + ws->in_len, ws->in_cap - ws->in_len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -482,10 +504,24 @@ static void readable(struct bench_loop *loop, struct bench_ws *ws)
 						   : "read failed");
 			return;
 		}
-		ws->in_len += (size_t)n;
-		consume(loop, ws, bench_now());
-		if (ws->state == BENCH_WS_CLOSED)
-			return;
+		if (shared) {
+			used = consume_frames(loop, ws, loop->chunk, (size_t)n, bench_now());
+			if (ws->state == BENCH_WS_CLOSED)
+				return;
+			if (used < (size_t)n) {
+				if (grow(&ws->in, &ws->in_cap, (size_t)n - used + READ_CHUNK)) {
+					ws_close(loop, ws, "out of memory");
+					return;
+				}
+				memcpy(ws->in, loop->chunk + used, (size_t)n - used);
+				ws->in_len = (size_t)n - used;
+			}
+		} else {
+			ws->in_len += (size_t)n;
+			consume(loop, ws, bench_now());
+			if (ws->state == BENCH_WS_CLOSED)
+				return;
+		}
 		if ((size_t)n < READ_CHUNK)
 			break;
 	}
