@@ -607,24 +607,6 @@ static int initial_page(struct read_ctx *rc, const char *after, int limit,
 	return n;
 }
 
-struct change {
-	uint64_t xid;
-	int src;
-	const char *d;
-	const char *channel;
-	const char *what;
-	int row;
-	bool superseded;   /* a later item of this page names the same d */
-};
-
-static int by_d_then_row(const void *a, const void *b)
-{
-	const struct change *x = a, *y = b;
-	int c = strcmp(x->d, y->d);
-
-	return c ? c : x->row - y->row;
-}
-
 /*
  * Appends up to limit changes after *pos and below the statement's
  * horizon, reading that horizon, the database identity and the epoch into
@@ -657,7 +639,6 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 		"  $8::int, $9::uuid, s.horizon, $10::int) c ON true"
 		" ORDER BY c.xid, c.src, c.d", 11);
 	char after_xid[24], after_src[8], lim[16];
-	struct change *items = NULL, *sorted = NULL;
 	const char *p[11];
 	PGresult *res;
 	int i, n, err = 0;
@@ -695,61 +676,34 @@ static int changes_page(struct read_ctx *rc, struct comb_position *pos, int limi
 	read_horizon(rc, res);
 	/* One row with NULL changes when there are none. */
 	n = PQgetisnull(res, 0, 5) ? 0 : PQntuples(res);
-	items = calloc((size_t)n + 1, sizeof(*items));
-	sorted = calloc((size_t)n + 1, sizeof(*sorted));
-	if (!items || !sorted) {
-		err = COMB_ENOMEM;
-		goto out;
-	}
-	for (i = 0; i < n && i < limit; i++) {
-		items[i] = (struct change){
-			.xid = strtoull(PQgetvalue(res, i, 5), NULL, 10),
-			.src = (int)strtol(PQgetvalue(res, i, 6), NULL, 10),
-			.d = PQgetvalue(res, i, 7),
-			.channel = PQgetvalue(res, i, 8),
-			.what = PQgetvalue(res, i, 9),
-			.row = i,
-		};
-		sorted[i] = items[i];
-	}
-	/* Within one answer only the latest item about an artifact counts. */
-	qsort(sorted, (size_t)i, sizeof(*sorted), by_d_then_row);
-	for (int j = 0; j + 1 < i; j++)
-		if (!strcmp(sorted[j].d, sorted[j + 1].d))
-			items[sorted[j].row].superseded = true;
-	for (int j = 0; j < i && !err; j++) {
-		const struct change *c = &items[j];
+	for (i = 0; i < n && i < limit && !err; i++) {
+		const char *d = PQgetvalue(res, i, 7), *what = PQgetvalue(res, i, 9);
 
-		pos->xid = c->xid;
-		pos->source = (uint8_t)c->src;
-		snprintf(pos->key, sizeof(pos->key), "%s", c->d);
-		if (c->superseded)
-			continue;
+		pos->xid = strtoull(PQgetvalue(res, i, 5), NULL, 10);
+		pos->source = (uint8_t)strtol(PQgetvalue(res, i, 6), NULL, 10);
+		snprintf(pos->key, sizeof(pos->key), "%s", d);
 #ifdef COMB_PLANT_BUG
 		/* A deliberate bug for test builds only (cmake -DCOMB_PLANT_BUG=ON,
 		 * never in a release): `moved` removals are dropped, so a reader
 		 * keeps artifacts that left its view. The convergence checker
 		 * (tests/e2e/convergence.test.mjs) must fail against this build. */
-		if (!strcmp(c->what, "moved"))
+		if (!strcmp(what, "moved"))
 			continue;
 #endif
-		if (!strcmp(c->what, "upsert") && PQgetisnull(res, c->row, 10)) {
+		if (!strcmp(what, "upsert") && PQgetisnull(res, i, 10)) {
 			/* An upsert always names its revision: one without is
 			 * a broken database, not an answer. */
-			comb_warn("incremental read: an upsert of %s has no revision", c->d);
+			comb_warn("incremental read: an upsert of %s has no revision", d);
 			page_fail(rc, 503, "error: database unavailable");
 			n = -1;
 			goto out;
 		}
-		if (!strcmp(c->what, "upsert"))
-			err = add_item(rc, strtoll(PQgetvalue(res, c->row, 10), NULL, 10),
-				       c->d, NULL, NULL);
+		if (!strcmp(what, "upsert"))
+			err = add_item(rc, strtoll(PQgetvalue(res, i, 10), NULL, 10), d, NULL, NULL);
 		else
-			err = add_item(rc, 0, c->d, c->channel, c->what);
+			err = add_item(rc, 0, d, PQgetvalue(res, i, 8), what);
 	}
 out:
-	free(items);
-	free(sorted);
 	PQclear(res);
 	if (err) {
 		page_fail(rc, 503, "error: out of memory");
@@ -758,45 +712,52 @@ out:
 	return n;
 }
 
-/* Orders pointers to artifacts' d by their text. */
-static int cmp_d(const void *a, const void *b)
+/* Orders pointers to a page's items by d, then by place. */
+static int by_d_then_place(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	const struct incremental_item *x = *(const struct incremental_item *const *)a;
+	const struct incremental_item *y = *(const struct incremental_item *const *)b;
+	int c = strcmp(x->d, y->d);
+
+	return c ? c : (x > y) - (x < y);
 }
 
 /*
- * In a page that ends a listing (its first nlisted items) and goes on with
- * the changes since the listing's horizon, drops every listed item that a
- * change of the page names again: an artifact whose change lies above the
- * horizon is listed and changed, and within one answer only the latest
- * item about an artifact counts (a page naming one revision twice would
- * also ask for its bytes twice). Returns 0 or COMB_ENOMEM.
+ * Keeps, of the items of page pg that name one artifact, only the last:
+ * within one answer only the latest item about an artifact counts. A
+ * change query may name an artifact more than once, and a page that ends
+ * a listing and goes on with the changes since the listing's horizon
+ * lists an artifact changed above that horizon and names it again (a page
+ * naming one revision twice would also ask for its bytes twice). Every
+ * item must carry its d. Returns 0 or COMB_ENOMEM.
  */
-static int drop_listed_again(struct incremental_page *pg, int nlisted)
+static int keep_latest(struct incremental_page *pg)
 {
-	int nchanged = pg->nitems - nlisted, i, kept = 0;
-	const char **changed;
+	const struct incremental_item **by_d;
+	bool *dropped;
+	int i, kept = 0;
 
-	if (nlisted == 0 || nchanged == 0)
+	if (pg->nitems < 2)
 		return 0;
-	changed = malloc((size_t)nchanged * sizeof(*changed));
-	if (!changed)
+	by_d = malloc((size_t)pg->nitems * sizeof(*by_d));
+	dropped = calloc((size_t)pg->nitems, sizeof(*dropped));
+	if (!by_d || !dropped) {
+		free(by_d);
+		free(dropped);
 		return COMB_ENOMEM;
-	for (i = 0; i < nchanged; i++)
-		changed[i] = pg->items[nlisted + i].d;
-	qsort(changed, (size_t)nchanged, sizeof(*changed), cmp_d);
-	/* Only listed items are looked up, and they are moved only within
-	 * the listing: the changes that changed[] points into stay put until
-	 * the last lookup. */
-	for (i = 0; i < pg->nitems; i++) {
-		const char *d = pg->items[i].d;
-
-		if (i < nlisted && bsearch(&d, changed, (size_t)nchanged, sizeof(*changed), cmp_d))
-			continue;
-		pg->items[kept++] = pg->items[i];
 	}
+	for (i = 0; i < pg->nitems; i++)
+		by_d[i] = &pg->items[i];
+	qsort(by_d, (size_t)pg->nitems, sizeof(*by_d), by_d_then_place);
+	for (i = 0; i + 1 < pg->nitems; i++)
+		if (!strcmp(by_d[i]->d, by_d[i + 1]->d))
+			dropped[by_d[i] - pg->items] = true;
+	for (i = 0; i < pg->nitems; i++)
+		if (!dropped[i])
+			pg->items[kept++] = pg->items[i];
 	pg->nitems = kept;
-	free(changed);
+	free(by_d);
+	free(dropped);
 	return 0;
 }
 
@@ -885,12 +846,10 @@ static void cursor_read(struct read_ctx *rc, const unsigned char key[32])
 		if (limit == 0) {
 			more = rc->horizon > cur.after.xid;
 		} else {
-			int nlisted = rc->page->nitems;
-
 			n = changes_page(rc, &cur.after, limit, &ran);
 			if (n < 0)
 				return;
-			if (listed && drop_listed_again(rc->page, nlisted)) {
+			if (keep_latest(rc->page)) {
 				page_fail(rc, 503, "error: out of memory");
 				return;
 			}
