@@ -753,6 +753,84 @@ describe('resumable syncs through a node reading a standby', () => {
 		}
 	});
 
+	test('a paused standby, the horizon held below the grant and then below the live change: the live change comes once', async () => {
+		// The failure seen once beside a horizon holder (a loop of
+		// transactions holding an xid for 1.5 s), made on purpose: one
+		// transaction holds the horizon below the reader's grant from before
+		// the grant until the catch-up ends, the next one below the live
+		// change d3 while d3 is read. The grant then carried d3 (committed
+		// above the horizon), and d3's own change sent it again.
+		const stack = await startRelay(PAUSABLE);
+		const older = psqlSession(stack.dbName);
+		const newer = psqlSession(stack.dbName);
+		let ws;
+		try {
+			const admin = stack.admins[0];
+			const reader = newKey();
+			const h = await createChannel(stack, admin);
+			await older.run('BEGIN;');
+			await older.run('SELECT pg_current_xact_id();');
+			await addMember(stack, admin, h, reader.pk);
+			const d1 = uuid();
+			await accept(stack, admin, { d: d1, h, op: 'create' });
+			await caughtUp(stack);
+			await until(() => routing(stack, 1), (m) => m.inRotation === 1, 'the standby in rotation');
+			await stack.standby.pause();
+			const d2 = uuid();
+			await accept(stack, admin, { d: d2, h, op: 'create' });
+			const onPrimary = await readVia(stack, 0, reader.sk, { '#h': [h] });
+			assert.deepEqual(upserts(onPrimary), [d1, d2].sort());
+
+			const frames = [];
+			let eose = false;
+			ws = await connectWs(stack.wsUrls[1], reader.sk);
+			ws.ws.on('message', (data) => {
+				const m = JSON.parse(data.toString('utf8'));
+				if (m[1] !== 's')
+					return;
+				if (m[0] === 'CHANGES')
+					frames.push(m[2]);
+				else if (m[0] === 'EOSE')
+					eose = true;
+				else
+					frames.push({ unexpected: m });
+			});
+			ws.send(['REQ', 's', { artifact: 'changes', '#h': [h], cursor: onPrimary.cursor }]);
+			await until(async () => eose, (x) => x, 'EOSE');
+			const all = () => frames.flatMap((f) => f.changes ?? [f]);
+			const dOf = (x) => x.event?.tags.find((t) => t[0] === 'd')?.[1];
+			const firstRead = new Map(onPrimary.changes.map((x) => [dOf(x), x.event.id]));
+			const isRepeat = (x) => x.op === 'upsert' && firstRead.get(dOf(x)) === x.event.id;
+			assert.deepEqual(all().filter((x) => !isRepeat(x)), [], 'nothing after the cursor in the catch-up');
+
+			// the horizon passes the grant and stops below d3
+			await newer.run('BEGIN;');
+			await newer.run('SELECT pg_current_xact_id();');
+			await older.run('COMMIT;');
+			const d3 = uuid();
+			await accept(stack, admin, { d: d3, h, op: 'create' });
+			// the grant's frame (d1 and d2 again, the listing rule)
+			await until(async () => all(), (c) => c.some((x) => dOf(x) === d1), 'the grant');
+			await new Promise((r) => setTimeout(r, 300));
+			await newer.run('COMMIT;');
+			await until(async () => all(), (c) => c.some((x) => dOf(x) === d3), 'the live change');
+			await new Promise((r) => setTimeout(r, 500));
+			await stack.standby.resume();
+			await caughtUp(stack);
+			const d4 = uuid();
+			await accept(stack, admin, { d: d4, h, op: 'create' });
+			await until(async () => all(), (c) => c.some((x) => dOf(x) === d4), 'the change after the resume');
+			const ds = all().filter((x) => !isRepeat(x)).map((x) => x.op === 'upsert' ? dOf(x) : x);
+			assert.deepEqual(ds, [d3, d4], 'each change once, in order, nothing before the cursor');
+		} finally {
+			ws?.ws.close();
+			await older.close();
+			await newer.close();
+			await stack.standby?.resume().catch(() => {});
+			await stack.stop();
+		}
+	});
+
 	test('a live change reaches a sync whose cursor a standby issued, while that standby is paused', async () => {
 		const stack = await startRelay(PAUSABLE);
 		let ws;
