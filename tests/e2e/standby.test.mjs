@@ -136,6 +136,30 @@ async function caughtUp(stack) {
 	(rows) => rows[0][0] === 't', 'the standby to catch up');
 }
 
+/** Opens the resumable sync `s` of channel h from cursor on node 1 as the
+ * key sk and waits for its EOSE; resolves to { ws, all }, all() listing
+ * every item of its CHANGES frames so far (any other frame as
+ * { unexpected }). */
+async function resumeOnNode1(stack, sk, h, cursor) {
+	const frames = [];
+	let eose = false;
+	const ws = await connectWs(stack.wsUrls[1], sk);
+	ws.ws.on('message', (data) => {
+		const m = JSON.parse(data.toString('utf8'));
+		if (m[1] !== 's')
+			return;
+		if (m[0] === 'CHANGES')
+			frames.push(m[2]);
+		else if (m[0] === 'EOSE')
+			eose = true;
+		else
+			frames.push({ unexpected: m });
+	});
+	ws.send(['REQ', 's', { artifact: 'changes', '#h': [h], cursor }]);
+	await until(async () => eose, (x) => x, 'EOSE');
+	return { ws, all: () => frames.flatMap((f) => f.changes ?? [f]) };
+}
+
 describe('reads on a paused standby', () => {
 	let stack;
 	let admin;
@@ -699,24 +723,9 @@ describe('resumable syncs through a node reading a standby', () => {
 			assert.deepEqual(upserts(onPrimary), [d1, d2].sort());
 
 			// the sync resumes on node 1 from the primary's cursor
-			const frames = [];
-			let eose = false;
-			ws = await connectWs(stack.wsUrls[1], reader.sk);
-			ws.ws.on('message', (data) => {
-				const m = JSON.parse(data.toString('utf8'));
-				if (m[1] !== 's')
-					return;
-				if (m[0] === 'CHANGES')
-					frames.push(m[2]);
-				else if (m[0] === 'EOSE')
-					eose = true;
-				else
-					frames.push({ unexpected: m });
-			});
 			const before = await routing(stack, 1);
-			ws.send(['REQ', 's', { artifact: 'changes', '#h': [h], cursor: onPrimary.cursor }]);
-			await until(async () => eose, (x) => x, 'EOSE');
-			const all = () => frames.flatMap((f) => f.changes ?? [f]);
+			let all;
+			({ ws, all } = await resumeOnNode1(stack, reader.sk, h, onPrimary.cursor));
 			// An artifact of the first read whose transaction lay above that
 			// read's horizon (a writer still open then, on the test's
 			// shared cluster) comes again once the horizon passes it, as on
@@ -781,23 +790,8 @@ describe('resumable syncs through a node reading a standby', () => {
 			const onPrimary = await readVia(stack, 0, reader.sk, { '#h': [h] });
 			assert.deepEqual(upserts(onPrimary), [d1, d2].sort());
 
-			const frames = [];
-			let eose = false;
-			ws = await connectWs(stack.wsUrls[1], reader.sk);
-			ws.ws.on('message', (data) => {
-				const m = JSON.parse(data.toString('utf8'));
-				if (m[1] !== 's')
-					return;
-				if (m[0] === 'CHANGES')
-					frames.push(m[2]);
-				else if (m[0] === 'EOSE')
-					eose = true;
-				else
-					frames.push({ unexpected: m });
-			});
-			ws.send(['REQ', 's', { artifact: 'changes', '#h': [h], cursor: onPrimary.cursor }]);
-			await until(async () => eose, (x) => x, 'EOSE');
-			const all = () => frames.flatMap((f) => f.changes ?? [f]);
+			let all;
+			({ ws, all } = await resumeOnNode1(stack, reader.sk, h, onPrimary.cursor));
 			const dOf = (x) => x.event?.tags.find((t) => t[0] === 'd')?.[1];
 			const firstRead = new Map(onPrimary.changes.map((x) => [dOf(x), x.event.id]));
 			const isRepeat = (x) => x.op === 'upsert' && firstRead.get(dOf(x)) === x.event.id;
