@@ -281,13 +281,14 @@ test('an artifact created above the horizon after a grant below it comes once', 
 		await older.run('COMMIT;');
 		const d3 = uuid();
 		const created = await accept(stack, admin, { d: d3, h, op: 'create' });
-		/** Reads from cursor until the answer has changes (the horizon may
-		 * be held a moment by another transaction). */
+		/** Reads from cursor until the answer has changes, for up to 30 s
+		 * (another test's transaction on the shared cluster may hold the
+		 * horizon a while). */
 		const readOn = async (cursor) => {
-			for (let i = 0; ; i++) {
+			for (const end = Date.now() + 30000; ;) {
 				const r = await query(stack, reader.sk, { ...filter, cursor });
 				assert.equal(r.status, 200, r.raw);
-				if (r.body.changes.length > 0 || i === 50)
+				if (r.body.changes.length > 0 || Date.now() > end)
 					return r.body;
 				await new Promise((res) => setTimeout(res, 100));
 			}
@@ -327,21 +328,23 @@ test('an artifact edited after a grant, the grant read in pages: the edit comes 
 	const got = [];
 	// until the horizon passed the edit: its own change then read too
 	const [[editXid]] = await stack.query(`SELECT changed_xid::text FROM artifact_heads WHERE d = '${ds[0]}'`);
-	let passed = false;
-	for (let i = 0; i < 300; i++) {
+	// (another test's transaction on the shared cluster may hold the
+	// horizon a while: up to 60 s)
+	let passed = false, done = false;
+	for (const end = Date.now() + 60000; !done && Date.now() < end;) {
 		const r = await query(stack, reader.sk, { ...filter, cursor, limit: 1 });
 		assert.equal(r.status, 200, r.raw);
 		got.push(...r.body.changes.map((c) => c.event.id));
 		cursor = r.body.cursor;
 		if (!r.body.more) {
-			if (passed)
-				break;  // a whole read since the horizon passed the edit
+			done = passed;  // a whole read since the horizon passed the edit
 			const [[horizon]] = await stack.query('SELECT pg_snapshot_xmin(pg_current_snapshot())::text');
 			passed = BigInt(horizon) > BigInt(editXid);
 			if (!passed)
 				await new Promise((res) => setTimeout(res, 50));
 		}
 	}
+	assert.ok(done, `the reads reached the horizon past the edit (${JSON.stringify(got)})`);
 	// (an artifact created before the grant may come twice when the first
 	// read's horizon lay below its creation: by its own change and with
 	// the grant, the grant's documented "however old")
