@@ -274,7 +274,6 @@ static void kill_all(struct batch *b, const char *reason)
  * re-read (sorted, distinct). */
 static int collect(struct batch *b)
 {
-	struct ws_held_visit v;
 	const unsigned char *d;
 	size_t i, k;
 	int rc = 0;
@@ -282,6 +281,7 @@ static int collect(struct batch *b)
 	for (i = 0; i < b->n && rc == 0; i++) {
 		struct work *w = &b->works[i];
 		struct sync_sub *sub = w->sub;
+		struct ws_held_visit v = WS_HELD_VISIT;
 
 		pthread_mutex_lock(&sub->head.session->mu);
 		w->skip = sub->head.dead;
@@ -292,7 +292,6 @@ static int collect(struct batch *b)
 		}
 		if (w->skip)
 			continue;
-		v = (struct ws_held_visit)WS_HELD_VISIT;
 		while (rc == 0 && (d = ws_held_map_next(w->pending, &v)))
 			rc = add_key(b, sub->community, d);
 	}
@@ -437,7 +436,6 @@ static struct head_key *departed(struct batch *b, const struct work *w,
 /* Marks the artifacts some sync knows but whose head left its channels. */
 static bool mark_moves(struct batch *b)
 {
-	struct ws_held_visit v;
 	const unsigned char *d;
 	struct head_key *k;
 	bool any = false;
@@ -445,10 +443,10 @@ static bool mark_moves(struct batch *b)
 
 	for (i = 0; i < b->n; i++) {
 		struct work *w = &b->works[i];
+		struct ws_held_visit v = WS_HELD_VISIT;
 
 		if (w->skip)
 			continue;
-		v = (struct ws_held_visit)WS_HELD_VISIT;
 		while ((d = ws_held_map_next(w->pending, &v))) {
 			if ((k = departed(b, w, d))) {
 				k->want_moves = true;
