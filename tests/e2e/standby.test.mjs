@@ -136,6 +136,18 @@ async function caughtUp(stack) {
 	(rows) => rows[0][0] === 't', 'the standby to catch up');
 }
 
+/** The d tag of an item's event (undefined for a removal). */
+const dOf = (x) => x.event?.tags.find((t) => t[0] === 'd')?.[1];
+
+/** What a first read (no cursor) sent, by d, and whether an item is one of
+ * those revisions again: an artifact whose transaction lay above that
+ * read's horizon comes once more, the same revision (docs/protocol.md
+ * 7.3). */
+function firstReadRepeats(read) {
+	const firstRead = new Map(read.changes.map((x) => [dOf(x), x.event.id]));
+	return { firstRead, isRepeat: (x) => x.op === 'upsert' && firstRead.get(dOf(x)) === x.event.id };
+}
+
 /** Opens the resumable sync `s` of channel h from cursor on node 1 as the
  * key sk and waits for its EOSE; resolves to { ws, all }, all() listing
  * every item of its CHANGES frames so far (any other frame as
@@ -731,9 +743,7 @@ describe('resumable syncs through a node reading a standby', () => {
 			// shared cluster) comes again once the horizon passes it, as on
 			// the primary: the same revision, never an older one. Nothing
 			// else is after the cursor yet.
-			const dOf = (x) => x.event?.tags.find((t) => t[0] === 'd')?.[1];
-			const firstRead = new Map(onPrimary.changes.map((x) => [dOf(x), x.event.id]));
-			const isRepeat = (x) => x.op === 'upsert' && firstRead.get(dOf(x)) === x.event.id;
+			const { firstRead, isRepeat } = firstReadRepeats(onPrimary);
 			assert.deepEqual(all().filter((x) => !isRepeat(x)), [], 'nothing after the cursor in the catch-up');
 			assert.ok((await routing(stack, 1)).fallbacks > before.fallbacks, 'the catch-up went to the primary');
 
@@ -792,9 +802,7 @@ describe('resumable syncs through a node reading a standby', () => {
 
 			let all;
 			({ ws, all } = await resumeOnNode1(stack, reader.sk, h, onPrimary.cursor));
-			const dOf = (x) => x.event?.tags.find((t) => t[0] === 'd')?.[1];
-			const firstRead = new Map(onPrimary.changes.map((x) => [dOf(x), x.event.id]));
-			const isRepeat = (x) => x.op === 'upsert' && firstRead.get(dOf(x)) === x.event.id;
+			const { isRepeat } = firstReadRepeats(onPrimary);
 			assert.deepEqual(all().filter((x) => !isRepeat(x)), [], 'nothing after the cursor in the catch-up');
 
 			// the horizon passes the grant and stops below d3
@@ -845,7 +853,6 @@ describe('resumable syncs through a node reading a standby', () => {
 			ws.send(['REQ', 's', { artifact: 'changes', '#h': [h] }]);
 			await until(async () => eose, (x) => x, 'EOSE');
 			assert.ok((await routing(stack, 1)).standby > before.standby, 'the standby served the catch-up');
-			const dOf = (x) => x.op === 'upsert' ? x.event.tags.find((t) => t[0] === 'd')[1] : null;
 			assert.ok(frames.map(dOf).includes(d1));
 
 			// the signal names a position the paused standby has not
