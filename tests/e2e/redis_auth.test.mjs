@@ -98,19 +98,24 @@ describe('redis with requirepass and an ACL user', () => {
 			const cid = stack.communities[0].id;
 			const ch = await createChannel(stack, admin, { name: 'typing' });
 			const tap = spawn(path.join(buildDir, 'bin', 'comb-signal-tap'),
-				['-e', stack.captureEndpoint, '-c', `${cid}:${ch}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+				['-e', stack.captureEndpoint, '-t', `${cid}:`], { stdio: ['ignore', 'pipe', 'inherit'] });
 			try {
-				const seen = new Promise((resolve, reject) => {
-					const timer = setTimeout(() => reject(new Error('no ephemeral signal within 8 s')), 8000);
-					readline.createInterface({ input: tap.stdout }).on('line', (line) => {
+				const lines = readline.createInterface({ input: tap.stdout });
+				/** The first signal the tap prints that is like(), within 8 s. */
+				const first = (like, what) => new Promise((resolve, reject) => {
+					const timer = setTimeout(() => reject(new Error(`no ${what} within 8 s`)), 8000);
+					lines.on('line', (line) => {
 						const sig = JSON.parse(line);
-						if (sig.type === 'ephemeral') {
+						if (like(sig)) {
 							clearTimeout(timer);
 							resolve(sig);
 						}
 					});
 				});
-				await sleep(300); // the tap's subscription takes effect
+				// the tap's subscription is in effect once capture answered
+				// it with the community's mark
+				await first((sig) => sig.type === 'heartbeat' && sig.community === Number(cid), 'mark');
+				const seen = first((sig) => sig.type === 'ephemeral' && sig.channel === ch, 'ephemeral signal');
 				const res = await publish(stack, admin, { kind: 20001, tags: [['h', ch]], content: 'typing...' });
 				assertAccepted(res, 'ephemeral event');
 				assert.equal(JSON.parse((await seen).payload).id, res.event.id);
