@@ -5,12 +5,15 @@
 // bounded wait) on the primary; a live re-read where its signal's position has
 // been replayed, likewise. Node 0 reads
 // from the primary only; node 1 from the standby, whose replay is paused with
-// pg_wal_replay_pause() to make it lag on purpose.
+// pg_wal_replay_pause() to make it lag on purpose. A last node takes its
+// signals through tests/tools/comb-signal-hold, which makes them late.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { connectWs, newKey, scrapeMetrics, startRelay } from './lib/harness.mjs';
+import {
+	connectWs, newKey, scrapeMetrics, startRelay, startSignalHold,
+} from './lib/harness.mjs';
 import { accept, addMember, chat, createChannel, tagValue, uuid } from './lib/artifacts.mjs';
 import { isFor, reqFrames } from './lib/subscriptions.mjs';
 
@@ -26,6 +29,11 @@ async function served(stack, node) {
 /** Waits until the standby has replayed everything written so far. */
 async function caughtUp(stack) {
 	const [[target]] = await stack.query('SELECT pg_current_wal_insert_lsn()::text');
+	await replayedTo(stack, target);
+}
+
+/** Waits until the standby has replayed WAL position target (pg_lsn text). */
+async function replayedTo(stack, target) {
 	const end = Date.now() + 30000;
 	for (;;) {
 		const rows = await stack.standby.query('postgres',
@@ -130,5 +138,70 @@ describe('WebSocket reads on a standby', () => {
 			await stack.standby.resume();
 		}
 		await Promise.all(sockets.map((c) => c.close()));
+	});
+});
+
+describe('a sync on a standby never goes back in time', () => {
+	let stack;
+	let hold;
+
+	before(async () => {
+		stack = await startRelay({
+			standby: true,
+			env: { COMB_READ_MAX_LAG_MS: '3600000' },
+			nodeEnv: [async (s) => {
+				hold ??= await startSignalHold(s.captureEndpoint);
+				return { COMB_CAPTURE_ENDPOINT: hold.endpoint };
+			}],
+		});
+	});
+
+	after(async () => {
+		await stack?.standby?.resume().catch(() => {});
+		await stack?.stop();
+		await hold?.stop();
+	});
+
+	// The snapshot falls back to the primary (the standby is paused behind
+	// the delete); the edit's signal, held back until after EOSE, names a
+	// position the paused standby has replayed. Re-read there, the deleted
+	// artifact would come back to a client whose snapshot had left it out.
+	test('a signal that arrives after the snapshot is re-read no earlier than the snapshot', async () => {
+		const admin = stack.admins[0];
+		const h = await createChannel(stack, admin, { visibility: 'private' });
+		const created = await accept(stack, admin, { d: uuid(), h, op: 'create' });
+		const d = tagValue(created, 'd');
+		const c = await connectWs(stack.wsUrl, admin);
+		// the community's feed is trusted (its mark came) before it is held
+		const warm = await reqFrames(c, 'warm', [{ artifact: 'current', '#h': [h] }]);
+		assert.equal(warm.at(-1)[0], 'EOSE', JSON.stringify(warm.at(-1)));
+		c.send(['CLOSE', 'warm']);
+		await caughtUp(stack);
+		await hold.hold();
+		try {
+			const edited = await accept(stack, admin, { d, h, op: 'update', prev: created.id, title: 'edited' });
+			const signal = await hold.queued((q) => q.type === 'head' && q.d === d);
+			assert.notEqual(signal.lsn, '0/0', 'capture gave the signal no position');
+			await replayedTo(stack, signal.lsn);
+			await stack.standby.pause();
+			const deleted = await accept(stack, admin, { d, h, op: 'delete', prev: edited.id });
+			const frames = await reqFrames(c, 'sync', [{ artifact: 'current', '#h': [h] }]);
+			assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
+			assert.ok(!frames.some((f) => f[0] === 'EVENT' && tagValue(f[2], 'd') === d),
+				'the snapshot holds an artifact deleted before it');
+			assert.ok(await hold.release() >= 2, 'the edit and the delete were not both held');
+			const sentinel = await accept(stack, admin, { d: uuid(), h, op: 'create' });
+			for (;;) {
+				const f = await c.next((m) => isFor('sync')(m) && m[0] === 'EVENT', 10000);
+				assert.notEqual(f[2].id, edited.id, 'the sync sent the edit after a snapshot without its artifact');
+				assert.notEqual(f[2].id, deleted.id, 'the sync sent the delete of an artifact its client never held');
+				if (f[2].id === sentinel.id)
+					break;
+			}
+		} finally {
+			await hold.release();
+			await stack.standby.resume();
+		}
+		await c.close();
 	});
 });

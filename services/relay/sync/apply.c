@@ -28,8 +28,11 @@
  *                                          forgotten;
  *   anything else                       -> nothing.
  *
- * A sync is applied by one worker at a time, so what it sends about an
- * artifact only ever moves forward. Frames are pushed without waiting; a
+ * A sync is applied by one worker at a time, and each of its reads runs
+ * where the newest state its client was shown (the snapshot's, then each
+ * re-read's, by WAL position) has been replayed, so what it sends about
+ * an artifact only ever moves forward, even when a signal arrives after a
+ * read that already saw its change, on a standby behind that read. Frames are pushed without waiting; a
  * full outbox closes the sync (`resync: slow consumer`).
  */
 #include <inttypes.h>
@@ -79,6 +82,7 @@ struct head_key {
 struct batch {
 	struct relay *relay;       /* borrowed: the syncs' node */
 	comb_lsn at_least;         /* the read runs where this has been replayed */
+	comb_lsn read_at;          /* where the last read ran (0: it found nothing) */
 	struct comb_db_pool *pool; /* the server it runs on (its statements) */
 	bool quick;                /* the quick read, else the general one */
 	struct work *works;
@@ -474,9 +478,11 @@ static bool mark_moves(struct batch *b)
 static struct comb_db_stmt heads_stmt = COMB_DB_STMT(HEADS_COLUMNS HEADS_FROM, 2);
 
 /* The heads with, in columns 7 and 8, each one's community and its access
- * epoch: one statement, so one snapshot, for the quick read. */
+ * epoch, and in column 9 the WAL position of the statement's snapshot:
+ * one statement, so one snapshot, for the quick read. */
 static struct comb_db_stmt quick_stmt = COMB_DB_STMT(
-	HEADS_COLUMNS ", q.cid, k.access_epoch" HEADS_FROM
+	HEADS_COLUMNS ", q.cid, k.access_epoch, (SELECT " COMB_READ_POSITION_SQL ")"
+	HEADS_FROM
 	" JOIN communities k ON k.id = q.cid", 2);
 
 static struct comb_db_stmt moves_stmt = COMB_DB_STMT(
@@ -499,6 +505,7 @@ static void forget_reads(struct batch *b)
 	PQclear(b->epochs);
 	b->heads = b->moves = b->epochs = NULL;
 	b->epoch_known = false;
+	b->read_at = 0;
 	for (i = 0; i < b->nkeys; i++) {
 		b->keys[i].row = -1;
 		b->keys[i].want_moves = false;
@@ -647,6 +654,7 @@ static int read_heads(struct batch *b, PGconn *db, size_t *index,
 	if (rc == 0) {
 		b->epochs = results[1];
 		results[1] = NULL;
+		b->read_at = sync_epochs_position(b->epochs);
 		if (heads_at >= 0) {
 			b->heads = results[heads_at];
 			results[heads_at] = NULL;
@@ -672,8 +680,11 @@ static int read_quick(struct batch *b, PGconn *db, size_t *index,
 {
 	int rc = read_keys(b, db, &quick_stmt, index, &b->heads, failed, budget);
 
-	if (rc == 0)
+	if (rc == 0) {
 		take_heads(b, index);
+		if (PQntuples(b->heads) > 0)
+			comb_lsn_parse(PQgetvalue(b->heads, 0, 9), &b->read_at);
+	}
 	return rc;
 }
 
@@ -888,11 +899,15 @@ static bool needs_general(struct batch *b, const struct work *w)
 	return false;
 }
 
+/* Applies w's held changes from the read, which its client is shown from
+ * now on: no later read of the sync runs below it. */
 static void apply_work(struct batch *b, struct work *w)
 {
 	struct ws_held_visit v = WS_HELD_VISIT;
 	const unsigned char *d;
 
+	if (b->read_at > w->sub->seen_lsn)
+		w->sub->seen_lsn = b->read_at;
 	if (!probes_readable(b, w)) {
 		ws_sub_close(&w->sub->head, "resync: access changed");
 		w->skip = true;
@@ -1029,6 +1044,8 @@ static void current_run(void *scratch, struct hub_sub **subs, size_t n)
 
 		if (sub->taken_lsn > b->at_least)
 			b->at_least = sub->taken_lsn;
+		if (sub->seen_lsn > b->at_least)
+			b->at_least = sub->seen_lsn;
 		b->works[b->n] = (struct work){
 			.sub = sub, .pending = &sub->taken,
 			.access = sub->taken_access, .overflow = sub->taken_overflow,

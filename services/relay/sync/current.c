@@ -282,7 +282,8 @@ static int stream_plan(PGconn *db, struct stream *st, const char *const *params,
 /*
  * Opens sub's snapshot on db (borrowed from pool) and reads its
  * community's access epoch there, which the sync keeps once every
- * channel is found readable in it (sync_int.h). Returns 0, or
+ * channel is found readable in it (sync_int.h), and the snapshot's WAL
+ * position, below which none of its re-reads runs. Returns 0, or
  * COMB_EUNAVAIL with the CLOSED message in why.
  */
 static int begin_with_epoch(struct sync_sub *sub, struct comb_db_pool *pool,
@@ -301,6 +302,7 @@ static int begin_with_epoch(struct sync_sub *sub, struct comb_db_pool *pool,
 	if (comb_db_exec_together(pool, db, steps, 2, results) == 0 &&
 	    PQntuples(results[1]) == 1) {
 		sub->access_epoch = strtoll(PQgetvalue(results[1], 0, 1), NULL, 10);
+		sub->seen_lsn = sync_epochs_position(results[1]);
 	} else {
 		set_failure(PQresultStatus(results[0]) == PGRES_COMMAND_OK ?
 			    results[1] : results[0], why, whylen);

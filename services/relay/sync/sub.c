@@ -23,7 +23,17 @@ int sync_cmp_type(const void *a, const void *b)
 }
 
 struct comb_db_stmt sync_epochs_stmt = COMB_DB_STMT(
-	"SELECT id, access_epoch FROM communities WHERE id = ANY ($1::bigint[])", 1);
+	"SELECT id, access_epoch, (SELECT " COMB_READ_POSITION_SQL ")"
+	" FROM communities WHERE id = ANY ($1::bigint[])", 1);
+
+comb_lsn sync_epochs_position(const PGresult *epochs)
+{
+	comb_lsn at = 0;
+
+	if (PQntuples(epochs) > 0)
+		comb_lsn_parse(PQgetvalue(epochs, 0, 2), &at);
+	return at;
+}
 
 bool sync_has_channel(const struct sync_sub *sub, const char *channel)
 {

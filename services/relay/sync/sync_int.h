@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "comb/db.h"
+#include "comb/readroute.h"
 #include "hub/hub.h"
 #include "session/session.h"
 
@@ -54,6 +55,10 @@ struct sync_sub {
 
 	/* the opener, then the worker running it */
 	struct ws_held_map known;       /* d -> accepted_seq the client holds */
+	comb_lsn seen_lsn;              /* the WAL position of the newest state
+					 * its client was shown (the snapshot's,
+					 * then each re-read's): no later read
+					 * runs below it */
 	int64_t access_epoch;           /* the community's access epoch
 					 * (migrations/0022) in the last
 					 * snapshot that found every channel
@@ -89,8 +94,13 @@ int sync_cmp_type(const void *a, const void *b);
 bool sync_has_channel(const struct sync_sub *sub, const char *channel);
 
 /* The access epochs of communities: parameter a bigint[] literal of
- * their ids; rows (id, access_epoch). */
+ * their ids; rows (id, access_epoch, the WAL position of the statement's
+ * snapshot, COMB_READ_POSITION_SQL). */
 extern struct comb_db_stmt sync_epochs_stmt;
+
+/* The WAL position (comb/readroute.h) the epochs of sync_epochs_stmt were
+ * read at, or 0 when it has no row. */
+comb_lsn sync_epochs_position(const PGresult *epochs);
 
 /* True when type is allowed by sub's #type (always without one). */
 bool sync_has_type(const struct sync_sub *sub, const char *type);

@@ -834,13 +834,96 @@ export async function startStandby() {
 }
 
 /**
+ * Starts tests/tools/comb-signal-hold between comb-capture's endpoint
+ * `upstream` and a new endpoint, for a node to take as its
+ * COMB_CAPTURE_ENDPOINT, so that a test can hold the feed back and make
+ * its signals arrive late. Resolves once it is bound, to:
+ *   endpoint
+ *   hold()     keeps every signal but the liveness heartbeat, in order
+ *   release()  sends what was kept; resolves to how many
+ *   queued(pred, timeoutMs?) -> the first signal kept matching pred
+ *              ({type, community, d, lsn}), waiting for it
+ *   stop()
+ */
+export async function startSignalHold(upstream) {
+	const endpoint = `tcp://127.0.0.1:${await freePort()}`;
+	const child = spawn(path.join(buildDir, 'bin', 'comb-signal-hold'), ['-u', upstream, '-b', endpoint],
+		{ stdio: ['pipe', 'pipe', 'inherit'] });
+	const p = supervise(child);
+	const kept = [];
+	const answers = [];
+	const waiters = [];
+	const wake = () => {
+		for (const w of waiters.splice(0))
+			w();
+	};
+	let buffered = '';
+	child.stdout.on('data', (chunk) => {
+		buffered += chunk;
+		let nl;
+		while ((nl = buffered.indexOf('\n')) >= 0) {
+			const line = buffered.slice(0, nl);
+			buffered = buffered.slice(nl + 1);
+			if (line.startsWith('queued '))
+				kept.push(JSON.parse(line.slice('queued '.length)));
+			else
+				answers.push(line);
+		}
+		wake();
+	});
+	const until = async (found, what, timeoutMs = 10000) => {
+		const end = Date.now() + timeoutMs;
+		for (;;) {
+			const got = found();
+			if (got !== undefined)
+				return got;
+			if (p.exited)
+				throw new Error(`comb-signal-hold exited (${JSON.stringify(p.exited)})`);
+			if (Date.now() > end)
+				throw new Error(`comb-signal-hold: no ${what} within ${timeoutMs} ms`);
+			await new Promise((r) => {
+				waiters.push(r);
+				setTimeout(r, 100);
+			});
+		}
+	};
+	const answer = (prefix) => until(() => {
+		const i = answers.findIndex((a) => a.startsWith(prefix));
+		return i < 0 ? undefined : answers.splice(i, 1)[0];
+	}, `"${prefix}"`);
+	await answer('ready');
+	return {
+		endpoint,
+		hold: async () => {
+			child.stdin.write('hold\n');
+			await answer('held');
+		},
+		release: async () => {
+			child.stdin.write('release\n');
+			return Number((await answer('released ')).split(' ')[1]);
+		},
+		queued: (pred, timeoutMs) => until(() => kept.find(pred), 'such signal kept', timeoutMs),
+		stop: async () => {
+			if (p.exited)
+				return;
+			child.ref();
+			child.stdin.end();
+			await p.exitPromise;
+		},
+	};
+}
+
+/**
  * Starts a test stack: a fresh database cloned from the fixture's template,
  * communities, optionally comb-capture (when built), and N relay nodes.
  *
  * opts:
  *   nodes        number of relay nodes (default 1)
  *   env          extra environment for every relay (null value unsets)
- *   nodeEnv      array of per-node extra environment, applied after env
+ *   nodeEnv      array of per-node extra environment, applied after env;
+ *                an entry may be a function of the stack (its capture
+ *                endpoint known), called each time the node starts, that
+ *                resolves to it
  *   communities  [{hosts: [...], owner?: pubkey hex, name?}]; default one
  *                community on host `localhost`; a missing owner is generated
  *                and its secret key lands in `admins`
@@ -975,7 +1058,7 @@ export async function startRelay(opts = {}) {
 				throw new Error(complaint);
 		};
 
-		const nodeEnv = (i) => serviceEnv({
+		const nodeEnv = async (i) => serviceEnv({
 			...common,
 			COMB_LISTEN: `127.0.0.1:${stack.ports[i]}`,
 			COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
@@ -987,7 +1070,8 @@ export async function startRelay(opts = {}) {
 			COMB_MAX_HTTP_CONNECTIONS_PER_IP: '100000',
 			...(stack.captureEndpoint ? { COMB_CAPTURE_ENDPOINT: stack.captureEndpoint } : {}),
 			...(opts.env ?? {}),
-			...((opts.nodeEnv ?? [])[i] ?? {}),
+			...await (typeof opts.nodeEnv?.[i] === 'function' ?
+				opts.nodeEnv[i](stack) : opts.nodeEnv?.[i] ?? {}),
 		});
 
 		// Starts node i on its port (a new free port when it has none yet; a
@@ -998,7 +1082,7 @@ export async function startRelay(opts = {}) {
 			for (let attempt = 0; ; attempt++) {
 				if (!keepPort || stack.ports[i] === undefined)
 					stack.ports[i] = await freePort();
-				const env = nodeEnv(i);
+				const env = await nodeEnv(i);
 				const p = spawnService(relayBin, [], env, logFile);
 				p.stopTimeoutMs = relayStopTimeoutMs(env);
 				relays[i] = p;
