@@ -308,8 +308,80 @@ test('an artifact created above the horizon after a grant below it comes once', 
 	}
 });
 
-// The same with the horizon past everything: a grant read in pages of one
-// item, an artifact edited after the grant. The grant's page carried the
+// The other way round: the artifact's change lies below the read's horizon
+// and a grant that brought its channel into view above it. The read saw
+// the channel readable (the grant committed) and sent the artifact by its
+// own change; the next read, past the grant, sent it again with the grant
+// ("however old"). Its own change now leaves it to the grant. grant(h,
+// reader) brings private channel h into the reader's view; it returns how
+// to find the grant's xid.
+async function grantAboveHorizon(grant) {
+	const h = await createChannel(stack, admin, { visibility: 'private' });
+	const reader = newKey();
+	const held = psqlSession(stack.dbName);
+	const filter = { artifact: 'incremental', '#h': [h] };
+	const dOf = (c) => c.event?.tags.find((t) => t[0] === 'd')?.[1] ?? c.d;
+	try {
+		const first = await query(stack, reader.sk, filter);
+		assert.equal(first.status, 200, first.raw);
+		assert.deepEqual(first.body.changes, [], 'nothing readable before the grant');
+		const d = uuid();
+		const created = await accept(stack, admin, { d, h, op: 'create' });
+		// an open transaction between the creation and the grant holds the
+		// next read's horizon below the grant
+		await held.run('BEGIN;');
+		await held.run('SELECT pg_current_xact_id();');
+		const grantXidSql = await grant(h, reader);
+		const below = await query(stack, reader.sk, { ...filter, cursor: first.body.cursor });
+		assert.equal(below.status, 200, below.raw);
+		await held.run('COMMIT;');
+		// until the horizon passed the grant (another test's transaction on
+		// the shared cluster may hold it a while: up to 30 s)
+		const [[grantXid]] = await stack.query(grantXidSql);
+		const got = [...below.body.changes];
+		let cursor = below.body.cursor;
+		let passed = false;
+		for (const end = Date.now() + 30000; Date.now() < end;) {
+			const [[horizon]] = await stack.query('SELECT pg_snapshot_xmin(pg_current_snapshot())::text');
+			passed = BigInt(horizon) > BigInt(grantXid);
+			const r = await query(stack, reader.sk, { ...filter, cursor });
+			assert.equal(r.status, 200, r.raw);
+			got.push(...r.body.changes);
+			cursor = r.body.cursor;
+			if (passed && !r.body.more)
+				break;
+			await new Promise((res) => setTimeout(res, 50));
+		}
+		assert.ok(passed, 'the horizon passed the grant');
+		assert.deepEqual(got.map((c) => [dOf(c), c.op, c.event?.id]), [[d, 'upsert', created.id]],
+			`the artifact once (${JSON.stringify(below.body.changes.map(dOf))} below the grant)`);
+	} finally {
+		await held.close();
+	}
+}
+
+test('an artifact changed before a membership grant that lies above the horizon comes once', async () => {
+	await grantAboveHorizon(async (h, reader) => {
+		await addMember(stack, admin, h, reader.pk);
+		return `SELECT changed_xid::text FROM members WHERE channel_id = '${h}' AND pubkey = '${reader.pk}'`;
+	});
+});
+
+test('an artifact changed before a channel opened above the horizon comes once', async () => {
+	await grantAboveHorizon(async (h) => {
+		await editChannel(stack, admin, h, [['visibility', 'open']]);
+		return `SELECT max(xid)::text FROM channel_policy_log WHERE channel_id = '${h}'`;
+	});
+});
+
+test('an artifact changed before its reader was made a community admin above the horizon comes once', async () => {
+	await grantAboveHorizon(async (h, reader) => {
+		const r = await stack.admin(['community', 'add-admin', '--id', String(community), reader.pk]);
+		assert.equal(r.code, 0, r.stderr);
+		return `SELECT max(xid)::text FROM community_admin_log WHERE pubkey = '${reader.pk}'`;
+	});
+});
+
 // edit, and the edit's own change, on a later page, carried it again.
 test('an artifact edited after a grant, the grant read in pages: the edit comes once', async () => {
 	const h = await createChannel(stack, admin, { visibility: 'private' });
