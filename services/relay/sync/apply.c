@@ -32,8 +32,9 @@
  * where the newest state its client was shown (the snapshot's, then each
  * re-read's, by WAL position) has been replayed, so what it sends about
  * an artifact only ever moves forward, even when a signal arrives after a
- * read that already saw its change, on a standby behind that read. Frames are pushed without waiting; a
- * full outbox closes the sync (`resync: slow consumer`).
+ * read that already saw its change, on a standby behind that read.
+ * Frames are pushed without waiting; a full outbox closes the sync
+ * (`resync: slow consumer`).
  */
 #include <inttypes.h>
 #include <pthread.h>
