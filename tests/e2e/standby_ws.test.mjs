@@ -14,7 +14,9 @@ import { after, before, describe, test } from 'node:test';
 import {
 	connectWs, newKey, scrapeMetrics, startRelay, startSignalHold,
 } from './lib/harness.mjs';
-import { accept, addMember, chat, createChannel, tagValue, uuid } from './lib/artifacts.mjs';
+import {
+	accept, addMember, assertAccepted, chat, createChannel, publish, tagValue, uuid,
+} from './lib/artifacts.mjs';
 import { isFor, reqFrames } from './lib/subscriptions.mjs';
 
 /** Node `node`'s reads served by the standby and by the primary. */
@@ -195,6 +197,46 @@ describe('a sync on a standby never goes back in time', () => {
 				const f = await c.next((m) => isFor('sync')(m) && m[0] === 'EVENT', 10000);
 				assert.notEqual(f[2].id, edited.id, 'the sync sent the edit after a snapshot without its artifact');
 				assert.notEqual(f[2].id, deleted.id, 'the sync sent the delete of an artifact its client never held');
+				if (f[2].id === sentinel.id)
+					break;
+			}
+		} finally {
+			await hold.release();
+			await stack.standby.resume();
+		}
+		await c.close();
+	});
+
+	// The same for a plain REQ: a message's signal held back until after
+	// its stored events were read on the primary, where the message was
+	// already withheld (kind 9005). Loaded on the paused standby, which has
+	// it still, it would reach a client whose stored events left it out.
+	test('a plain REQ never receives live an event its stored read saw withheld', async () => {
+		const admin = stack.admins[0];
+		const h = await createChannel(stack, admin, { visibility: 'private' });
+		const c = await connectWs(stack.wsUrl, admin);
+		const warm = await reqFrames(c, 'warm', [{ kinds: [9], '#h': [h] }]);
+		assert.equal(warm.at(-1)[0], 'EOSE', JSON.stringify(warm.at(-1)));
+		c.send(['CLOSE', 'warm']);
+		await caughtUp(stack);
+		await hold.hold();
+		try {
+			const message = await chat(stack, admin, h, 'soon withheld');
+			const signal = await hold.queued((q) => q.type === 'event' && q.community > 0);
+			assert.notEqual(signal.lsn, '0/0', 'capture gave the signal no position');
+			await replayedTo(stack, signal.lsn);
+			await stack.standby.pause();
+			assertAccepted(await publish(stack, admin, { kind: 9005, tags: [['h', h], ['e', message.id]] }),
+				'withhold the message');
+			const frames = await reqFrames(c, 'live', [{ kinds: [9], '#h': [h] }]);
+			assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
+			assert.ok(!frames.some((f) => f[0] === 'EVENT' && f[2].id === message.id),
+				'the stored events hold a withheld message');
+			assert.ok(await hold.release() >= 2, 'the message and its withholding were not both held');
+			const sentinel = await chat(stack, admin, h, 'after');
+			for (;;) {
+				const f = await c.next((m) => isFor('live')(m) && m[0] === 'EVENT', 10000);
+				assert.notEqual(f[2].id, message.id, 'the REQ sent live a message withheld before it');
 				if (f[2].id === sentinel.id)
 					break;
 			}

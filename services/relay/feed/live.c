@@ -371,6 +371,7 @@ static void dispatch(const struct item *it)
 		.channel = it->channel[0] ? it->channel : NULL,
 		.json = it->json,
 		.json_len = it->len,
+		.at = it->at == COMB_READ_PRIMARY ? 0 : it->at,
 	};
 	struct comb_event ev;
 	char err[128];

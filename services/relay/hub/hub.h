@@ -207,6 +207,10 @@ struct hub_event {
 	const struct comb_event *ev;    /* parsed */
 	const char *json;               /* the event as served */
 	size_t json_len;
+	comb_lsn at;                    /* a WAL position of the primary at or
+					 * after its commit, when visible to
+					 * new snapshots (its signal's), or 0
+					 * when unknown */
 };
 
 /* What a kind of subscription does with what the hub hands it. signal,

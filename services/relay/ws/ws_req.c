@@ -39,6 +39,7 @@
 struct held {
 	struct held *next;
 	char id[65];
+	comb_lsn at;                     /* as the hub_event's */
 	size_t len;
 	char frame[];
 };
@@ -61,7 +62,8 @@ struct plain_sub {
 	 * again */
 	struct ws_held_map stored;
 	/* the primary's WAL position once registered: the stored events are
-	 * read at it or later (ws_session_access_now) */
+	 * read at it or later (ws_session_access_now); set under the
+	 * session's lock */
 	comb_lsn read_at;
 };
 
@@ -116,6 +118,21 @@ static int mark_sent(struct ws_held_map *sent, const char *id)
 	return rc ? rc : sent->count > before;
 }
 
+/*
+ * True when an event whose signal names position at (0: unknown) is the
+ * stored events' to answer for: at lies below the primary's position
+ * at sub's registration, so the event was visible before it (capture
+ * reads the position once PostgreSQL delivered the change, which it does
+ * once the change is visible) and the stored events, read later, hold it
+ * or left it out (withheld, deleted or past the limit by then). Sent live
+ * it could come from a standby behind that read. The caller holds the
+ * session's lock.
+ */
+static bool stored_answers(const struct plain_sub *sub, comb_lsn at)
+{
+	return at && at < sub->read_at;
+}
+
 /* Counts bytes as held by sub against its connection's budget; false
  * when that would pass it (nothing counted then). */
 static bool sub_hold(struct plain_sub *sub, size_t bytes)
@@ -150,8 +167,9 @@ static void live_deliver(struct hub_sub *hs, const struct hub_event *ev)
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (sub->head.dead || sent_before(&sub->stored, ev->ev->id)) {
-		/* closed already, or sent as a stored event */
+	if (sub->head.dead || sent_before(&sub->stored, ev->ev->id) ||
+	    stored_answers(sub, ev->at)) {
+		/* closed already, or the stored events' */
 	} else if (!sub->head.live) {
 		size_t cost = sizeof(*h) + frame.len;
 
@@ -166,6 +184,7 @@ static void live_deliver(struct hub_sub *hs, const struct hub_event *ev)
 		} else {
 			h->next = NULL;
 			memcpy(h->id, ev->ev->id, sizeof(h->id));
+			h->at = ev->at;
 			h->len = frame.len;
 			memcpy(h->frame, frame.data, frame.len);
 			if (sub->held_tail)
@@ -450,7 +469,7 @@ static void finish_stored(struct ws_session *s, struct plain_sub *sub,
 		ws_sub_close_locked(&sub->head, WS_BUDGET_EXCEEDED);
 	} else {
 		for (h = sub->held_head; h; h = h->next) {
-			if (sent_before(sent, h->id))
+			if (sent_before(sent, h->id) || stored_answers(sub, h->at))
 				continue;
 			rc = ws_outbox_push(s->outbox, WS_OP_TEXT, h->frame, h->len, 0);
 			if (rc == COMB_ETOOBIG || rc == COMB_ENOMEM) {
@@ -608,6 +627,7 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 	struct ws_held_map sent;
 	struct plain_sub *sub;
 	struct ws_sub *old;
+	comb_lsn read_at;
 	uint64_t generation = 0;
 	bool registered;
 	char why[300];
@@ -640,12 +660,17 @@ void ws_req_open(struct ws_session *s, const json_t *msg)
 		ws_session_add_sub(s, &sub->head);
 	else if (!ws_sub_open_begin(&sub->head, &generation))
 		return;
-	if (ws_session_access_now(s, &sub->read_at))
+	if (ws_session_access_now(s, &read_at)) {
 		ws_sub_refuse(&sub->head, "error: database unavailable");
-	else if (send_stored(s, sub, &sent, why, sizeof(why)))
-		ws_sub_refuse(&sub->head, why);
-	else
-		finish_stored(s, sub, &sent, registered, generation);
+	} else {
+		pthread_mutex_lock(&s->mu);
+		sub->read_at = read_at;
+		pthread_mutex_unlock(&s->mu);
+		if (send_stored(s, sub, &sent, why, sizeof(why)))
+			ws_sub_refuse(&sub->head, why);
+		else
+			finish_stored(s, sub, &sent, registered, generation);
+	}
 	ws_held_map_release(&sent);
 }
 
