@@ -143,7 +143,7 @@ describe('WebSocket reads on a standby', () => {
 	});
 });
 
-describe('a sync on a standby never goes back in time', () => {
+describe('a subscription on a standby never goes back in time', () => {
 	let stack;
 	let hold;
 
@@ -164,86 +164,88 @@ describe('a sync on a standby never goes back in time', () => {
 		await hold?.stop();
 	});
 
-	// The snapshot falls back to the primary (the standby is paused behind
-	// the delete); the edit's signal, held back until after EOSE, names a
-	// position the paused standby has replayed. Re-read there, the deleted
-	// artifact would come back to a client whose snapshot had left it out.
+	/**
+	 * Opens a subscription of filters on c once a change was taken out of
+	 * view behind the standby's back: change() makes a change whose signal
+	 * (the first kept matching isSignal) is held back, the standby replays
+	 * past that signal and is paused, remove(changed) takes the change's
+	 * event out of view, then the subscription opens (its first read on
+	 * the primary, the standby being behind) and must not hold it
+	 * (inView(event, changed) says whether an event shows it). Then the
+	 * feed is let go: re-read at the held signal's position, on the paused
+	 * standby, the change would come back. Neither the change nor its
+	 * removal may come live before sentinel()'s event.
+	 */
+	async function lateSignal(c, filters, { change, isSignal, remove, inView, sentinel }) {
+		// the community's feed is trusted (its mark came) before it is held
+		const warm = await reqFrames(c, 'warm', filters);
+		assert.equal(warm.at(-1)[0], 'EOSE', JSON.stringify(warm.at(-1)));
+		c.send(['CLOSE', 'warm']);
+		await caughtUp(stack);
+		await hold.hold();
+		try {
+			const changed = await change();
+			const signal = await hold.queued(isSignal);
+			assert.notEqual(signal.lsn, '0/0', 'capture gave the signal no position');
+			await replayedTo(stack, signal.lsn);
+			await stack.standby.pause();
+			const removed = await remove(changed);
+			const frames = await reqFrames(c, 'late', filters);
+			assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
+			assert.ok(!frames.some((f) => f[0] === 'EVENT' && inView(f[2], changed)),
+				'the first read holds what was taken out of view before it');
+			assert.ok(await hold.release() >= 2, 'the change and its removal were not both held');
+			const last = await sentinel();
+			for (;;) {
+				const f = await c.next((m) => isFor('late')(m) && m[0] === 'EVENT', 10000);
+				assert.notEqual(f[2].id, changed.id, 'the change came live after a first read without it');
+				assert.notEqual(f[2].id, removed.id, 'its removal came live to a client that never held it');
+				if (f[2].id === last.id)
+					break;
+			}
+		} finally {
+			await hold.release();
+			await stack.standby.resume();
+		}
+	}
+
+	// A sync: the snapshot falls back to the primary (the standby is paused
+	// behind the delete); the edit's signal, held back until after EOSE,
+	// names a position the paused standby has replayed.
 	test('a signal that arrives after the snapshot is re-read no earlier than the snapshot', async () => {
 		const admin = stack.admins[0];
 		const h = await createChannel(stack, admin, { visibility: 'private' });
 		const created = await accept(stack, admin, { d: uuid(), h, op: 'create' });
 		const d = tagValue(created, 'd');
 		const c = await connectWs(stack.wsUrl, admin);
-		// the community's feed is trusted (its mark came) before it is held
-		const warm = await reqFrames(c, 'warm', [{ artifact: 'current', '#h': [h] }]);
-		assert.equal(warm.at(-1)[0], 'EOSE', JSON.stringify(warm.at(-1)));
-		c.send(['CLOSE', 'warm']);
-		await caughtUp(stack);
-		await hold.hold();
-		try {
-			const edited = await accept(stack, admin, { d, h, op: 'update', prev: created.id, title: 'edited' });
-			const signal = await hold.queued((q) => q.type === 'head' && q.d === d);
-			assert.notEqual(signal.lsn, '0/0', 'capture gave the signal no position');
-			await replayedTo(stack, signal.lsn);
-			await stack.standby.pause();
-			const deleted = await accept(stack, admin, { d, h, op: 'delete', prev: edited.id });
-			const frames = await reqFrames(c, 'sync', [{ artifact: 'current', '#h': [h] }]);
-			assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
-			assert.ok(!frames.some((f) => f[0] === 'EVENT' && tagValue(f[2], 'd') === d),
-				'the snapshot holds an artifact deleted before it');
-			assert.ok(await hold.release() >= 2, 'the edit and the delete were not both held');
-			const sentinel = await accept(stack, admin, { d: uuid(), h, op: 'create' });
-			for (;;) {
-				const f = await c.next((m) => isFor('sync')(m) && m[0] === 'EVENT', 10000);
-				assert.notEqual(f[2].id, edited.id, 'the sync sent the edit after a snapshot without its artifact');
-				assert.notEqual(f[2].id, deleted.id, 'the sync sent the delete of an artifact its client never held');
-				if (f[2].id === sentinel.id)
-					break;
-			}
-		} finally {
-			await hold.release();
-			await stack.standby.resume();
-		}
+		await lateSignal(c, [{ artifact: 'current', '#h': [h] }], {
+			change: () => accept(stack, admin, { d, h, op: 'update', prev: created.id, title: 'edited' }),
+			isSignal: (q) => q.type === 'head' && q.d === d,
+			remove: (edited) => accept(stack, admin, { d, h, op: 'delete', prev: edited.id }),
+			inView: (ev) => tagValue(ev, 'd') === d,
+			sentinel: () => accept(stack, admin, { d: uuid(), h, op: 'create' }),
+		});
 		await c.close();
 	});
 
-	// The same for a plain REQ: a message's signal held back until after
-	// its stored events were read on the primary, where the message was
-	// already withheld (kind 9005). Loaded on the paused standby, which has
-	// it still, it would reach a client whose stored events left it out.
+	// A plain REQ: its stored events read on the primary, where the message
+	// was already withheld (kind 9005); loaded on the paused standby, which
+	// has it still, it would reach a client whose stored events left it out.
 	test('a plain REQ never receives live an event its stored read saw withheld', async () => {
 		const admin = stack.admins[0];
 		const h = await createChannel(stack, admin, { visibility: 'private' });
 		const c = await connectWs(stack.wsUrl, admin);
-		const warm = await reqFrames(c, 'warm', [{ kinds: [9], '#h': [h] }]);
-		assert.equal(warm.at(-1)[0], 'EOSE', JSON.stringify(warm.at(-1)));
-		c.send(['CLOSE', 'warm']);
-		await caughtUp(stack);
-		await hold.hold();
-		try {
-			const message = await chat(stack, admin, h, 'soon withheld');
-			const signal = await hold.queued((q) => q.type === 'event' && q.community > 0);
-			assert.notEqual(signal.lsn, '0/0', 'capture gave the signal no position');
-			await replayedTo(stack, signal.lsn);
-			await stack.standby.pause();
-			assertAccepted(await publish(stack, admin, { kind: 9005, tags: [['h', h], ['e', message.id]] }),
-				'withhold the message');
-			const frames = await reqFrames(c, 'live', [{ kinds: [9], '#h': [h] }]);
-			assert.equal(frames.at(-1)[0], 'EOSE', JSON.stringify(frames.at(-1)));
-			assert.ok(!frames.some((f) => f[0] === 'EVENT' && f[2].id === message.id),
-				'the stored events hold a withheld message');
-			assert.ok(await hold.release() >= 2, 'the message and its withholding were not both held');
-			const sentinel = await chat(stack, admin, h, 'after');
-			for (;;) {
-				const f = await c.next((m) => isFor('live')(m) && m[0] === 'EVENT', 10000);
-				assert.notEqual(f[2].id, message.id, 'the REQ sent live a message withheld before it');
-				if (f[2].id === sentinel.id)
-					break;
-			}
-		} finally {
-			await hold.release();
-			await stack.standby.resume();
-		}
+		await lateSignal(c, [{ kinds: [9], '#h': [h] }], {
+			change: () => chat(stack, admin, h, 'soon withheld'),
+			isSignal: (q) => q.type === 'event' && q.community > 0,
+			remove: async (m) => {
+				const res = await publish(stack, admin, { kind: 9005, tags: [['h', h], ['e', m.id]] });
+				assertAccepted(res, 'withhold the message');
+				return res.event;
+			},
+			inView: (ev, message) => ev.id === message.id,
+			sentinel: () => chat(stack, admin, h, 'after'),
+		});
 		await c.close();
 	});
 });
