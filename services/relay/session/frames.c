@@ -5,6 +5,7 @@
  */
 #include "session.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "comb/error.h"
@@ -37,23 +38,30 @@ int ws_send_notice(struct ws_session *s, const char *message, unsigned flags)
 	return push(s, &b, rc, flags);
 }
 
+/* Appends ["OK",event_id,accepted,message] to out. */
+static int format_ok(struct comb_buf *out, const char *event_id, bool accepted,
+		     const char *message)
+{
+	int rc = comb_buf_puts(out, "[\"OK\",");
+
+	if (rc == 0)
+		rc = json_str(out, event_id);
+	if (rc == 0)
+		rc = comb_buf_puts(out, accepted ? ",true," : ",false,");
+	if (rc == 0)
+		rc = json_str(out, message);
+	if (rc == 0)
+		rc = comb_buf_putc(out, ']');
+	return rc;
+}
+
 int ws_send_ok(struct ws_session *s, const char *event_id, bool accepted,
 	       const char *message, unsigned flags)
 {
 	struct comb_buf b;
-	int rc;
 
 	comb_buf_init(&b, WS_SMALL_FRAME);
-	rc = comb_buf_puts(&b, "[\"OK\",");
-	if (rc == 0)
-		rc = json_str(&b, event_id);
-	if (rc == 0)
-		rc = comb_buf_printf(&b, ",%s,", accepted ? "true" : "false");
-	if (rc == 0)
-		rc = json_str(&b, message);
-	if (rc == 0)
-		rc = comb_buf_putc(&b, ']');
-	return push(s, &b, rc, flags);
+	return push(s, &b, format_ok(&b, event_id, accepted, message), flags);
 }
 
 int ws_send_closed(struct ws_session *s, const char *sub_id,
@@ -128,14 +136,14 @@ static int batch_failure(int rc, char *why, size_t whylen)
 	return comb_fail(why, whylen, COMB_EIO, "error: connection closing");
 }
 
-int ws_event_batch_flush(struct ws_event_batch *b, char *why, size_t whylen)
+/* Pushes what b holds (at least one frame) and empties it; returns what
+ * the push returned. */
+static int batch_push(struct ws_event_batch *b)
 {
 	struct iovec payloads[WS_OUTBOX_MAX_BATCH];
 	size_t i, start = 0;
 	int rc;
 
-	if (b->n == 0)
-		return 0;
 	for (i = 0; i < b->n; i++) {
 		payloads[i].iov_base = b->frames.data + start;
 		payloads[i].iov_len = b->ends[i] - start;
@@ -144,6 +152,13 @@ int ws_event_batch_flush(struct ws_event_batch *b, char *why, size_t whylen)
 	rc = ws_outbox_push_many(b->s->outbox, WS_OP_TEXT, payloads, b->n, b->flags);
 	b->n = 0;
 	comb_buf_reset(&b->frames);
+	return rc;
+}
+
+int ws_event_batch_flush(struct ws_event_batch *b, char *why, size_t whylen)
+{
+	int rc = b->n ? batch_push(b) : 0;
+
 	return rc ? batch_failure(rc, why, whylen) : 0;
 }
 
@@ -186,6 +201,34 @@ void ws_event_batch_release(struct ws_event_batch *b)
 {
 	comb_buf_release(&b->frames);
 	b->n = 0;
+}
+
+int ws_session_write_answer(struct ws_session *s, const char *event_id,
+			    bool accepted, const char *message, bool more)
+{
+	struct ws_event_batch *b = &s->answers;
+	int rc, answered;
+
+	pthread_mutex_lock(&s->answers_mu);
+	rc = batch_end_frame(b, format_ok(&b->frames, event_id, accepted, message));
+	s->answers_writes++;
+	if (rc == 0 && more && b->n < WS_OUTBOX_MAX_BATCH) {
+		pthread_mutex_unlock(&s->answers_mu);
+		return 0;
+	}
+	if (b->n) {
+		int pushed = batch_push(b);
+
+		if (rc == 0)
+			rc = pushed;
+	}
+	if (!more)
+		ws_event_batch_release(b);
+	answered = s->answers_writes;
+	s->answers_writes = 0;
+	pthread_mutex_unlock(&s->answers_mu);
+	ws_session_writes_end(s, answered);
+	return rc;
 }
 
 int ws_session_start(struct ws_session *s)

@@ -54,6 +54,8 @@ struct ws_session *ws_session_new(struct relay *relay,
 	clock_gettime(CLOCK_MONOTONIC, &s->connected_at);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->writes_done, NULL);
+	pthread_mutex_init(&s->answers_mu, NULL);
+	ws_event_batch_init(&s->answers, s, NULL, WS_PUSH_RESERVED);
 	return s;
 }
 
@@ -69,6 +71,8 @@ void ws_session_free(struct ws_session *s)
 		pthread_cond_wait(&s->writes_done, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 	ws_outbox_free(s->outbox);
+	ws_event_batch_release(&s->answers);
+	pthread_mutex_destroy(&s->answers_mu);
 	if (s->authenticated)
 		hub_remove_reader(&s->access);
 	pthread_cond_destroy(&s->writes_done);
@@ -119,10 +123,10 @@ bool ws_session_write_begin(struct ws_session *s, int limit)
 	}
 }
 
-void ws_session_write_end(struct ws_session *s)
+void ws_session_writes_end(struct ws_session *s, int n)
 {
 	pthread_mutex_lock(&s->mu);
-	s->writes_in_flight--;
+	s->writes_in_flight -= n;
 	pthread_cond_broadcast(&s->writes_done);
 	pthread_mutex_unlock(&s->mu);
 }

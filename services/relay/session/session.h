@@ -231,6 +231,27 @@ struct ws_sub {
 	char dead_reason[300];           /* the CLOSED owed while not live */
 };
 
+/* The bytes of EVENT frames a ws_event_batch holds before it pushes them
+ * (or WS_OUTBOX_MAX_BATCH frames, whichever comes first). */
+#define WS_EVENT_BATCH_BYTES (128 * 1024)
+
+/*
+ * Frames of one connection pushed together, so that they leave in a few
+ * large writes rather than one system call each: the EVENT frames of one
+ * subscription (a snapshot, a stored result; frames.c below), or the OK
+ * answers of writes (ws_session_write_answer). Frames keep their order;
+ * the caller flushes before it pushes anything else on the connection
+ * (EOSE, CLOSED).
+ */
+struct ws_event_batch {
+	struct ws_session *s;
+	const char *sub_id;                   /* borrowed */
+	unsigned flags;                       /* of every push */
+	struct comb_buf frames;               /* back to back */
+	size_t ends[WS_OUTBOX_MAX_BATCH];     /* where each frame ends */
+	size_t n;
+};
+
 struct ws_session {
 	struct relay *relay;             /* borrowed */
 	struct ws_outbox *outbox;        /* owned */
@@ -260,6 +281,12 @@ struct ws_session {
 	 * mu); writes_done is signalled whenever the count falls. */
 	int writes_in_flight;
 	pthread_cond_t writes_done;
+	/* OKs gathered by ws_session_write_answer and how many writes they
+	 * answer, under answers_mu (a batcher delivers a batch's answers
+	 * while the connection's thread may answer a refused write). */
+	pthread_mutex_t answers_mu;
+	struct ws_event_batch answers;
+	int answers_writes;
 };
 
 /*
@@ -311,8 +338,9 @@ int ws_session_access_now(struct ws_session *s, comb_lsn *primary_at);
  * counted).
  */
 bool ws_session_write_begin(struct ws_session *s, int limit);
-/* Counts one write as answered (its OK queued or given up). Any thread. */
-void ws_session_write_end(struct ws_session *s);
+/* Counts n writes as answered (their OKs queued or given up). Any
+ * thread. */
+void ws_session_writes_end(struct ws_session *s, int n);
 
 /*
  * frames.c, the NIP-01 frames. Frames other than EVENT are small: at
@@ -328,31 +356,24 @@ int ws_session_start(struct ws_session *s);
 int ws_send_notice(struct ws_session *s, const char *message, unsigned flags);
 int ws_send_ok(struct ws_session *s, const char *event_id, bool accepted,
 	       const char *message, unsigned flags);
+/*
+ * Answers a write counted by ws_session_write_begin with its OK, which may
+ * use the outbox's reserve (write_begin kept room for it): gathered while
+ * more answers follow at once (write_done_fn's more), then pushed with
+ * those gathered before it, in one write when the socket takes them, and
+ * their writes counted as answered. Any thread; the write path's answers
+ * with more set come from one thread, followed by the one without.
+ * Returns 0, or what the push returned (COMB_ETOOBIG: no room even in the
+ * reserve).
+ */
+int ws_session_write_answer(struct ws_session *s, const char *event_id,
+			    bool accepted, const char *message, bool more);
 int ws_send_closed(struct ws_session *s, const char *sub_id,
 		   const char *message, unsigned flags);
 int ws_send_eose(struct ws_session *s, const char *sub_id, unsigned flags);
 /* Appends ["EVENT",sub_id,<json>] to out (caller releases). */
 int ws_format_event(struct comb_buf *out, const char *sub_id,
 		    const char *json, size_t len);
-
-/* The bytes of EVENT frames a ws_event_batch holds before it pushes them
- * (or WS_OUTBOX_MAX_BATCH frames, whichever comes first). */
-#define WS_EVENT_BATCH_BYTES (128 * 1024)
-
-/*
- * EVENT frames of one subscription (a snapshot, a stored result) pushed
- * together, so that they leave in a few large writes rather than one
- * system call each. Frames keep their order; the caller flushes before
- * it pushes anything else on the connection (EOSE, CLOSED).
- */
-struct ws_event_batch {
-	struct ws_session *s;
-	const char *sub_id;                   /* borrowed */
-	unsigned flags;                       /* of every push */
-	struct comb_buf frames;               /* back to back */
-	size_t ends[WS_OUTBOX_MAX_BATCH];     /* where each frame ends */
-	size_t n;
-};
 
 void ws_event_batch_init(struct ws_event_batch *b, struct ws_session *s,
 			 const char *sub_id, unsigned flags);

@@ -332,6 +332,19 @@ static void run(struct write_job **batch, int n)
 	comb_db_release(wb.relay->db, db, !keep);
 }
 
+/* True when a write after batch[i] (of n) has batch[i]'s order, so that
+ * its answer follows batch[i]'s in the same delivery. */
+static bool answer_follows(struct write_job **batch, int n, int i)
+{
+	int j;
+
+	for (j = i + 1; j < n; j++) {
+		if (batch[j]->order == batch[i]->order)
+			return true;
+	}
+	return false;
+}
+
 static void *batcher_main(void *arg)
 {
 	int self = (int)(intptr_t)arg, max = wb.relay->cfg.write_batch_max;
@@ -368,7 +381,8 @@ static void *batcher_main(void *arg)
 		for (i = 0; i < n; i++) {
 			feed_local_deliver(batch[i]->live, true);
 			metrics_write(batch[i]->res.message);
-			batch[i]->done(batch[i]->ctx, &batch[i]->ev, &batch[i]->res);
+			batch[i]->done(batch[i]->ctx, &batch[i]->ev, &batch[i]->res,
+				       answer_follows(batch, n, i));
 			addr_counts_release(&wb.per_addr, batch[i]->addr);
 			job_free(batch[i]);
 		}
@@ -472,7 +486,7 @@ void write_submit(struct relay *relay, const struct community *c,
 		if (!job)
 			write_refuse(&res, 503, "error: out of memory");
 		metrics_write(res.message);
-		done(ctx, ev, &res);
+		done(ctx, ev, &res, false);
 		comb_event_release(ev);
 		free(job);
 		return;

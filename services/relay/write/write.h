@@ -56,9 +56,12 @@ void write_event(struct writer *w, const struct comb_event *ev,
 
 /* Called exactly once per submitted write, on a batcher thread (or on the
  * submitting thread when the write was refused before the database), once
- * the write's transaction ended: res says what to answer. */
+ * the write's transaction ended: res says what to answer. more is true
+ * when the answer of another write with the same `order` follows at once
+ * on the same thread (one batch's answers), so that the answers can leave
+ * together; the last of them has it false. */
 typedef void (*write_done_fn)(void *ctx, const struct comb_event *ev,
-			      const struct write_result *res);
+			      const struct write_result *res, bool more);
 
 /* Starts the batcher threads. Returns 0 or COMB_EIO with errbuf set. */
 int write_batch_start(struct relay *relay, char *errbuf, size_t errlen);

@@ -83,17 +83,16 @@ out:
 }
 
 /* The write path's answer to one pipelined EVENT, on a batcher thread
- * after the write's transaction ended. The OK may use the outbox's
- * reserve: ws_session_write_begin kept room for it. */
+ * after the write's transaction ended; the OKs of one batch's writes leave
+ * together (more). */
 static void event_done(void *ctx, const struct comb_event *ev,
-		       const struct write_result *res)
+		       const struct write_result *res, bool more)
 {
 	struct ws_session *s = ctx;
 
-	if (ws_send_ok(s, ev->id, res->status == 200, res->message,
-		       WS_PUSH_RESERVED) == COMB_ETOOBIG)
+	if (ws_session_write_answer(s, ev->id, res->status == 200, res->message,
+				    more) == COMB_ETOOBIG)
 		ws_outbox_close(s->outbox, WS_CLOSE_POLICY, "slow consumer");
-	ws_session_write_end(s);
 }
 
 /* The answer to an EVENT before NIP-42. */
