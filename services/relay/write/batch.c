@@ -6,9 +6,15 @@
  * `order` has no write in another batcher's batch (so a connection's
  * writes keep their order even across batches), up to
  * COMB_WRITE_BATCH_MAX, stopping before a write that must run alone
- * unless it is the first. When the batch is not full and the node's
+ * unless it is the first. While other batchers wait for work, it takes
+ * only the writes of its share of the queued orders (orders_share) and
+ * wakes one of them for the rest. When the batch is not full and the node's
  * previous batch held more than one write (clients are pipelining), it
- * waits COMB_WRITE_BATCH_WAIT_US once for more.
+ * waits up to COMB_WRITE_BATCH_WAIT_US for the queue to hold enough
+ * writes to fill it: a submitter wakes a batcher that waits for work at
+ * once, but one that gathers only when the batch could be filled, so that
+ * batches are full while clients pipeline rather than each write cutting
+ * the wait short.
  *
  * A batch of several writes is one transaction:
  *     BEGIN; SAVEPOINT w        write 1
@@ -33,6 +39,7 @@
  * the write it touched.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,9 +74,15 @@ struct write_job {
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t work;             /* a write was queued, a batch ended */
+	pthread_cond_t fill;             /* queued reached gather_need */
 	pthread_cond_t room;             /* in_flight fell */
 	struct write_job *head, *tail;
 	int in_flight;                   /* queued or in a batch */
+	int queued;                      /* in the queue, not in a batch */
+	int idle;                        /* batchers waiting on work */
+	int gathering;                   /* batchers waiting on fill */
+	int gather_need;                 /* the fewest queued writes that
+	                                    fill a gathering batch */
 	int batchers;
 	pthread_t *threads;
 	const void **running;            /* batch_max orders per batcher */
@@ -110,20 +123,67 @@ static bool order_held(int self, const void *order, const void **held,
 	return false;
 }
 
-/* Moves eligible queued writes into batch (n so far, at most max);
- * returns the new count. Caller holds mu. */
+/* True when batcher self's batch holds a write of order. Caller holds
+ * mu. */
+static bool order_mine(int self, const void *order)
+{
+	const void **mine = &wb.running[self * wb.relay->cfg.write_batch_max];
+	int i;
+
+	for (i = 0; i < wb.running_n[self]; i++) {
+		if (mine[i] == order)
+			return true;
+	}
+	return false;
+}
+
+/* How many orders (connections) one batch may take writes of: every one
+ * when no other batcher waits for work, else its share of the orders
+ * queued among itself and the idle batchers, so that a few busy
+ * connections' writes commit in parallel batches instead of one batch
+ * holding every connection while the others wait. Caller holds mu. */
+static int orders_share(int max)
+{
+	const void *seen[256];
+	int seen_n = 0, scanned = 0, i;
+	struct write_job *job;
+
+	if (wb.idle == 0)
+		return INT_MAX;
+	for (job = wb.head; job && scanned++ < 4 * max; job = job->next) {
+		for (i = 0; i < seen_n && seen[i] != job->order; i++)
+			;
+		if (i < seen_n)
+			continue;
+		if (seen_n == (int)(sizeof(seen) / sizeof(seen[0])))
+			break;
+		seen[seen_n++] = job->order;
+	}
+	return (seen_n + wb.idle) / (wb.idle + 1);
+}
+
+/* Moves eligible queued writes into batch (n so far, at most max), of at
+ * most orders_share orders; returns the new count. Caller holds mu. */
 static int collect(int self, struct write_job **batch, int n, int max)
 {
 	const void *held[256];
-	int held_n = 0, scanned = 0;
+	int held_n = 0, scanned = 0, share = orders_share(max), orders = 0, i;
 	struct write_job **link = &wb.head, *job, *prev = NULL;
 	const void **mine = &wb.running[self * max];
 
 	if (n > 0 && batch[0]->alone)
 		return n;
+	for (i = 0; i < wb.running_n[self]; i++) {
+		int j = 0;
+
+		while (j < i && mine[j] != mine[i])
+			j++;
+		orders += j == i;
+	}
 	while ((job = *link) && n < max && scanned++ < 4 * max) {
+		bool known = order_mine(self, job->order);
 		bool take = !order_held(self, job->order, held, held_n) &&
-			    (!job->alone || n == 0);
+			    (!job->alone || n == 0) && (known || orders < share);
 
 		if (!take) {
 			if (held_n < (int)(sizeof(held) / sizeof(held[0])))
@@ -138,8 +198,10 @@ static int collect(int self, struct write_job **batch, int n, int max)
 		if (wb.tail == job)
 			wb.tail = prev;
 		job->next = NULL;
+		wb.queued--;
 		batch[n++] = job;
 		mine[wb.running_n[self]++] = job->order;
+		orders += !known;
 		if (job->alone)
 			break;
 	}
@@ -345,11 +407,30 @@ static bool answer_follows(struct write_job **batch, int n, int i)
 	return false;
 }
 
+/* Waits, up to the node's batch wait, until the queue holds the need
+ * writes more that would fill a batch. Caller holds mu. */
+static void gather(int need)
+{
+	struct timespec deadline;
+
+	comb_deadline_in(&deadline, CLOCK_MONOTONIC, 0);
+	deadline.tv_nsec += (long)wb.relay->cfg.write_batch_wait_us * 1000;
+	deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+	deadline.tv_nsec %= 1000000000L;
+	wb.gathering++;
+	if (need < wb.gather_need)
+		wb.gather_need = need;
+	while (wb.queued < need && !wb.stop &&
+	       pthread_cond_timedwait(&wb.fill, &wb.mu, &deadline) != ETIMEDOUT)
+		;
+	if (--wb.gathering == 0)
+		wb.gather_need = INT_MAX;
+}
+
 static void *batcher_main(void *arg)
 {
 	int self = (int)(intptr_t)arg, max = wb.relay->cfg.write_batch_max;
 	struct write_job **batch = calloc((size_t)max, sizeof(*batch));
-	struct timespec deadline;
 	int n, i;
 
 	if (!batch) {
@@ -362,18 +443,19 @@ static void *batcher_main(void *arg)
 		if (n == 0) {
 			if (wb.stop && !wb.head)
 				break;
+			wb.idle++;
 			pthread_cond_wait(&wb.work, &wb.mu);
+			wb.idle--;
 			continue;
 		}
 		if (n < max && !batch[0]->alone && wb.last_batch_plural &&
 		    wb.relay->cfg.write_batch_wait_us > 0) {
-			comb_deadline_in(&deadline, CLOCK_MONOTONIC, 0);
-			deadline.tv_nsec += (long)wb.relay->cfg.write_batch_wait_us * 1000;
-			deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-			deadline.tv_nsec %= 1000000000L;
-			pthread_cond_timedwait(&wb.work, &wb.mu, &deadline);
+			gather(max - n);
 			n = collect(self, batch, n, max);
 		}
+		/* what this batch left to the others */
+		if (wb.head && wb.idle > 0)
+			pthread_cond_signal(&wb.work);
 		wb.last_batch_plural = n > 1;
 		pthread_mutex_unlock(&wb.mu);
 
@@ -426,9 +508,11 @@ int write_batch_start(struct relay *relay, char *errbuf, size_t errlen)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&wb.work, &ca);
+	pthread_cond_init(&wb.fill, &ca);
 	pthread_cond_init(&wb.room, &ca);
 	pthread_condattr_destroy(&ca);
 	wb.stop = false;
+	wb.gather_need = INT_MAX;
 	for (i = 0; i < wb.batchers; i++) {
 		err = pthread_create(&wb.threads[i], NULL, batcher_main,
 				     (void *)(intptr_t)i);
@@ -456,10 +540,12 @@ void write_batch_stop(void)
 	pthread_mutex_lock(&wb.mu);
 	wb.stop = true;
 	pthread_cond_broadcast(&wb.work);
+	pthread_cond_broadcast(&wb.fill);
 	pthread_mutex_unlock(&wb.mu);
 	for (i = 0; i < wb.batchers; i++)
 		pthread_join(wb.threads[i], NULL);
 	pthread_cond_destroy(&wb.work);
+	pthread_cond_destroy(&wb.fill);
 	pthread_cond_destroy(&wb.room);
 	free(wb.threads);
 	free(wb.running);
@@ -512,6 +598,9 @@ void write_submit(struct relay *relay, const struct community *c,
 	else
 		wb.head = job;
 	wb.tail = job;
-	pthread_cond_signal(&wb.work);
+	if (++wb.queued >= wb.gather_need)
+		pthread_cond_broadcast(&wb.fill);
+	if (wb.idle > 0)
+		pthread_cond_signal(&wb.work);
 	pthread_mutex_unlock(&wb.mu);
 }
