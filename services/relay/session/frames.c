@@ -1,7 +1,9 @@
 /*
  * The NIP-01 frames a connection sends (see session.h): AUTH, NOTICE, OK,
- * CLOSED, EOSE and EVENT, one at a time or EVENTs batched (struct
- * ws_event_batch), each pushed to the connection's outbox.
+ * CLOSED, EOSE and EVENT, one at a time or batched (struct
+ * ws_event_batch: a subscription's EVENTs, a batch's OKs), each pushed to
+ * the connection's outbox; and the EVENT path's writes in flight, which
+ * those OKs answer.
  */
 #include "session.h"
 
@@ -203,6 +205,47 @@ void ws_event_batch_release(struct ws_event_batch *b)
 	b->n = 0;
 }
 
+/* The writes in flight. */
+
+/* Outbox bytes one in-flight write's OK may need: the frame (an id and a
+ * message of at most 512 bytes, JSON-escaped) and its queue cost. */
+#define OK_FRAME_BYTES (WS_SMALL_FRAME / 2)
+
+bool ws_session_write_begin(struct ws_session *s, int limit)
+{
+	struct ws_outbox_limits limits;
+	bool room;
+
+	ws_outbox_default_limits(&limits);
+	for (;;) {
+		if (ws_outbox_closed(s->outbox))
+			return false;
+		pthread_mutex_lock(&s->mu);
+		while (s->writes_in_flight >= limit)
+			pthread_cond_wait(&s->writes_done, &s->mu);
+		/* Leave room for every OK in flight, so that a client that
+		 * pipelines without reading stalls instead of overflowing. */
+		room = ws_outbox_queued(s->outbox) +
+		       (size_t)(s->writes_in_flight + 1) * OK_FRAME_BYTES <=
+		       limits.max_bytes;
+		if (room)
+			s->writes_in_flight++;
+		pthread_mutex_unlock(&s->mu);
+		if (room)
+			return true;
+		ws_outbox_drain(s->outbox, 100);
+	}
+}
+
+/* Counts n writes as answered (their OKs queued or given up). */
+static void writes_end(struct ws_session *s, int n)
+{
+	pthread_mutex_lock(&s->mu);
+	s->writes_in_flight -= n;
+	pthread_cond_broadcast(&s->writes_done);
+	pthread_mutex_unlock(&s->mu);
+}
+
 int ws_session_write_answer(struct ws_session *s, const char *event_id,
 			    bool accepted, const char *message, bool more)
 {
@@ -227,7 +270,7 @@ int ws_session_write_answer(struct ws_session *s, const char *event_id,
 	answered = s->answers_writes;
 	s->answers_writes = 0;
 	pthread_mutex_unlock(&s->answers_mu);
-	ws_session_writes_end(s, answered);
+	writes_end(s, answered);
 	return rc;
 }
 

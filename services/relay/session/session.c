@@ -1,7 +1,7 @@
 /*
  * One WebSocket connection's state (see session.h): creating and freeing
- * it, the NIP-01 frame builders, the AUTH challenge, the reader and its
- * read keys, the writes in flight. Its frames are frames.c's, its
+ * it, the AUTH challenge, the reader and its read keys. Its frames and
+ * the writes in flight are frames.c's, its
  * subscriptions sub.c's; the messages are handled in ws/ws_message.c.
  */
 #include "session.h"
@@ -88,47 +88,6 @@ bool ws_session_authenticated(struct ws_session *s)
 	a = s->authenticated;
 	pthread_mutex_unlock(&s->mu);
 	return a;
-}
-
-/* ------------------------------------------------------------------ */
-/* writes in flight */
-
-/* Outbox bytes one in-flight write's OK may need: the frame (an id and a
- * message of at most 512 bytes, JSON-escaped) and its queue cost. */
-#define OK_FRAME_BYTES (WS_SMALL_FRAME / 2)
-
-bool ws_session_write_begin(struct ws_session *s, int limit)
-{
-	struct ws_outbox_limits limits;
-	bool room;
-
-	ws_outbox_default_limits(&limits);
-	for (;;) {
-		if (ws_outbox_closed(s->outbox))
-			return false;
-		pthread_mutex_lock(&s->mu);
-		while (s->writes_in_flight >= limit)
-			pthread_cond_wait(&s->writes_done, &s->mu);
-		/* Leave room for every OK in flight, so that a client that
-		 * pipelines without reading stalls instead of overflowing. */
-		room = ws_outbox_queued(s->outbox) +
-		       (size_t)(s->writes_in_flight + 1) * OK_FRAME_BYTES <=
-		       limits.max_bytes;
-		if (room)
-			s->writes_in_flight++;
-		pthread_mutex_unlock(&s->mu);
-		if (room)
-			return true;
-		ws_outbox_drain(s->outbox, 100);
-	}
-}
-
-void ws_session_writes_end(struct ws_session *s, int n)
-{
-	pthread_mutex_lock(&s->mu);
-	s->writes_in_flight -= n;
-	pthread_cond_broadcast(&s->writes_done);
-	pthread_mutex_unlock(&s->mu);
 }
 
 int ws_session_set_reader(struct ws_session *s, const char *pubkey)

@@ -331,6 +331,12 @@ int ws_session_set_reader(struct ws_session *s, const char *pubkey);
 int ws_session_access_now(struct ws_session *s, comb_lsn *primary_at);
 
 /*
+ * frames.c, the NIP-01 frames, and the writes in flight they answer.
+ * Frames other than EVENT are small: at most WS_SMALL_FRAME bytes.
+ */
+#define WS_SMALL_FRAME 4096
+
+/*
  * The EVENT path's bound (pipelined EVENTs): waits, on the connection's
  * thread and so without reading its socket, until fewer than limit
  * writes are in flight and the outbox has room for their OKs, then counts
@@ -338,15 +344,6 @@ int ws_session_access_now(struct ws_session *s, comb_lsn *primary_at);
  * counted).
  */
 bool ws_session_write_begin(struct ws_session *s, int limit);
-/* Counts n writes as answered (their OKs queued or given up). Any
- * thread. */
-void ws_session_writes_end(struct ws_session *s, int n);
-
-/*
- * frames.c, the NIP-01 frames. Frames other than EVENT are small: at
- * most WS_SMALL_FRAME bytes.
- */
-#define WS_SMALL_FRAME 4096
 
 /* Sends ["AUTH",<challenge>]. Returns 0 or a negative COMB_E*. */
 int ws_session_start(struct ws_session *s);
