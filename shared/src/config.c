@@ -126,7 +126,7 @@ static const struct setting settings[] = {
 	INT(write_batch_max, "COMB_WRITE_BATCH_MAX", "64", 1, 10000,
 	    "most chat messages and artifact writes committed in one transaction (group commit; 1: one transaction per write)"),
 	INT(write_batch_wait_us, "COMB_WRITE_BATCH_WAIT_US", "200", 0, 100000,
-	    "how long a batch that is not full waits for more writes, in microseconds"),
+	    "how long a batch that is not full waits for enough writes to fill it, in microseconds"),
 	INT(shutdown_grace_ms, "COMB_SHUTDOWN_GRACE_MS", "10000", 0, 600000,
 	    "on SIGTERM or SIGINT, how long the relay waits for requests in progress and WebSocket closes before it stops, in milliseconds"),
 };
