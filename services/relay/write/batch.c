@@ -101,37 +101,35 @@ static void job_free(struct write_job *job)
 	free(job);
 }
 
+/* True when order is one of the n orders of set. */
+static bool order_among(const void *const *set, int n, const void *order)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (set[i] == order)
+			return true;
+	}
+	return false;
+}
+
+/* The orders of batcher b's batch (wb.running_n[b] of them). */
+static const void **batch_orders(int b)
+{
+	return &wb.running[b * wb.relay->cfg.write_batch_max];
+}
+
 /* True when order has a write in another batcher's batch, or when this
  * scan skipped a write of it (held, held_n). Caller holds mu. */
 static bool order_held(int self, const void *order, const void **held,
 		       int held_n)
 {
-	int b, i;
+	int b;
 
-	for (i = 0; i < held_n; i++) {
-		if (held[i] == order)
-			return true;
-	}
+	if (order_among(held, held_n, order))
+		return true;
 	for (b = 0; b < wb.batchers; b++) {
-		if (b == self)
-			continue;
-		for (i = 0; i < wb.running_n[b]; i++) {
-			if (wb.running[b * wb.relay->cfg.write_batch_max + i] == order)
-				return true;
-		}
-	}
-	return false;
-}
-
-/* True when batcher self's batch holds a write of order. Caller holds
- * mu. */
-static bool order_mine(int self, const void *order)
-{
-	const void **mine = &wb.running[self * wb.relay->cfg.write_batch_max];
-	int i;
-
-	for (i = 0; i < wb.running_n[self]; i++) {
-		if (mine[i] == order)
+		if (b != self && order_among(batch_orders(b), wb.running_n[b], order))
 			return true;
 	}
 	return false;
@@ -145,15 +143,13 @@ static bool order_mine(int self, const void *order)
 static int orders_share(int max)
 {
 	const void *seen[256];
-	int seen_n = 0, scanned = 0, i;
+	int seen_n = 0, scanned = 0;
 	struct write_job *job;
 
 	if (wb.idle == 0)
 		return INT_MAX;
 	for (job = wb.head; job && scanned++ < 4 * max; job = job->next) {
-		for (i = 0; i < seen_n && seen[i] != job->order; i++)
-			;
-		if (i < seen_n)
+		if (order_among(seen, seen_n, job->order))
 			continue;
 		if (seen_n == (int)(sizeof(seen) / sizeof(seen[0])))
 			break;
@@ -169,19 +165,14 @@ static int collect(int self, struct write_job **batch, int n, int max)
 	const void *held[256];
 	int held_n = 0, scanned = 0, share = orders_share(max), orders = 0, i;
 	struct write_job **link = &wb.head, *job, *prev = NULL;
-	const void **mine = &wb.running[self * max];
+	const void **mine = batch_orders(self);
 
 	if (n > 0 && batch[0]->alone)
 		return n;
-	for (i = 0; i < wb.running_n[self]; i++) {
-		int j = 0;
-
-		while (j < i && mine[j] != mine[i])
-			j++;
-		orders += j == i;
-	}
+	for (i = 0; i < wb.running_n[self]; i++)
+		orders += !order_among(mine, i, mine[i]);
 	while ((job = *link) && n < max && scanned++ < 4 * max) {
-		bool known = order_mine(self, job->order);
+		bool known = order_among(mine, wb.running_n[self], job->order);
 		bool take = !order_held(self, job->order, held, held_n) &&
 			    (!job->alone || n == 0) && (known || orders < share);
 
