@@ -2,7 +2,13 @@
  * The capture feed's subscriber thread (see feed.h and docs/operations.md,
  * "What relay nodes do with gaps").
  *
- * The thread owns the SUB socket (ZeroMQ sockets are not thread-safe), so
+ * Each capture endpoint has a SUB socket of its own, served by a ZeroMQ
+ * I/O thread of its own: ZeroMQ resolves an endpoint's host name in the
+ * I/O thread that reconnects it, and a name that stopped resolving (the
+ * container of a capture that died) would otherwise hold up the messages
+ * of the capture that took over.
+ *
+ * The thread owns the SUB sockets (ZeroMQ sockets are not thread-safe), so
  * other threads ask for a community's subscription through a list under
  * `mu` and an eventfd that wakes the thread's poll. Trust, last sequence
  * numbers and interruption generations live under `mu` too, so that a
@@ -53,6 +59,8 @@
 #define FEED_RCVHWM 100000
 /* Messages handled per poll round before timers are looked at again. */
 #define ROUND_MESSAGES 4096
+/* Capture endpoints one node follows at most (one I/O thread each). */
+#define MAX_ENDPOINTS 8
 /* Epochs left behind that are remembered, so that a late message of an old
  * leader (another connection, another order) does not count as one more
  * change of epoch. */
@@ -85,7 +93,9 @@ static struct {
 	atomic_bool started;
 	pthread_t thread;
 	int wake;                  /* eventfd */
-	void *zctx, *sub;
+	void *zctx;
+	void *subs[MAX_ENDPOINTS]; /* one SUB socket per capture endpoint */
+	int nsubs;
 	int interval_ms;
 	atomic_llong last_beat_ms; /* 0: none yet */
 
@@ -225,10 +235,15 @@ bool feed_still_trusted(int64_t community_id, uint64_t generation)
 /* ------------------------------------------------------------------ */
 /* the subscriber thread */
 
+/* Subscribes every endpoint's socket to topics starting with prefix. */
 static void subscribe(const char *prefix, size_t len)
 {
-	if (zmq_setsockopt(feed.sub, ZMQ_SUBSCRIBE, prefix, len))
-		comb_warn("feed: cannot subscribe: %s", zmq_strerror(zmq_errno()));
+	int i;
+
+	for (i = 0; i < feed.nsubs; i++) {
+		if (zmq_setsockopt(feed.subs[i], ZMQ_SUBSCRIBE, prefix, len))
+			comb_warn("feed: cannot subscribe: %s", zmq_strerror(zmq_errno()));
+	}
 }
 
 static void subscribe_community(struct fcomm *c, int64_t now)
@@ -489,8 +504,8 @@ static void handle(const struct comb_signal *s, int64_t now)
 		   comb_signal_type_name(s->type), s->community, s->seq);
 }
 
-/* Receives one message; returns false when none is waiting. */
-static bool receive_one(void)
+/* Receives one message from sub; returns false when none is waiting. */
+static bool receive_one(void *sub)
 {
 	zmq_msg_t topic, body;
 	struct comb_signal s;
@@ -498,7 +513,7 @@ static bool receive_one(void)
 	bool ok;
 
 	zmq_msg_init(&topic);
-	if (zmq_msg_recv(&topic, feed.sub, ZMQ_DONTWAIT) < 0) {
+	if (zmq_msg_recv(&topic, sub, ZMQ_DONTWAIT) < 0) {
 		zmq_msg_close(&topic);
 		return false;
 	}
@@ -509,7 +524,7 @@ static bool receive_one(void)
 		return true;
 	}
 	zmq_msg_init(&body);
-	if (zmq_msg_recv(&body, feed.sub, 0) < 0) {
+	if (zmq_msg_recv(&body, sub, 0) < 0) {
 		zmq_msg_close(&body);
 		return true;
 	}
@@ -518,7 +533,7 @@ static bool receive_one(void)
 		ok = false;
 		zmq_msg_close(&body);
 		zmq_msg_init(&body);
-		if (zmq_msg_recv(&body, feed.sub, 0) < 0)
+		if (zmq_msg_recv(&body, sub, 0) < 0)
 			break;
 	}
 	if (ok && comb_signal_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s,
@@ -535,26 +550,80 @@ static bool receive_one(void)
 	return true;
 }
 
-static int connect_all(const char *list, char *errbuf, size_t errlen)
+/*
+ * Opens a SUB socket for endpoint, served only by I/O thread number index
+ * of feed.zctx, and connects it. Returns 0, or COMB_EIO with errbuf set.
+ */
+static int open_endpoint(const char *endpoint, int index, char *errbuf,
+			 size_t errlen)
+{
+	int hwm = FEED_RCVHWM, zero = 0, ivl = 100, ivl_max = 1000;
+	uint64_t affinity = (uint64_t)1 << index;
+	void *sub = zmq_socket(feed.zctx, ZMQ_SUB);
+
+	if (!sub)
+		return comb_fail(errbuf, errlen, COMB_EIO, "zmq: %s",
+				 zmq_strerror(zmq_errno()));
+	feed.subs[feed.nsubs++] = sub;
+	if (zmq_setsockopt(sub, ZMQ_AFFINITY, &affinity, sizeof(affinity)) ||
+	    zmq_setsockopt(sub, ZMQ_RCVHWM, &hwm, sizeof(hwm)) ||
+	    zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof(zero)) ||
+	    zmq_setsockopt(sub, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl)) ||
+	    zmq_setsockopt(sub, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max)))
+		return comb_fail(errbuf, errlen, COMB_EIO, "zmq: %s",
+				 zmq_strerror(zmq_errno()));
+	if (zmq_connect(sub, endpoint))
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "cannot connect to %s: %s", endpoint,
+				 zmq_strerror(zmq_errno()));
+	return 0;
+}
+
+/*
+ * Creates feed.zctx with one I/O thread per endpoint of list (a comma
+ * separated list, as COMB_CAPTURE_ENDPOINT) and opens each endpoint's
+ * socket. Returns 0, or an error with errbuf set; what was opened stays
+ * in feed for close_endpoints.
+ */
+static int open_endpoints(const char *list, char *errbuf, size_t errlen)
 {
 	char endpoint[256];
 	const char *p = list;
-	int connected = 0, rc;
+	int count = 0, rc;
 
-	while ((rc = comb_list_next(&p, endpoint, sizeof(endpoint))) > 0) {
-		if (zmq_connect(feed.sub, endpoint))
-			return comb_fail(errbuf, errlen, COMB_EIO,
-					 "cannot connect to %s: %s", endpoint,
-					 zmq_strerror(zmq_errno()));
-		connected++;
-	}
+	while ((rc = comb_list_next(&p, endpoint, sizeof(endpoint))) > 0)
+		count++;
 	if (rc < 0)
 		return comb_fail(errbuf, errlen, COMB_EIO,
 				 "COMB_CAPTURE_ENDPOINT: an endpoint is too long");
-	if (connected == 0)
+	if (count == 0)
 		return comb_fail(errbuf, errlen, COMB_EIO,
 				 "COMB_CAPTURE_ENDPOINT names no endpoint");
+	if (count > MAX_ENDPOINTS)
+		return comb_fail(errbuf, errlen, COMB_EIO,
+				 "COMB_CAPTURE_ENDPOINT names %d endpoints, at most %d",
+				 count, MAX_ENDPOINTS);
+	feed.zctx = zmq_ctx_new();
+	if (!feed.zctx || zmq_ctx_set(feed.zctx, ZMQ_IO_THREADS, count))
+		return comb_fail(errbuf, errlen, COMB_EIO, "zmq: %s",
+				 zmq_strerror(zmq_errno()));
+	p = list;
+	while (comb_list_next(&p, endpoint, sizeof(endpoint)) > 0) {
+		rc = open_endpoint(endpoint, feed.nsubs, errbuf, errlen);
+		if (rc)
+			return rc;
+	}
 	return 0;
+}
+
+/* Closes every endpoint's socket and the context. */
+static void close_endpoints(void)
+{
+	while (feed.nsubs > 0)
+		zmq_close(feed.subs[--feed.nsubs]);
+	if (feed.zctx)
+		zmq_ctx_term(feed.zctx);
+	feed.zctx = NULL;
 }
 
 static void *feed_main(void *arg)
@@ -562,7 +631,7 @@ static void *feed_main(void *arg)
 	int64_t now, listen_from;
 	long timeout = feed.interval_ms / 4;
 	bool drained;
-	int i;
+	int i, j;
 
 	(void)arg;
 	if (timeout < 5)
@@ -571,31 +640,38 @@ static void *feed_main(void *arg)
 		timeout = 250;
 	subscribe("hb", 3);   /* the topic's NUL included */
 	while (!atomic_load(&feed.stop)) {
-		zmq_pollitem_t items[2];
+		/* the wake eventfd first, then each endpoint's socket */
+		zmq_pollitem_t items[1 + MAX_ENDPOINTS];
 
 		memset(items, 0, sizeof(items));
-		items[0].socket = feed.sub;
+		items[0].fd = feed.wake;
 		items[0].events = ZMQ_POLLIN;
-		items[1].fd = feed.wake;
-		items[1].events = ZMQ_POLLIN;
+		for (j = 0; j < feed.nsubs; j++) {
+			items[1 + j].socket = feed.subs[j];
+			items[1 + j].events = ZMQ_POLLIN;
+		}
 		listen_from = comb_monotonic_ms();
-		if (zmq_poll(items, 2, timeout) < 0 && zmq_errno() != EINTR) {
+		if (zmq_poll(items, 1 + feed.nsubs, timeout) < 0 && zmq_errno() != EINTR) {
 			comb_error("feed: zmq_poll: %s", zmq_strerror(zmq_errno()));
 			break;
 		}
 		now = comb_monotonic_ms();
 		if (now - listen_from > timeout)
 			feed.deaf_ms += now - listen_from - timeout;
-		if (items[1].revents & ZMQ_POLLIN) {
+		if (items[0].revents & ZMQ_POLLIN) {
 			uint64_t n;
 
 			if (read(feed.wake, &n, sizeof(n)) < 0 && errno != EAGAIN)
 				comb_warn("feed: eventfd: %s", strerror(errno));
 		}
 		take_fresh(now);
+		/* a message of each endpoint in turn, until all are drained */
 		drained = false;
-		for (i = 0; i < ROUND_MESSAGES && !drained; i++)
-			drained = !receive_one();
+		for (i = 0; i < ROUND_MESSAGES && !drained; i += feed.nsubs) {
+			drained = true;
+			for (j = 0; j < feed.nsubs; j++)
+				drained &= !receive_one(feed.subs[j]);
+		}
 		now = comb_monotonic_ms();
 		/* Heartbeats still queued arrived in time: judge capture's
 		 * liveness only on an empty queue, against each beat's own
@@ -617,7 +693,7 @@ int feed_start(struct relay *relay, char *errbuf, size_t errlen)
 {
 	pthread_condattr_t cattr;
 	pthread_attr_t tattr;
-	int hwm = FEED_RCVHWM, zero = 0, ivl = 100, ivl_max = 1000, err, rc;
+	int err, rc;
 
 	feed.interval_ms = relay->cfg.capture_heartbeat_ms;
 	atomic_store(&feed.stop, false);
@@ -631,18 +707,7 @@ int feed_start(struct relay *relay, char *errbuf, size_t errlen)
 		rc = comb_fail(errbuf, errlen, COMB_EIO, "eventfd: %s", strerror(errno));
 		goto fail;
 	}
-	feed.zctx = zmq_ctx_new();
-	feed.sub = feed.zctx ? zmq_socket(feed.zctx, ZMQ_SUB) : NULL;
-	if (!feed.sub) {
-		rc = comb_fail(errbuf, errlen, COMB_EIO, "zmq: %s",
-			       zmq_strerror(zmq_errno()));
-		goto fail;
-	}
-	zmq_setsockopt(feed.sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
-	zmq_setsockopt(feed.sub, ZMQ_LINGER, &zero, sizeof(zero));
-	zmq_setsockopt(feed.sub, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
-	zmq_setsockopt(feed.sub, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max));
-	rc = connect_all(relay->cfg.capture_endpoint, errbuf, errlen);
+	rc = open_endpoints(relay->cfg.capture_endpoint, errbuf, errlen);
 	if (rc)
 		goto fail;
 	atomic_store(&feed.started, true);
@@ -660,11 +725,7 @@ int feed_start(struct relay *relay, char *errbuf, size_t errlen)
 		  relay->cfg.capture_endpoint, feed.interval_ms);
 	return 0;
 fail:
-	if (feed.sub)
-		zmq_close(feed.sub);
-	if (feed.zctx)
-		zmq_ctx_term(feed.zctx);
-	feed.sub = feed.zctx = NULL;
+	close_endpoints();
 	if (feed.wake >= 0)
 		close(feed.wake);
 	feed.wake = -1;
@@ -682,9 +743,7 @@ void feed_stop(void)
 	atomic_store(&feed.stop, true);
 	wake_thread();
 	pthread_join(feed.thread, NULL);
-	zmq_close(feed.sub);
-	zmq_ctx_term(feed.zctx);
-	feed.sub = feed.zctx = NULL;
+	close_endpoints();
 	close(feed.wake);
 	feed.wake = -1;
 	pthread_mutex_lock(&feed.mu);
