@@ -224,6 +224,10 @@ async function startRelay(i, extraEnv = {}) {
 		// BENCH_REVISION_CACHE_WARM_MB=0 starts the nodes without the warm
 		...(env.BENCH_REVISION_CACHE_WARM_MB !== undefined
 			? { COMB_REVISION_CACHE_WARM_MB: env.BENCH_REVISION_CACHE_WARM_MB } : {}),
+		// BENCH_RELAY_ENV="COMB_X=1,COMB_Y=2" sets more of every node's
+		// settings, for experiments
+		...Object.fromEntries((env.BENCH_RELAY_ENV ?? '').split(',').filter(Boolean)
+			.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
 		...extraEnv,
 	});
 	const deadline = Date.now() + 30000;
