@@ -53,7 +53,7 @@ static const struct setting settings[] = {
 	STR(policy_config, "COMB_POLICY_CONFIG", "",
 	    "text passed to every policy plugin's init (auditor: `auditors=<hex>,<hex>`)"),
 	STR(capture_endpoint, "COMB_CAPTURE_ENDPOINT", "tcp://127.0.0.1:7450",
-	    "comma-separated ZeroMQ endpoints of the capture instances: relays connect to every one, each capture binds the first it can"),
+	    "comma-separated ZeroMQ endpoints of the capture instances (at most 8): relays connect to every one, each capture binds the first it can"),
 	STR(capture_metrics_listen, "COMB_CAPTURE_METRICS_LISTEN", "",
 	    "address and port of capture's HTTP endpoint (GET /metrics, GET /healthz), for example `127.0.0.1:7451`; empty: none"),
 	INT(capture_heartbeat_ms, "COMB_CAPTURE_HEARTBEAT_MS", "500", 50, 60000,

@@ -8,14 +8,19 @@
 // relay closed every sync a second time (compose-test saw it once).
 //
 // tests/tools/comb-slow-resolve.so, loaded into the relay, makes one name
-// take two seconds to fail; lib/fakecapture.mjs is the live endpoint.
+// take two seconds to fail; lib/fakecapture.mjs is the live endpoint. A
+// node follows at most eight endpoints (an I/O thread each) and says so
+// at start when given more.
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { buildDir, connectWs, scrapeMetrics, stackDir, startRelay } from './lib/harness.mjs';
+import {
+	buildDir, connectWs, freePort, newKey, readStackEnv, scrapeMetrics, stackDir, startRelay,
+} from './lib/harness.mjs';
 import { createChannel } from './lib/artifacts.mjs';
 import { FakeCapture, communityOf } from './lib/fakecapture.mjs';
 
@@ -88,4 +93,28 @@ test('an endpoint whose name resolves slowly does not hold up the live one', asy
 	const m = await scrapeMetrics(stack.url);
 	assert.deepEqual({ alive: m.value('comb_feed_alive'), losses: m.value('comb_feed_heartbeat_losses_total') },
 		{ alive: 1, losses: 0 });
+});
+
+test('more capture endpoints than a node follows stop it at start, saying so', async () => {
+	const stackEnv = readStackEnv();
+	const env = { PATH: process.env.PATH };
+	for (const [k, v] of Object.entries(process.env)) {
+		if (k.startsWith('ASAN_') || k.startsWith('UBSAN_') || k.startsWith('LSAN_'))
+			env[k] = v;
+	}
+	const endpoints = Array.from({ length: 9 }, (_, i) => `tcp://127.0.0.1:${17450 + i}`);
+	Object.assign(env, {
+		COMB_DATABASE_URL: `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/postgres`,
+		COMB_REDIS_URL: stackEnv.COMB_REDIS_URL,
+		COMB_RELAY_SECRET_KEY: newKey().skHex,
+		COMB_LISTEN: `127.0.0.1:${await freePort()}`,
+		COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
+		COMB_CAPTURE_ENDPOINT: endpoints.join(','),
+	});
+	const r = await new Promise((resolve) => {
+		execFile(path.join(buildDir, 'bin', 'comb-relay'), [], { env, timeout: 20000 },
+			(err, stdout, stderr) => resolve({ code: err ? err.code : 0, output: `${stdout}${stderr}` }));
+	});
+	assert.notEqual(r.code, 0, r.output);
+	assert.match(r.output, /COMB_CAPTURE_ENDPOINT names 9 endpoints, at most 8/);
 });
