@@ -22,7 +22,7 @@ import {
 	buildDir, connectWs, freePort, newKey, readStackEnv, scrapeMetrics, stackDir, startRelay,
 } from './lib/harness.mjs';
 import { createChannel } from './lib/artifacts.mjs';
-import { FakeCapture, communityOf } from './lib/fakecapture.mjs';
+import { FakeCapture } from './lib/fakecapture.mjs';
 
 // Three missed intervals (0.9 s) are a lost feed; a slow lookup takes 2 s.
 const HEARTBEAT_MS = 300;
@@ -39,11 +39,7 @@ const slowLog = path.join(stackDir, 'logs', `feed_endpoints-${process.pid}-looku
 before(async () => {
 	fake = new FakeCapture();
 	await fake.listen();
-	fake.onSubscribe = (prefix) => {
-		const c = communityOf(prefix);
-		if (c !== null)
-			fake.mark(EPOCH, c, 0);
-	};
+	fake.marksOnSubscribe(() => EPOCH);
 	fake.beatEvery(EPOCH, HEARTBEAT_MS);
 	fs.mkdirSync(path.dirname(slowLog), { recursive: true });
 	fs.rmSync(slowLog, { force: true });

@@ -19,7 +19,7 @@ import { after, before, test } from 'node:test';
 
 import { connectWs, scrapeMetrics, startRelay } from './lib/harness.mjs';
 import { createChannel } from './lib/artifacts.mjs';
-import { FakeCapture, communityOf } from './lib/fakecapture.mjs';
+import { FakeCapture } from './lib/fakecapture.mjs';
 
 // The relay counts three missed intervals (6 s) from the last heartbeat.
 const HEARTBEAT_MS = 2000;
@@ -36,11 +36,7 @@ before(async () => {
 	fake = new FakeCapture();
 	await fake.listen();
 	// Like capture: a subscription to "<community>:" is answered by a mark.
-	fake.onSubscribe = (prefix) => {
-		const c = communityOf(prefix);
-		if (c !== null)
-			fake.mark(epoch, c, 0);
-	};
+	fake.marksOnSubscribe(() => epoch);
 	stack = await startRelay({
 		capture: false,
 		ready: false,

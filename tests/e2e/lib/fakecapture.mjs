@@ -8,6 +8,7 @@
 //   const fake = new FakeCapture();
 //   const endpoint = await fake.listen();        // tcp://127.0.0.1:PORT
 //   fake.onSubscribe = (prefix) => {...};        // a Buffer, e.g. "7:"
+//   fake.marksOnSubscribe(() => epoch);          // or answer them as capture does
 //   fake.heartbeat(epoch); fake.mark(epoch, community, seq);
 //   fake.signal({epoch, seq, community, type: 'head', channel, d, id, xid});
 //   fake.beatEvery(epoch, ms); fake.stopBeats(); await fake.close();
@@ -255,6 +256,16 @@ export class FakeCapture {
 				resolve(this.endpoint);
 			});
 		});
+	}
+
+	/** Answers each subscription to a community ("<community>:") as
+	 * capture does: with a mark of seq 0 in the epoch epochOf() gives. */
+	marksOnSubscribe(epochOf) {
+		this.onSubscribe = (prefix) => {
+			const c = communityOf(prefix);
+			if (c !== null)
+				this.mark(epochOf(), c, 0);
+		};
 	}
 
 	/** Sends a signal (see encodeSignal) to every peer whose subscription matches. */
