@@ -1065,7 +1065,10 @@ async function main() {
 	for (const s of crashed)
 		log(`${s.name} exited with ${JSON.stringify(s.exited)}; see ${s.file}`);
 	const wrong = results.filter((r) => !r.ok).map((r) => r.scenario);
-	const missed = results.filter((r) => !r.pass).map((r) => r.scenario);
+	// a missed ingest shows its ratio beside the lowest the run's floors allow
+	const missed = results.filter((r) => !r.pass).map((r) => r.lowest_ratio_with_checks_and_rows
+		? `${r.scenario} (${r.ratio}x; the lowest its rows and checks allow here: ${r.lowest_ratio_with_checks_and_rows}x)`
+		: r.scenario);
 	log(`done in ${((Date.now() - started) / 1000).toFixed(1)} s: ${results.length} scenarios, ` +
 		`${wrong.length ? `WRONG or failed: ${wrong.join(', ')}` : 'all read correctly'}; ` +
 		`${missed.length ? `targets missed: ${missed.join(', ')}` : 'all targets met'}`);
