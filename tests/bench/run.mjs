@@ -321,8 +321,46 @@ async function trackAll(on) {
 // Where the cluster's WAL stands: its insert position, in bytes. (Not
 // pg_stat_wal: backends report their WAL there when idle, an idle one
 // only after ten seconds, so it trails a scenario that just ended.)
-async function walNow() {
-	return { lsn: Number(await psql("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')")) };
+// The PostgreSQL server's postmaster (the parent of its checkpointer),
+// found once.
+let postmasterPid = null;
+async function postmaster() {
+	postmasterPid ??= procStatus(Number(await psql(
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")), 'PPid');
+	return postmasterPid;
+}
+
+// The CPU seconds the whole PostgreSQL server has used so far: the
+// postmaster, its live children (backends, the WAL writer, autovacuum and
+// the rest) and the children it has reaped (cutime and cstime of its
+// /proc stat), or null.
+async function pgCpuSeconds() {
+	const pm = await postmaster();
+	let total = procCpuSeconds(pm);
+
+	if (pm === null || total === null)
+		return null;
+	try {
+		const stat = fs.readFileSync(`/proc/${pm}/stat`, 'utf8');
+		const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+		total += (Number(f[13]) + Number(f[14])) / 100;
+		for (const pid of fs.readdirSync('/proc')) {
+			if (/^[0-9]+$/.test(pid) && procStatus(pid, 'PPid') === pm)
+				total += procCpuSeconds(pid) ?? 0;
+		}
+	} catch {
+		return null;
+	}
+	return total;
+}
+
+// The cluster's WAL insert position and PostgreSQL's CPU seconds so far,
+// for perUnit.
+async function pgMark() {
+	return {
+		lsn: Number(await psql("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')")),
+		cpu: await pgCpuSeconds(),
+	};
 }
 
 const ofThisDb = 'dbid = (SELECT oid FROM pg_database WHERE datname = current_database())';
@@ -361,6 +399,7 @@ async function pgNested(per, n = 12) {
 function perUnit(cost, w0, w1, n) {
 	return n ? {
 		pg_us: round(cost.ms * 1e3 / n, 1),
+		pg_cpu_us: w0.cpu !== null && w1.cpu !== null ? round((w1.cpu - w0.cpu) * 1e6 / n, 1) : null,
 		wal_records: round(cost.records / n, 2),
 		wal_bytes: round(cost.bytes / n, 0),
 		wal_fpi: round(cost.fpi / n, 3),
@@ -929,30 +968,44 @@ async function main() {
 	// relay that checks every event could reach (its storage a bare row,
 	// nothing else done); with the artifact rows' floor instead of the
 	// bare row's, the lowest the rows stored today allow.
+	// One run of a floor (rows as insert-floor's --rows) with PostgreSQL's
+	// cost per row of its statements (those matching `match`).
+	const floorRun = async (rows, match) => {
+		await pgReset();
+		const w0 = await pgMark();
+		const run = await ingestFloor(rows);
+		const w1 = await pgMark();
+		const cost = await pgCost(`query ILIKE '${match}'`);
+		return { run, pg: perUnit(cost, w0, w1, run.stored > 0 ? run.stored : 0) };
+	};
+	// The faster of two runs in a row: a floor is what the machine can do
+	// at best, and now and then one run of the same rows comes out twice
+	// as slow, with twice PostgreSQL's CPU (2026-12-05).
+	const bestFloor = async (rows, match) => {
+		const a = await floorRun(rows, match), b = await floorRun(rows, match);
+		return { ...(b.run.seconds < a.run.seconds ? b : a),
+			runs_per_s: [a, b].map((x) => round(x.run.events_per_s, 0)) };
+	};
 	const ingestScenario = (name, command, floor, target, pass, rowsFloor = false) => scenario(name, nodes, async () => {
 		await trackAll(true);
-		await pgReset();
-		const fw0 = await walNow();
-		const f = await ingestFloor();
-		const fw1 = await walNow();
-		const fCost = await pgCost("query ILIKE 'INSERT INTO bench_ingest_floor%'");
+		const { run: f, pg: pgRow, runs_per_s: floorRuns } =
+			await bestFloor('event', 'INSERT INTO bench_ingest_floor%');
 		let pgRows = null, rf = null;
 		if (rowsFloor) {
-			await pgReset();
-			const rw0 = await walNow();
-			rf = await ingestFloor('artifact');
-			const rw1 = await walNow();
-			const rCost = await pgCost("query ILIKE 'WITH v (community_id%'");
-			pgRows = perUnit(rCost, rw0, rw1, rf.stored > 0 ? rf.stored : 0);
-			if (pgRows)
+			const best = await bestFloor('artifact', 'WITH v (community_id%');
+			rf = best.run;
+			pgRows = best.pg;
+			if (pgRows) {
 				pgRows.events_per_s = round(rf.events_per_s, 0);
+				pgRows.runs_events_per_s = best.runs_per_s;
+			}
 		}
 		const v = rowsFloor ? await bench('verify-floor', ['--events', String(keys.artifacts)]) : null;
 		await pgReset();
-		const w0 = await walNow();
+		const w0 = await pgMark();
 		const r = await bench(command, [...at(node0), '--db', dbUrl, '--events',
 			String(keys.artifacts), '--conns', '4', '--window', '64']);
-		const w1 = await walNow();
+		const w1 = await pgMark();
 		const cost = await pgCost("toplevel AND query NOT ILIKE '%pg_stat%'" +
 			" AND query NOT ILIKE 'SELECT count(*) FROM %' AND query NOT ILIKE 'ALTER SYSTEM%'" +
 			" AND query NOT ILIKE '%pg_reload_conf%'");
@@ -961,15 +1014,17 @@ async function main() {
 		fs.writeFileSync(path.join(outDir, `pg-${name}-nested.txt`), nested.map((q) =>
 			`${q.us_per_event} us, ${q.wal_records_per_event} WAL records, ${q.wal_bytes_per_event} WAL bytes per event (calls ${q.calls})\n  ${q.query}`).join('\n\n') + '\n');
 		const pgEvent = perUnit(cost, w0, w1, r.stored > 0 ? r.stored : 0);
-		const pgRow = perUnit(fCost, fw0, fw1, f.stored > 0 ? f.stored : 0);
 		const ratio = r.events_per_s && f.events_per_s ? f.events_per_s / r.events_per_s : null;
 		return {
 			pg_per_event: pgEvent, pg_per_floor_row: pgRow,
 			pg_time_ratio: pgEvent && pgRow?.pg_us ? round(pgEvent.pg_us / pgRow.pg_us, 2) : null,
+			pg_cpu_ratio: pgEvent?.pg_cpu_us && pgRow?.pg_cpu_us ? round(pgEvent.pg_cpu_us / pgRow.pg_cpu_us, 2) : null,
 			wal_records_ratio: pgEvent && pgRow?.wal_records
 				? round(pgEvent.wal_records / pgRow.wal_records, 2) : null,
 			pg_per_artifact_rows_floor: pgRows ?? undefined,
 			pg_time_ratio_to_rows_floor: pgEvent && pgRows?.pg_us ? round(pgEvent.pg_us / pgRows.pg_us, 2) : undefined,
+			pg_cpu_ratio_to_rows_floor: pgEvent?.pg_cpu_us && pgRows?.pg_cpu_us
+				? round(pgEvent.pg_cpu_us / pgRows.pg_cpu_us, 2) : undefined,
 			wal_records_ratio_to_rows_floor: pgEvent && pgRows?.wal_records
 				? round(pgEvent.wal_records / pgRows.wal_records, 2) : undefined,
 			pg_nested_top: nested.slice(0, 6),
@@ -978,6 +1033,7 @@ async function main() {
 			ok_latency_p50_ms: round(r.ok_latency_p50_ms, 2),
 			ok_latency_p99_ms: round(r.ok_latency_p99_ms, 2),
 			floor, floor_events_per_s: round(f.events_per_s, 0), floor_s: round(f.seconds, 3),
+			floor_runs_events_per_s: floorRuns,
 			ratio: round(ratio, 2),
 			verify_floor_us_per_event: v ? round(v.us_per_event, 1) : undefined,
 			verify_floor_s: v ? round(v.seconds, 3) : undefined,
