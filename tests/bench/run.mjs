@@ -318,9 +318,6 @@ async function trackAll(on) {
 	await sleep(300);
 }
 
-// Where the cluster's WAL stands: its insert position, in bytes. (Not
-// pg_stat_wal: backends report their WAL there when idle, an idle one
-// only after ten seconds, so it trails a scenario that just ended.)
 // The PostgreSQL server's postmaster (the parent of its checkpointer),
 // found once.
 let postmasterPid = null;
@@ -354,8 +351,10 @@ async function pgCpuSeconds() {
 	return total;
 }
 
-// The cluster's WAL insert position and PostgreSQL's CPU seconds so far,
-// for perUnit.
+// Where the cluster's WAL stands, its insert position in bytes, and
+// PostgreSQL's CPU seconds so far, for perUnit. (Not pg_stat_wal: backends
+// report their WAL there when idle, an idle one only after ten seconds,
+// so it trails a scenario that just ended.)
 async function pgMark() {
 	return {
 		lsn: Number(await psql("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')")),
@@ -954,20 +953,6 @@ async function main() {
 	// floor
 	const ingestFloor = (rows = 'event') => bench('insert-floor', ['--db', dbUrl, '--events',
 		String(keys.artifacts), '--conns', '4', '--batch', '64', '--rows', rows]);
-	// PostgreSQL's share, with pg_stat_statements.track 'all': the floor's
-	// INSERTs per row, and every statement of the relays and the capture
-	// (not the client's count afterwards) per event stored, with the
-	// nested statements that cost the most (pg-NAME-nested.txt). With
-	// rowsFloor, also the floor of an artifact create's storage: the same
-	// events with their revision and head rows, bare INSERTs into copies
-	// of the three tables (insert-floor --rows artifact), per create, and
-	// what the relay must spend on each event before storing it (its own
-	// parse and signature check on one thread, verify-floor): the floor
-	// with those checks spread over the machine's two cores is
-	// floor_s + verify_s / 2. Over floor_s, that is the lowest ratio any
-	// relay that checks every event could reach (its storage a bare row,
-	// nothing else done); with the artifact rows' floor instead of the
-	// bare row's, the lowest the rows stored today allow.
 	// One run of a floor (rows as insert-floor's --rows) with PostgreSQL's
 	// cost per row of its statements (those matching `match`).
 	const floorRun = async (rows, match) => {
@@ -986,6 +971,20 @@ async function main() {
 		return { ...(b.run.seconds < a.run.seconds ? b : a),
 			runs_per_s: [a, b].map((x) => round(x.run.events_per_s, 0)) };
 	};
+	// PostgreSQL's share, with pg_stat_statements.track 'all': the floor's
+	// INSERTs per row, and every statement of the relays and the capture
+	// (not the client's count afterwards) per event stored, with the
+	// nested statements that cost the most (pg-NAME-nested.txt). With
+	// rowsFloor, also the floor of an artifact create's storage: the same
+	// events with their revision and head rows, bare INSERTs into copies
+	// of the three tables (insert-floor --rows artifact), per create, and
+	// what the relay must spend on each event before storing it (its own
+	// parse and signature check on one thread, verify-floor): the floor
+	// with those checks spread over the machine's two cores is
+	// floor_s + verify_s / 2. Over floor_s, that is the lowest ratio any
+	// relay that checks every event could reach (its storage a bare row,
+	// nothing else done); with the artifact rows' floor instead of the
+	// bare row's, the lowest the rows stored today allow.
 	const ingestScenario = (name, command, floor, target, pass, rowsFloor = false) => scenario(name, nodes, async () => {
 		await trackAll(true);
 		const { run: f, pg: pgRow, runs_per_s: floorRuns } =
