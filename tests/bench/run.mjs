@@ -266,17 +266,27 @@ function procStatus(pid, field) {
 	}
 }
 
-// The CPU seconds (user and system) process pid has used so far, or null.
-function procCpuSeconds(pid) {
+// The fields of /proc/PID/stat after "pid (comm) ", or null: state is
+// field 0, ppid 1, utime 11, stime 12, cutime 13 and cstime 14 (its reaped
+// children's), times in clock ticks of 1/100 s (USER_HZ on Linux).
+function procStat(pid) {
 	try {
 		const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-		// after "pid (comm) ": state is field 0, utime 11, stime 12, in
-		// clock ticks of 1/100 s (USER_HZ on Linux)
-		const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-		return (Number(f[11]) + Number(f[12])) / 100;
+		return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 	} catch {
 		return null;
 	}
+}
+
+// The CPU seconds (user and system) of a process's stat fields (procStat).
+function statCpuSeconds(f) {
+	return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+// The CPU seconds (user and system) process pid has used so far, or null.
+function procCpuSeconds(pid) {
+	const f = procStat(pid);
+	return f ? statCpuSeconds(f) : null;
 }
 
 // Resets VmHWM to the current RSS (Linux clear_refs 5), so that each
@@ -333,20 +343,17 @@ async function postmaster() {
 // /proc stat), or null.
 async function pgCpuSeconds() {
 	const pm = await postmaster();
-	let total = procCpuSeconds(pm);
+	const own = pm === null ? null : procStat(pm);
+	let total;
 
-	if (pm === null || total === null)
+	if (!own)
 		return null;
-	try {
-		const stat = fs.readFileSync(`/proc/${pm}/stat`, 'utf8');
-		const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-		total += (Number(f[13]) + Number(f[14])) / 100;
-		for (const pid of fs.readdirSync('/proc')) {
-			if (/^[0-9]+$/.test(pid) && procStatus(pid, 'PPid') === pm)
-				total += procCpuSeconds(pid) ?? 0;
-		}
-	} catch {
-		return null;
+	total = statCpuSeconds(own) + (Number(own[13]) + Number(own[14])) / 100;
+	for (const pid of fs.readdirSync('/proc')) {
+		const f = /^[0-9]+$/.test(pid) ? procStat(pid) : null;
+
+		if (f && Number(f[1]) === pm)
+			total += statCpuSeconds(f);
 	}
 	return total;
 }

@@ -13,13 +13,12 @@
 // at start when given more.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import {
-	buildDir, connectWs, freePort, newKey, readStackEnv, scrapeMetrics, stackDir, startRelay,
+	buildDir, connectWs, runRelayUntilExit, scrapeMetrics, stackDir, startRelay,
 } from './lib/harness.mjs';
 import { createChannel } from './lib/artifacts.mjs';
 import { FakeCapture } from './lib/fakecapture.mjs';
@@ -92,25 +91,8 @@ test('an endpoint whose name resolves slowly does not hold up the live one', asy
 });
 
 test('more capture endpoints than a node follows stop it at start, saying so', async () => {
-	const stackEnv = readStackEnv();
-	const env = { PATH: process.env.PATH };
-	for (const [k, v] of Object.entries(process.env)) {
-		if (k.startsWith('ASAN_') || k.startsWith('UBSAN_') || k.startsWith('LSAN_'))
-			env[k] = v;
-	}
 	const endpoints = Array.from({ length: 9 }, (_, i) => `tcp://127.0.0.1:${17450 + i}`);
-	Object.assign(env, {
-		COMB_DATABASE_URL: `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/postgres`,
-		COMB_REDIS_URL: stackEnv.COMB_REDIS_URL,
-		COMB_RELAY_SECRET_KEY: newKey().skHex,
-		COMB_LISTEN: `127.0.0.1:${await freePort()}`,
-		COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
-		COMB_CAPTURE_ENDPOINT: endpoints.join(','),
-	});
-	const r = await new Promise((resolve) => {
-		execFile(path.join(buildDir, 'bin', 'comb-relay'), [], { env, timeout: 20000 },
-			(err, stdout, stderr) => resolve({ code: err ? err.code : 0, output: `${stdout}${stderr}` }));
-	});
+	const r = await runRelayUntilExit({ COMB_CAPTURE_ENDPOINT: endpoints.join(',') });
 	assert.notEqual(r.code, 0, r.output);
 	assert.match(r.output, /COMB_CAPTURE_ENDPOINT names 9 endpoints, at most 8/);
 });

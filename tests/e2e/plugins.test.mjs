@@ -7,14 +7,13 @@
 // plugin the loader must refuse exits non-zero and says why.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-	buildDir, freePort, newKey, post, readStackEnv, signEvent, startRelay,
+	buildDir, newKey, post, runRelayUntilExit, signEvent, startRelay,
 } from './lib/harness.mjs';
 
 const lib = (name) => path.join(buildDir, 'lib', name);
@@ -172,31 +171,8 @@ describe('default and auditor chains on one database', () => {
 
 // Runs comb-relay with plugin as COMB_POLICY_PLUGIN until it exits (at
 // most 20 s). Resolves to {code, signal, output}.
-async function runRelay(plugin, config = '') {
-	const stackEnv = readStackEnv();
-	const env = { PATH: process.env.PATH };
-	for (const [k, v] of Object.entries(process.env)) {
-		if (k.startsWith('ASAN_') || k.startsWith('UBSAN_') || k.startsWith('LSAN_'))
-			env[k] = v;
-	}
-	Object.assign(env, {
-		COMB_DATABASE_URL: `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/postgres`,
-		COMB_REDIS_URL: stackEnv.COMB_REDIS_URL,
-		COMB_RELAY_SECRET_KEY: newKey().skHex,
-		COMB_LISTEN: `127.0.0.1:${await freePort()}`,
-		COMB_POLICY_PLUGIN: plugin,
-		COMB_POLICY_CONFIG: config,
-	});
-	return new Promise((resolve) => {
-		execFile(path.join(buildDir, 'bin', 'comb-relay'), [], { env, timeout: 20000 },
-			(err, stdout, stderr) => {
-				resolve({
-					code: err ? err.code : 0,
-					signal: err ? err.signal : null,
-					output: `${stdout}${stderr}`,
-				});
-			});
-	});
+function runRelay(plugin, config = '') {
+	return runRelayUntilExit({ COMB_POLICY_PLUGIN: plugin, COMB_POLICY_CONFIG: config });
 }
 
 describe('plugins the loader refuses', () => {

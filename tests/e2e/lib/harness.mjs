@@ -404,6 +404,38 @@ export async function connectWs(base, sk, opts = {}) {
 // ---------------------------------------------------------------------------
 // the fixture's servers
 
+/**
+ * Runs comb-relay on the fixture's PostgreSQL and Redis (a fresh key, a
+ * free port, the default policy plugin, the sanitizers' settings; `env`
+ * adds or overrides settings) until it exits, at most 20 s: for settings
+ * a relay must refuse at start. Resolves to {code, signal, output}.
+ */
+export async function runRelayUntilExit(env = {}) {
+	const stackEnv = readStackEnv();
+	const full = { PATH: process.env.PATH };
+	for (const [k, v] of Object.entries(process.env)) {
+		if (k.startsWith('ASAN_') || k.startsWith('UBSAN_') || k.startsWith('LSAN_'))
+			full[k] = v;
+	}
+	Object.assign(full, {
+		COMB_DATABASE_URL: `${stackEnv.COMB_TEST_DATABASE_URL_BASE}/postgres`,
+		COMB_REDIS_URL: stackEnv.COMB_REDIS_URL,
+		COMB_RELAY_SECRET_KEY: newKey().skHex,
+		COMB_LISTEN: `127.0.0.1:${await freePort()}`,
+		COMB_POLICY_PLUGIN: path.join(buildDir, 'lib', 'policy_default.so'),
+	}, env);
+	return new Promise((resolve) => {
+		execFile(path.join(buildDir, 'bin', 'comb-relay'), [], { env: full, timeout: 20000 },
+			(err, stdout, stderr) => {
+				resolve({
+					code: err ? err.code : 0,
+					signal: err ? err.signal : null,
+					output: `${stdout}${stderr}`,
+				});
+			});
+	});
+}
+
 /** Reads STACK/env (KEY=value lines) written by scripts/test-stack.sh. */
 export function readStackEnv() {
 	const file = path.join(stackDir, 'env');
